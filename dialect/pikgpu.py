@@ -1,0 +1,163 @@
+"""The ``pikgpu`` dialect: *how* a kernel records, one step above PTX.
+
+``convert-pik-to-pikgpu`` turns each ``pik.record`` into a clock read and a record store, and
+frames them with the unit's segment setup (prologue) and finalize (epilogue):
+
+    builtin.module attributes {pik.kernel = "add"} {
+      pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 41216 : i64,
+                            granularity = "warp", layout_version = 1 : i64, units = 4 : i64}
+      %0 = pikgpu.read_clock {site = 80 : i64} : i32
+      pikgpu.store_record %0 tag 0 {site = 80 : i64}
+      pikgpu.finalize
+    }
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr, i32, i64
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from proton_ik.layout import (
+    TAG_END_BIT,
+    TAG_KIND_MASK,
+    TAG_KIND_SHIFT,
+    VERSION,
+    BufferLayout,
+    Granularity,
+    RecordKind,
+)
+
+
+@irdl_op_definition
+class SegmentSetupOp(IRDLOperation):
+    """Compute this unit's segment from ``profile_scratch``, the linear CTA id and the warp, and
+    write the CTA header (magic, version, CTA id, %smid, grid) and the unit's start times."""
+
+    name = "pikgpu.segment_setup"
+
+    granularity = prop_def(StringAttr)
+    units = prop_def(IntegerAttr)
+    capacity = prop_def(IntegerAttr)
+    cta_bytes = prop_def(IntegerAttr)
+    layout_version = prop_def(IntegerAttr)
+
+    assembly_format = "attr-dict"
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, granularity: Granularity, layout: BufferLayout):
+        super().__init__(
+            properties={
+                "granularity": StringAttr(Granularity(granularity).value),
+                "units": IntegerAttr(layout.units, i64),
+                "capacity": IntegerAttr(layout.capacity, i64),
+                "cta_bytes": IntegerAttr(layout.cta_bytes, i64),
+                "layout_version": IntegerAttr(VERSION, i64),
+            }
+        )
+
+    @property
+    def layout(self) -> BufferLayout:
+        return BufferLayout(units=self.units.value.data, capacity=self.capacity.value.data)
+
+    @property
+    def granularity_enum(self) -> Granularity:
+        return Granularity(self.granularity.data)
+
+    def verify_(self) -> None:
+        if self.layout_version.value.data != VERSION:
+            raise VerifyException(
+                f"segment_setup was built for layout version {self.layout_version.value.data}, "
+                f"this lowering writes version {VERSION}"
+            )
+        try:
+            Granularity(self.granularity.data)
+            layout = self.layout
+        except ValueError as error:
+            raise VerifyException(str(error)) from None
+        if layout.cta_bytes != self.cta_bytes.value.data:
+            raise VerifyException(
+                f"cta_bytes = {self.cta_bytes.value.data} disagrees with the layout's {layout.cta_bytes} "
+                f"for {layout.units} units of {layout.capacity} records"
+            )
+
+
+@irdl_op_definition
+class ReadClockOp(IRDLOperation):
+    """Read the low 32 bits of the SM clock (``%clock``).
+
+        %0 = pikgpu.read_clock {site = 80 : i64} : i32
+    """
+
+    name = "pikgpu.read_clock"
+
+    clock = result_def(IntegerType(32))
+    site = opt_prop_def(IntegerAttr)
+
+    assembly_format = "attr-dict `:` type($clock)"
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, site: int | None = None):
+        properties = {} if site is None else {"site": IntegerAttr(site, i64)}
+        super().__init__(result_types=[i32], properties=properties)
+
+
+@irdl_op_definition
+class StoreRecordOp(IRDLOperation):
+    """One lane of the unit stores ``{tag, clock}`` at slot ``count % capacity``, then counts it.
+
+        pikgpu.store_record %0 tag 2147483648 {site = 97 : i64}
+    """
+
+    name = "pikgpu.store_record"
+
+    clock = operand_def(IntegerType(32))
+    tag = prop_def(IntegerAttr)
+    site = opt_prop_def(IntegerAttr)
+
+    assembly_format = "$clock `tag` $tag attr-dict"
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, clock: SSAValue, tag: int, site: int | None = None):
+        properties: dict[str, object] = {"tag": IntegerAttr(tag, i64)}
+        if site is not None:
+            properties["site"] = IntegerAttr(site, i64)
+        super().__init__(operands=[clock], properties=properties)
+
+    @property
+    def is_end(self) -> bool:
+        return bool(self.tag.value.data >> TAG_END_BIT & 1)
+
+    def verify_(self) -> None:
+        tag = self.tag.value.data
+        if not 0 <= tag < 1 << 32:
+            raise VerifyException(f"tag {tag} does not fit 32 bits")
+        kind = (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
+        if kind not in {k.value for k in RecordKind}:
+            raise VerifyException(f"tag {tag:#x} has an unknown record kind {kind}")
+        if not isinstance(self.clock.owner, ReadClockOp):
+            raise VerifyException("pikgpu.store_record must store the result of a pikgpu.read_clock")
+
+
+@irdl_op_definition
+class FinalizeOp(IRDLOperation):
+    """Before every return: write the unit's end clock64, %globaltimer and total record count.
+
+        pikgpu.finalize
+    """
+
+    name = "pikgpu.finalize"
+
+    assembly_format = "attr-dict"
+
+
+PikGPU = Dialect("pikgpu", [SegmentSetupOp, ReadClockOp, StoreRecordOp, FinalizeOp], [])

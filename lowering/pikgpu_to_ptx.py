@@ -1,0 +1,209 @@
+"""``convert-pikgpu-to-ptx``: splice a ``pikgpu`` module into the kernel's PTX.
+
+PTX registers are mutable, so a unit's record count lives in one register (``%pik_n``) across
+loops and branches with no SSA plumbing. The pass emits:
+
+- declarations of the ``%pik_*`` registers after the kernel's own;
+- a prologue (``pikgpu.segment_setup``): the unit's segment from the ``profile_scratch``
+  parameter, the linear CTA id and the warp; the CTA header; the unit's start clock64 and
+  %globaltimer;
+- at each marker (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one store by
+  the unit's writer lane at slot ``count & (capacity - 1)``, which never leaves the segment;
+- an epilogue (``pikgpu.finalize``) that every ``ret`` branches to: end clock64,
+  %globaltimer and the total record count.
+
+All offsets come from ``proton_ik.layout``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import ModuleOp
+
+from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StoreRecordOp
+from proton_ik.layout import (
+    CTA_HEADER_BYTES,
+    CTA_HEADER_DTYPE,
+    MAGIC,
+    RECORD_BYTES,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    Granularity,
+    field_offset,
+)
+from proton_ik.lowering import ptx_text
+
+PASS_NAME = "convert-pikgpu-to-ptx"
+EXIT_LABEL = "$pik_exit"
+
+_REG_DECL = re.compile(r"^\s*\.reg\s")
+_RET = re.compile(r"^(?P<indent>\s*)(?P<guard>@!?%\w+\s+)?ret(?:\.uni)?\s*;")
+
+_REGS_32 = "n t c tid warp lane unit x y z nx ny nz cta sm".split()
+_REGS_64 = "scratch base unit_base rec a clk64 gtime".split()
+_PREDS = "w h".split()
+
+
+@dataclass
+class PtxPlan:
+    """What goes where: replacement lines for each marker site, plus the frame around them."""
+
+    declarations: list[str] = field(default_factory=list)
+    prologue: list[str] = field(default_factory=list)
+    sites: dict[int, list[str]] = field(default_factory=dict)
+    epilogue: list[str] = field(default_factory=list)
+
+
+def _declarations() -> list[str]:
+    return [
+        "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in _REGS_32) + ";",
+        "\t.reg .b64 \t" + ", ".join(f"%pik_{r}" for r in _REGS_64) + ";",
+        "\t.reg .pred \t" + ", ".join(f"%pik_{r}" for r in _PREDS) + ";",
+    ]
+
+
+def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    layout = setup.layout
+    granularity = setup.granularity_enum
+    cta = {name: field_offset(CTA_HEADER_DTYPE, name) for name in ("magic", "nctaid_x", "capacity")}
+    lines = [
+        "\t// pik prologue: this unit's segment, the CTA header and the unit's start times",
+        f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
+        "\tmov.u32 \t%pik_tid, %tid.x;",
+        "\tshr.u32 \t%pik_warp, %pik_tid, 5;",
+        "\tand.b32 \t%pik_lane, %pik_tid, 31;",
+        "\tmov.u32 \t%pik_x, %ctaid.x;",
+        "\tmov.u32 \t%pik_y, %ctaid.y;",
+        "\tmov.u32 \t%pik_z, %ctaid.z;",
+        "\tmov.u32 \t%pik_nx, %nctaid.x;",
+        "\tmov.u32 \t%pik_ny, %nctaid.y;",
+        "\tmov.u32 \t%pik_nz, %nctaid.z;",
+        "\tmad.lo.u32 \t%pik_cta, %pik_z, %pik_ny, %pik_y;",
+        "\tmad.lo.u32 \t%pik_cta, %pik_cta, %pik_nx, %pik_x;",
+        f"\tmul.wide.u32 \t%pik_base, %pik_cta, {layout.cta_bytes};",
+        "\tadd.s64 \t%pik_base, %pik_scratch, %pik_base;",
+    ]
+    if granularity is Granularity.WARP:
+        lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
+    elif granularity is Granularity.WARPGROUP:
+        lines += [
+            "\tshr.u32 \t%pik_unit, %pik_warp, 2;",
+            "\tand.b32 \t%pik_t, %pik_tid, 127;",
+            "\tsetp.eq.u32 \t%pik_w, %pik_t, 0;",
+        ]
+    else:
+        lines += ["\tmov.u32 \t%pik_unit, 0;", "\tsetp.eq.u32 \t%pik_w, %pik_tid, 0;"]
+    lines += [
+        f"\tmad.wide.u32 \t%pik_unit_base, %pik_unit, {layout.unit_bytes}, %pik_base;",
+        f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};",
+        f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};",
+        "\tmov.u32 \t%pik_n, 0;",
+        "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
+        "\tmov.u32 \t%pik_sm, %smid;",
+        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['magic']}], {{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}};",
+        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['nctaid_x']}], "
+        f"{{%pik_nx, %pik_ny, %pik_nz, {layout.units}}};",
+        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['capacity']}], {{{layout.capacity}, 0, 0, 0}};",
+        "\tmov.u64 \t%pik_clk64, %clock64;",
+        "\tmov.u64 \t%pik_gtime, %globaltimer;",
+        f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'start_clock')}], "
+        "{%pik_clk64, %pik_gtime};",
+    ]
+    return lines
+
+
+def _record(store: StoreRecordOp, capacity: int) -> list[str]:
+    slot = [
+        f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {RECORD_BYTES}, %pik_rec;",
+    ]
+    clock = ["\tmov.u32 \t%pik_c, %clock;"]
+    store_lines = [
+        f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{store.tag.value.data}, %pik_c}};",
+        "\tadd.s32 \t%pik_n, %pik_n, 1;",
+    ]
+    # The clock is read as late as possible for a begin and as early as possible for an end,
+    # so that the record's own address arithmetic is outside the measured scope.
+    body = clock + slot if store.is_end else slot + clock
+    return ["\t// pik record", *body, *store_lines]
+
+
+def _epilogue() -> list[str]:
+    end = field_offset(UNIT_HEADER_DTYPE, "end_clock")
+    count = field_offset(UNIT_HEADER_DTYPE, "count")
+    return [
+        f"{EXIT_LABEL}:",
+        "\t// pik epilogue: the unit's end times and its total record count",
+        "\tmov.u64 \t%pik_clk64, %clock64;",
+        "\tmov.u64 \t%pik_gtime, %globaltimer;",
+        f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end}], {{%pik_clk64, %pik_gtime}};",
+        f"\t@%pik_w st.global.v2.b32 \t[%pik_unit_base+{count}], {{%pik_n, {MAGIC}}};",
+        "\tret;",
+    ]
+
+
+def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
+    """Turn a verified ``pikgpu`` module into PTX fragments keyed by marker site."""
+    ops = list(module.body.block.ops)
+    setups = [o for o in ops if isinstance(o, SegmentSetupOp)]
+    if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
+        raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
+    setup = setups[0]
+    plan = PtxPlan(_declarations(), _prologue(setup, scratch_param), {}, _epilogue())
+    for op in ops:
+        if isinstance(op, StoreRecordOp):
+            if op.site is None:
+                raise ValueError(f"{PASS_NAME}: pikgpu.store_record without a site: {op}")
+            if not isinstance(op.clock.owner, ReadClockOp):
+                raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
+            plan.sites[op.site.value.data] = _record(op, setup.layout.capacity)
+    return plan
+
+
+def _entry_body(lines: list[str], entry: int) -> tuple[int, int, int]:
+    """Line indices of the body's ``{`` and ``}``, and of where the epilogue goes: before the
+    function-end label that debug info uses, so the epilogue stays inside the function's range."""
+    start = next(i for i in range(entry, len(lines)) if lines[i].strip() == "{")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].rstrip() == "}")
+    epilogue = next((i for i in range(start + 1, end) if lines[i].startswith("$L__func_end")), end)
+    return start, end, epilogue
+
+
+def apply_plan(ptx: str, plan: PtxPlan) -> str:
+    lines = ptx.splitlines()
+    entry, _ = ptx_text.entry_params(lines)
+    start, end, epilogue_at = _entry_body(lines, entry)
+    outside = [site for site in plan.sites if not start < site < end]
+    if outside:
+        raise ValueError(
+            "proton_ik: a scope marker sits outside the kernel's entry function (in a noinline "
+            "function?); put scopes in the kernel itself or in functions Triton inlines"
+        )
+    last_decl = max((i for i in range(start, end) if _REG_DECL.match(lines[i])), default=start)
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if index == epilogue_at:
+            out.extend(plan.epilogue)
+        if index in plan.sites:
+            out.extend(plan.sites[index])
+            continue
+        ret = _RET.match(line) if start < index < end else None
+        if ret is not None:
+            out.append(f"{ret.group('indent')}{ret.group('guard') or ''}bra \t{EXIT_LABEL};")
+            continue
+        out.append(line)
+        if index == last_decl:
+            out.extend(plan.declarations)
+            out.extend(plan.prologue)
+    return "\n".join(out) + "\n"
+
+
+def lower_to_ptx(module: ModuleOp, ptx: str) -> str:
+    """The pass: a ``pikgpu`` module and the PTX it was collected from -> instrumented PTX."""
+    _, params = ptx_text.entry_params(ptx.splitlines())
+    if not params:
+        raise ValueError("the kernel has no parameters; Triton's profile_scratch must be the last one")
+    return apply_plan(ptx, plan_ptx(module, params[-1]))

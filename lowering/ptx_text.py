@@ -1,0 +1,38 @@
+"""Small facts read off a kernel's PTX text: its name, its parameters, its source files."""
+
+from __future__ import annotations
+
+import os
+import re
+
+_ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+(?P<name>[A-Za-z_$][\w$]*)\s*\(", re.MULTILINE)
+_PARAM = re.compile(r"\.param\s+[^,)]*?\s(?P<name>[A-Za-z_$][\w$]*)\s*(?:,|$)")
+_FILE = re.compile(r'^\s*\.file\s+(?P<index>\d+)\s+"(?P<path>[^"]*)"', re.MULTILINE)
+LOC = re.compile(r"^\s*\.loc\s+(?P<file>\d+)\s+(?P<line>\d+)\s+(?P<column>\d+)")
+
+
+def kernel_name(ptx: str) -> str:
+    names = _ENTRY.findall(ptx)
+    if len(names) != 1:
+        raise ValueError(f"expected one .entry in the PTX, found {len(names)}: {names}")
+    return names[0]
+
+
+def entry_params(lines: list[str]) -> tuple[int, list[str]]:
+    """The line index of the ``.entry`` and its parameter names, in order."""
+    for index, line in enumerate(lines):
+        if _ENTRY.match(line):
+            params: list[str] = []
+            for param_line in lines[index + 1 :]:
+                if param_line.strip().startswith(")"):
+                    return index, params
+                match = _PARAM.search(param_line.strip())
+                if match:
+                    params.append(match.group("name"))
+            break
+    raise ValueError("no .entry with a parameter list in the PTX")
+
+
+def source_files(ptx: str) -> dict[int, str]:
+    """``.file`` index -> base name of the source file."""
+    return {int(m.group("index")): os.path.basename(m.group("path")) for m in _FILE.finditer(ptx)}
