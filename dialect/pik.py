@@ -114,7 +114,7 @@ class RecordOp(IRDLOperation):
 class ScopeOp(IRDLOperation):
     """One row of the kernel's scope table: id, name and the source line of its first record.
 
-        pik.scope 0 "load" {line = 12 : i64}
+    pik.scope 0 "load" {line = 12 : i64}
     """
 
     name = "pik.scope"

@@ -95,7 +95,7 @@ class SegmentSetupOp(IRDLOperation):
 class ReadClockOp(IRDLOperation):
     """Read the low 32 bits of the SM clock (``%clock``).
 
-        %0 = pikgpu.read_clock {site = 80 : i64} : i32
+    %0 = pikgpu.read_clock {site = 80 : i64} : i32
     """
 
     name = "pikgpu.read_clock"
@@ -115,7 +115,7 @@ class ReadClockOp(IRDLOperation):
 class StoreRecordOp(IRDLOperation):
     """One lane of the unit stores ``{tag, clock}`` at slot ``count % capacity``, then counts it.
 
-        pikgpu.store_record %0 tag 2147483648 {site = 97 : i64}
+    pikgpu.store_record %0 tag 2147483648 {site = 97 : i64}
     """
 
     name = "pikgpu.store_record"
@@ -152,7 +152,7 @@ class StoreRecordOp(IRDLOperation):
 class FinalizeOp(IRDLOperation):
     """Before every return: write the unit's end clock64, %globaltimer and total record count.
 
-        pikgpu.finalize
+    pikgpu.finalize
     """
 
     name = "pikgpu.finalize"

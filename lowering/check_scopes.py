@@ -40,17 +40,25 @@ class CheckScopes(ModulePass):
                 continue
             if kind == "end":
                 raise ScopeError(
-                    kernel, name, record.source_location, "the scope is exited but never entered",
+                    kernel,
+                    name,
+                    record.source_location,
+                    "the scope is exited but never entered",
                     f'add pl.enter_scope("{name}") before it, or use `with pl.scope("{name}"):`',
                 )
             raise ScopeError(
-                kernel, name, record.source_location, "the scope is entered but never exited",
+                kernel,
+                name,
+                record.source_location,
+                "the scope is entered but never exited",
                 f'add pl.exit_scope("{name}") where it ends, or use `with pl.scope("{name}"):`',
             )
         if len(names) > self.max_scopes:
             name, record = list(names.items())[self.max_scopes]
             raise ScopeError(
-                kernel, name, record.source_location,
+                kernel,
+                name,
+                record.source_location,
                 f"the kernel has {len(names)} distinct scopes; a record tag holds at most {self.max_scopes}",
                 "reuse scope names (one name per kind of work, not per iteration)",
             )

@@ -30,9 +30,7 @@ def collect_markers(ptx: str) -> ModuleOp:
         op = parse_marker(text)
         if op is None:
             continue
-        records.append(
-            RecordOp(op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site)
-        )
+        records.append(RecordOp(op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site))
     module = ModuleOp(records)
     module.attributes[KERNEL_ATTR] = StringAttr(ptx_text.kernel_name(ptx))
     return module

@@ -42,9 +42,9 @@ EXIT_LABEL = "$pik_exit"
 _REG_DECL = re.compile(r"^\s*\.reg\s")
 _RET = re.compile(r"^(?P<indent>\s*)(?P<guard>@!?%\w+\s+)?ret(?:\.uni)?\s*;")
 
-_REGS_32 = "n t c tid warp lane unit x y z nx ny nz cta sm".split()
-_REGS_64 = "scratch base unit_base rec a clk64 gtime".split()
-_PREDS = "w h".split()
+_REGS_32 = ["n", "t", "c", "tid", "warp", "lane", "unit", "x", "y", "z", "nx", "ny", "nz", "cta", "sm"]
+_REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime"]
+_PREDS = ["w", "h"]
 
 
 @dataclass

@@ -28,7 +28,7 @@ def _record(kind: str, name: object, semantic) -> None:
     name = tl._unwrap_if_constexpr(name)
     problem = scope_name_problem(name)
     if problem is not None:
-        raise ValueError(f"proton_ik: {problem}. Pass a string literal, e.g. pl.enter_scope(\"load\")")
+        raise ValueError(f'proton_ik: {problem}. Pass a string literal, e.g. pl.enter_scope("load")')
     if triton_hook.active_mode() is None:
         return
     builder = semantic.builder
@@ -51,7 +51,7 @@ def exit_scope(name: tl.constexpr, _semantic=None) -> None:
     _record("end", name, _semantic)
 
 
-class scope:  # noqa: N801 - lower case, like the other language builtins
+class scope:
     """``with pl.scope("name"):`` records a begin before the body and an end after it."""
 
     def __init__(self, name: tl.constexpr, _semantic=None):

@@ -131,7 +131,12 @@ class BufferLayout:
         return CTA_HEADER_BYTES + unit * self.unit_bytes
 
     def to_dict(self) -> dict[str, int]:
-        return {"version": VERSION, "units": self.units, "capacity": self.capacity, "cta_bytes": self.cta_bytes}
+        return {
+            "version": VERSION,
+            "units": self.units,
+            "capacity": self.capacity,
+            "cta_bytes": self.cta_bytes,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> BufferLayout:

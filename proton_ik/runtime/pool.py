@@ -1,0 +1,86 @@
+"""A bounded device pool for profile buffers: one arena, handed out as a ring.
+
+Launches take chunks in order and give them back in the same order, once their records are
+copied off the device, so a ring (head and tail offsets) is all the bookkeeping needed. When
+the ring is full, ``allocate`` waits for the oldest copy to finish: memory stays bounded and no
+record is dropped.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from proton_ik.layout import CTA_ALIGN
+
+
+class PoolTooSmall(RuntimeError):
+    pass
+
+
+@dataclass
+class Chunk:
+    offset: int
+    size: int
+    skip: int  # bytes left unused at the end of the arena to wrap this chunk to offset 0
+    released: bool = False
+
+
+class RingPool:
+    """Offsets into an arena of ``capacity`` bytes. Thread-safe: the drain releases chunks."""
+
+    def __init__(self, capacity: int, align: int = CTA_ALIGN):
+        self.capacity = capacity - capacity % align
+        self.align = align
+        self._head = 0  # next free byte
+        self._used = 0  # bytes between tail and head, skips included
+        self._live: collections.deque[Chunk] = collections.deque()
+        self._lock = threading.Condition()
+        self.high_water = 0
+
+    def _round(self, size: int) -> int:
+        return -(-max(size, 1) // self.align) * self.align
+
+    def try_allocate(self, size: int) -> Chunk | None:
+        need = self._round(size)
+        if need > self.capacity:
+            raise PoolTooSmall(
+                f"one launch needs {size} bytes of profile buffer but the pool holds {self.capacity}; "
+                "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
+            )
+        with self._lock:
+            skip = self.capacity - self._head if self._head + need > self.capacity else 0
+            if self._used + skip + need > self.capacity:
+                return None
+            offset = 0 if skip else self._head
+            self._head = (offset + need) % self.capacity
+            self._used += skip + need
+            chunk = Chunk(offset, size, skip)
+            self._live.append(chunk)
+            self.high_water = max(self.high_water, self._used)
+            return chunk
+
+    def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> Chunk:
+        """A chunk of ``size`` bytes; while the ring is full, ``wait_for_oldest()`` frees space."""
+        while True:
+            chunk = self.try_allocate(size)
+            if chunk is not None:
+                return chunk
+            if not wait_for_oldest():
+                raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
+
+    def release(self, chunk: Chunk) -> None:
+        """Give a chunk back; space is reclaimed in allocation order."""
+        with self._lock:
+            chunk.released = True
+            while self._live and self._live[0].released:
+                oldest = self._live.popleft()
+                self._used -= oldest.skip + self._round(oldest.size)
+            self._lock.notify_all()
+
+    @property
+    def in_use(self) -> int:
+        with self._lock:
+            return self._used
