@@ -42,7 +42,7 @@ class Result:
         return None if self.trace is None else self.trace.summary()
 
 
-def _gpu_available() -> bool:
+def gpu_available() -> bool:
     try:
         import torch
     except ImportError:
@@ -76,7 +76,7 @@ class Session:
         self._writer = None
 
     def start(self) -> None:
-        if _gpu_available():
+        if gpu_available():
             self._start_runtime()
         else:
             warnings.warn(

@@ -1,0 +1,81 @@
+"""``proton-ik``: summarise, convert and demo from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from proton_ik import viewer
+
+CONVERSIONS = {"perfetto": ".pftrace", "chrome": ".json"}
+
+
+def _show(args: argparse.Namespace) -> int:
+    trace = viewer.load(args.file)
+    print(trace.summary_text())
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    trace = viewer.load(args.file)
+    output = Path(args.output) if args.output else Path(args.file).with_suffix(CONVERSIONS[args.to])
+    written = trace.write_perfetto(output) if args.to == "perfetto" else trace.write_chrome(output)
+    print(f"wrote {written}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from proton_ik import demo
+    from proton_ik.session import gpu_available
+
+    out_dir = Path(args.out_dir)
+    if gpu_available():
+        result = demo.run_on_gpu(out_dir)
+        print(result.trace.summary_text())
+        paths = result.paths
+    else:
+        capture = demo.bundled_capture()
+        print(
+            "No CUDA GPU found, so nothing can be profiled here. Rendering the bundled capture "
+            f"instead, a real run of the demo matmul recorded on a {viewer.load(capture).device}:"
+        )
+        trace = viewer.load(capture)
+        print(trace.summary_text())
+        stem = out_dir / "proton_ik_demo"
+        paths = {"pftrace": str(trace.write_perfetto(stem.with_suffix(".pftrace"))),
+                 "json": str(trace.write_chrome(stem.with_suffix(".json")))}
+    for kind, path in paths.items():
+        print(f"{kind:>8}: {path}")
+    print("Open the .pftrace in https://ui.perfetto.dev to see each SM, CTA and warp.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="proton-ik", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    show = commands.add_parser("show", help="print a per-scope summary of a trace or session file")
+    show.add_argument("file")
+    show.set_defaults(run=_show)
+
+    convert = commands.add_parser("convert", help="convert a session file to a trace")
+    convert.add_argument("file")
+    convert.add_argument("--to", choices=sorted(CONVERSIONS), required=True)
+    convert.add_argument("-o", "--output", help="output path (default: FILE with the format's suffix)")
+    convert.set_defaults(run=_convert)
+
+    demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
+    demo.add_argument("--out-dir", default=".", help="where to write the trace (default: here)")
+    demo.set_defaults(run=_demo)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, OSError) as error:
+        print(f"proton-ik {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

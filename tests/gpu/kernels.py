@@ -1,0 +1,78 @@
+"""Kernels with known scope structure, for the GPU tests and the captured test data."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+import proton_ik.language as pl
+
+
+@triton.jit
+def read_clock64():
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    with pl.scope("load"):
+        a = tl.load(x + offsets, mask=mask)
+        b = tl.load(y + offsets, mask=mask)
+    with pl.scope("compute"):
+        c = a * b + a
+    with pl.scope("store"):
+        tl.store(out + offsets, c, mask=mask)
+
+
+@triton.jit
+def loop_kernel(x, out, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Per warp: one "outer" scope around ITERS "step" scopes, so 2 + 2 * ITERS records."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    pl.enter_scope("outer")
+    acc = tl.load(x + offsets)
+    for _ in range(ITERS):
+        with pl.scope("step"):
+            acc = acc * 1.0001 + 0.25
+    tl.store(out + offsets, acc)
+    pl.exit_scope("outer")
+
+
+@triton.jit
+def softmax_kernel(x, out, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    with pl.scope("row"):
+        v = tl.load(x + row * stride + cols, mask=mask, other=-float("inf"))
+        v = v - tl.max(v, axis=0)
+        e = tl.exp(v)
+        tl.store(out + row * stride + cols, e / tl.sum(e, axis=0), mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        with pl.scope("k_step"):
+            x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+            y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(x, y, acc)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+@triton.jit
+def spin_kernel(out, CYCLES: tl.constexpr):
+    """A scope around a spin of at least CYCLES cycles. Launch with num_warps=1: ``out[cta]``
+    gets the spin's own clock64 span, the reference for the scope's measured duration."""
+    pl.enter_scope("spin")
+    start = read_clock64()
+    now = start
+    while now - start < CYCLES:
+        now = read_clock64()
+    pl.exit_scope("spin")
+    tl.store(out + tl.program_id(0), now - start)
