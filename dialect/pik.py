@@ -35,7 +35,8 @@ _FORBIDDEN_NAME_CHARS = frozenset('"\\$')
 def scope_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a scope, or None if it can. The one rule, used everywhere."""
     if not isinstance(name, str):
-        return f"a scope name must be a compile-time constant string, not {type(name).__name__} {name!r}"
+        shown = f" {name!r}" if isinstance(name, (int, float, bool)) else ""
+        return f"a scope name must be a compile-time constant string, got {type(name).__name__}{shown}"
     if not name:
         return "a scope name must not be empty"
     if len(name) > MAX_NAME_LENGTH:

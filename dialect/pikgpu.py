@@ -4,7 +4,7 @@
 frames them with the unit's segment setup (prologue) and finalize (epilogue):
 
     builtin.module attributes {pik.kernel = "add"} {
-      pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 41216 : i64,
+      pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 33024 : i64,
                             granularity = "warp", layout_version = 1 : i64, units = 4 : i64}
       %0 = pikgpu.read_clock {site = 80 : i64} : i32
       pikgpu.store_record %0 tag 0 {site = 80 : i64}

@@ -11,6 +11,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from proton_ik.dialect.markers import parse_marker
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text
+from proton_ik.lowering.errors import ScopeError
 
 PASS_NAME = "collect-pik-markers"
 KERNEL_ATTR = "pik.kernel"
@@ -18,10 +19,13 @@ KERNEL_ATTR = "pik.kernel"
 
 def collect_markers(ptx: str) -> ModuleOp:
     files = ptx_text.source_files(ptx)
+    kernel = ptx_text.kernel_name(ptx)
+    lines = ptx.splitlines()
+    body_start, body_end = ptx_text.entry_body(lines)
     records: list[RecordOp] = []
     line_no: int | None = None
     file_name: str | None = None
-    for site, text in enumerate(ptx.splitlines()):
+    for site, text in enumerate(lines):
         loc = ptx_text.LOC.match(text)
         if loc is not None:
             line_no = int(loc.group("line"))
@@ -30,9 +34,18 @@ def collect_markers(ptx: str) -> ModuleOp:
         op = parse_marker(text)
         if op is None:
             continue
-        records.append(RecordOp(op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site))
+        record = RecordOp(op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site)
+        if not body_start < site < body_end:
+            raise ScopeError(
+                kernel,
+                op.scope.data,
+                record.source_location,
+                "the scope sits in a function that Triton did not inline into the kernel",
+                "drop noinline=True from that function, or move the scope into the kernel",
+            )
+        records.append(record)
     module = ModuleOp(records)
-    module.attributes[KERNEL_ATTR] = StringAttr(ptx_text.kernel_name(ptx))
+    module.attributes[KERNEL_ATTR] = StringAttr(kernel)
     return module
 
 

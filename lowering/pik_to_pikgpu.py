@@ -33,7 +33,7 @@ class LowerRecord(RewritePattern):
         site = None if op.site is None else op.site.value.data
         clock = ReadClockOp(site)
         store = StoreRecordOp(clock.clock, make_tag(op.scope_id.value.data, op.is_end), site)
-        rewriter.replace_op(op, [clock, store], new_results=[])
+        rewriter.replace(op, [clock, store], new_results=[])
 
 
 @dataclass(frozen=True)

@@ -163,26 +163,19 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     return plan
 
 
-def _entry_body(lines: list[str], entry: int) -> tuple[int, int, int]:
-    """Line indices of the body's ``{`` and ``}``, and of where the epilogue goes: before the
-    function-end label that debug info uses, so the epilogue stays inside the function's range."""
-    start = next(i for i in range(entry, len(lines)) if lines[i].strip() == "{")
-    end = next(i for i in range(start + 1, len(lines)) if lines[i].rstrip() == "}")
-    epilogue = next((i for i in range(start + 1, end) if lines[i].startswith("$L__func_end")), end)
-    return start, end, epilogue
-
-
 def apply_plan(ptx: str, plan: PtxPlan) -> str:
     lines = ptx.splitlines()
-    entry, _ = ptx_text.entry_params(lines)
-    start, end, epilogue_at = _entry_body(lines, entry)
+    start, end = ptx_text.entry_body(lines)
     outside = [site for site in plan.sites if not start < site < end]
     if outside:
-        raise ValueError(
-            "proton_ik: a scope marker sits outside the kernel's entry function (in a noinline "
-            "function?); put scopes in the kernel itself or in functions Triton inlines"
-        )
-    last_decl = max((i for i in range(start, end) if _REG_DECL.match(lines[i])), default=start)
+        raise ValueError(f"{PASS_NAME}: record sites {outside} lie outside the kernel's entry function")
+    depths = dict(ptx_text.brace_depths(lines, start, end))
+    # Only the function's own declarations: inline-asm blocks declare registers of their own.
+    last_decl = max(
+        (i for i, depth in depths.items() if depth == 1 and _REG_DECL.match(lines[i])), default=start
+    )
+    # The epilogue goes before the function-end label that debug info uses, inside its range.
+    epilogue_at = next((i for i in range(start + 1, end) if lines[i].startswith("$L__func_end")), end)
     out: list[str] = []
     for index, line in enumerate(lines):
         if index == epilogue_at:

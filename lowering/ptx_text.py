@@ -33,6 +33,26 @@ def entry_params(lines: list[str]) -> tuple[int, list[str]]:
     raise ValueError("no .entry with a parameter list in the PTX")
 
 
+def brace_depths(lines: list[str], start: int, end: int):
+    """(line index, brace depth after that line) for ``lines[start:end + 1]``, comments ignored."""
+    depth = 0
+    for index in range(start, end + 1):
+        code = lines[index].split("//", 1)[0]
+        depth += code.count("{") - code.count("}")
+        yield index, depth
+
+
+def entry_body(lines: list[str]) -> tuple[int, int]:
+    """Line indices of the ``{`` and the matching ``}`` of the entry function's body.
+
+    Inline-asm blocks inside the body carry braces of their own (Triton prints some closing
+    braces at column 0), so the match counts depth."""
+    entry, _ = entry_params(lines)
+    start = next(i for i in range(entry, len(lines)) if lines[i].split("//", 1)[0].strip() == "{")
+    end = next(i for i, depth in brace_depths(lines, start, len(lines) - 1) if depth == 0)
+    return start, end
+
+
 def source_files(ptx: str) -> dict[int, str]:
     """``.file`` index -> base name of the source file."""
     return {int(m.group("index")): os.path.basename(m.group("path")) for m in _FILE.finditer(ptx)}

@@ -43,8 +43,10 @@ def _demo(args: argparse.Namespace) -> int:
         trace = viewer.load(capture)
         print(trace.summary_text())
         stem = out_dir / "proton_ik_demo"
-        paths = {"pftrace": str(trace.write_perfetto(stem.with_suffix(".pftrace"))),
-                 "json": str(trace.write_chrome(stem.with_suffix(".json")))}
+        paths = {
+            "pftrace": str(trace.write_perfetto(stem.with_suffix(".pftrace"))),
+            "json": str(trace.write_chrome(stem.with_suffix(".json"))),
+        }
     for kind, path in paths.items():
         print(f"{kind:>8}: {path}")
     print("Open the .pftrace in https://ui.perfetto.dev to see each SM, CTA and warp.")

@@ -34,6 +34,7 @@ VERSION = 1
 MAGIC = 0x314B4950  # b"PIK1" read as a little-endian u32
 CTA_ALIGN = 128  # alignment of each CTA's region and of the whole buffer
 RECORD_BYTES = 8
+MAX_CTA_BYTES = 0xFFFFFFFF  # the PTX multiplies the linear CTA id by a 32-bit immediate
 
 # --- record tag: bit 31 = end, bits 30:28 = kind, bits 15:0 = scope id -----------------------
 TAG_END_BIT = 31
@@ -117,6 +118,12 @@ class BufferLayout:
             raise ValueError("a kernel has at least one recording unit")
         if self.capacity < 1 or self.capacity & (self.capacity - 1):
             raise ValueError(f"records per unit must be a power of two, got {self.capacity}")
+        if self.cta_bytes > MAX_CTA_BYTES:
+            raise ValueError(
+                f"{self.units} units of {self.capacity} records need {self.cta_bytes} bytes per CTA, "
+                f"over the {MAX_CTA_BYTES}-byte limit of the 32-bit CTA stride; lower the capacity "
+                "or use granularity=warpgroup or cta"
+            )
 
     @property
     def unit_bytes(self) -> int:

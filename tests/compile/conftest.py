@@ -12,7 +12,7 @@ import triton
 from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
-from triton.compiler import ASTSource
+from triton.compiler import ASTSource, CompiledKernel
 from triton.experimental.gluon._runtime import GluonASTSource
 
 from proton_ik.dialect import make_context
@@ -95,7 +95,7 @@ def profiler_does_not_leak() -> Iterator[None]:
     assert knobs.compilation.instrumentation_mode == ""
 
 
-CompileKernel = Callable[..., "triton.compiler.CompiledKernel"]
+CompileKernel = Callable[..., CompiledKernel]
 
 
 def _compile(
@@ -106,7 +106,7 @@ def _compile(
     mode: Mode | None = None,
     attrs: dict | None = None,
     **options: object,
-):
+) -> CompiledKernel:
     """Compile ``fn`` for sm_90; with ``mode``, while proton_ik is active under it.
 
     The mode also goes into the options, as Triton's JIT launcher puts it there.

@@ -58,7 +58,7 @@ def test_running_twice_rebuilds_the_same_table(context):
 
 def test_stale_ids_are_replaced(context):
     stale = BEFORE.replace('"begin" "load" {', '"begin" "load" {scope_id = 7 : i64, ').replace(
-        "builtin.module attributes {pik.kernel = \"k\"} {\n",
+        'builtin.module attributes {pik.kernel = "k"} {\n',
         'builtin.module attributes {pik.kernel = "k"} {\n  pik.scope 7 : i64 "load"\n',
     )
     module = parse_module(stale)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from proton_ik.dialect import parse_module
+from proton_ik.dialect import make_context, parse_module
 from proton_ik.layout import MAX_SCOPES
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.check_scopes import CheckScopes
@@ -19,7 +19,7 @@ def module_of(*records: str):
 
 
 def check(module, **options) -> None:
-    CheckScopes(**options).apply(None, module)
+    CheckScopes(**options).apply(make_context(), module)
 
 
 def test_pass_name_and_default_limit():
@@ -59,8 +59,11 @@ def test_a_record_without_a_source_line_is_still_named():
 
 def test_too_many_scopes_names_the_first_one_over_the_limit():
     module = module_of(
-        *(f'"{kind}" "{name}" {{line = {line} : i64, file = "k.py"}}'
-          for name, line in (("a", 1), ("b", 2), ("c", 3)) for kind in ("begin", "end"))
+        *(
+            f'"{kind}" "{name}" {{line = {line} : i64, file = "k.py"}}'
+            for name, line in (("a", 1), ("b", 2), ("c", 3))
+            for kind in ("begin", "end")
+        )
     )
     check(module, max_scopes=3)
     with pytest.raises(ScopeError) as error:

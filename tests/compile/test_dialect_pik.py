@@ -98,7 +98,10 @@ def test_the_context_knows_both_dialects():
         ('pik.record "begin" "a$b"', "scope name 'a$b' has characters ['$']"),
         ('pik.record "begin" "a\\\\b"', "has characters ['\\\\']"),
         ('pik.record "begin" "tab\\09"', "has characters ['\\t']"),
-        (f'pik.record "end" "{"n" * (MAX_NAME_LENGTH + 1)}"', f"is {MAX_NAME_LENGTH + 1} characters; the limit"),
+        (
+            f'pik.record "end" "{"n" * (MAX_NAME_LENGTH + 1)}"',
+            f"is {MAX_NAME_LENGTH + 1} characters; the limit",
+        ),
         (f'pik.record "begin" "a" {{scope_id = {MAX_SCOPES} : i64}}', f"scope_id {MAX_SCOPES} is outside"),
         ('pik.record "begin" "a" {scope_id = -1 : i64}', "scope_id -1 is outside [0, 65536)"),
         (f'pik.scope {MAX_SCOPES} "a"', f"scope id {MAX_SCOPES} is outside [0, {MAX_SCOPES})"),
@@ -114,7 +117,9 @@ def test_verifier_refuses(op_text: str, message: str):
 
 def test_the_longest_legal_name_passes():
     name = "n" * MAX_NAME_LENGTH
-    parse_module(f'builtin.module {{\n  pik.record "begin" "{name}" {{scope_id = {MAX_SCOPES - 1} : i64}}\n}}')
+    parse_module(
+        f'builtin.module {{\n  pik.record "begin" "{name}" {{scope_id = {MAX_SCOPES - 1} : i64}}\n}}'
+    )
 
 
 def test_python_built_ops_are_verified_too():

@@ -87,8 +87,14 @@ def test_python_constructors_match_the_text():
     ]
 
 
-def _setup(*, units: int = 4, capacity: int = 1024, cta_bytes: int | None = None, granularity: str = "warp",
-           version: int = VERSION) -> str:
+def _setup(
+    *,
+    units: int = 4,
+    capacity: int = 1024,
+    cta_bytes: int | None = None,
+    granularity: str = "warp",
+    version: int = VERSION,
+) -> str:
     if cta_bytes is None:
         cta_bytes = BufferLayout(units, capacity).cta_bytes
     return (
@@ -109,7 +115,10 @@ def _setup(*, units: int = 4, capacity: int = 1024, cta_bytes: int | None = None
         (_setup(capacity=1000, cta_bytes=0), "records per unit must be a power of two, got 1000"),
         (_setup(units=0, cta_bytes=0), "a kernel has at least one recording unit"),
         (_setup(granularity="thread"), "'thread' is not a valid Granularity"),
-        (_setup(version=VERSION + 1), f"built for layout version {VERSION + 1}, this lowering writes version"),
+        (
+            _setup(version=VERSION + 1),
+            f"built for layout version {VERSION + 1}, this lowering writes version",
+        ),
         (
             '%0 = "builtin.unrealized_conversion_cast"() : () -> i32\n  pikgpu.store_record %0 tag 0',
             "pikgpu.store_record must store the result of a pikgpu.read_clock",
@@ -131,5 +140,7 @@ def test_read_clock_is_32_bits():
 
 @pytest.mark.parametrize("granularity", list(Granularity))
 def test_every_granularity_verifies(granularity: Granularity):
-    setup = parse_module(f"builtin.module {{\n  {_setup(granularity=granularity.value)}\n}}").body.block.first_op
+    setup = parse_module(
+        f"builtin.module {{\n  {_setup(granularity=granularity.value)}\n}}"
+    ).body.block.first_op
     assert setup.granularity_enum is granularity

@@ -1,0 +1,115 @@
+"""The Triton stage hook, driven with a fake "ptx" stage: no compile needed."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from triton import knobs
+
+from proton_ik.layout import CTA_ALIGN, BufferLayout
+from proton_ik.lowering import triton_hook
+from proton_ik.lowering.pipeline import METADATA_KEY
+from proton_ik.mode import Mode
+
+
+def run_stage(kernel_ptx: str, options, metadata: dict) -> str:
+    stages = {"ptx": lambda src, md: kernel_ptx}
+    knobs.runtime.add_stages_inspection_hook(None, stages, options, None, None)
+    return stages["ptx"]("llir", metadata)
+
+
+def test_install_and_uninstall_set_the_knobs():
+    mode = Mode(capacity=64)
+    triton_hook.install(mode)
+    try:
+        assert triton_hook.active_mode() is mode
+        assert (
+            knobs.compilation.instrumentation_mode == "proton_ik:instrumentation:granularity=warp:capacity=64"
+        )
+        assert knobs.runtime.add_stages_inspection_hook is not None
+    finally:
+        triton_hook.uninstall()
+    assert triton_hook.active_mode() is None
+    assert knobs.compilation.instrumentation_mode == ""
+
+
+def test_the_stage_instruments_and_fills_the_metadata(kernel_ptx: str):
+    mode = Mode(capacity=256)
+    metadata = {"num_warps": 8}
+    triton_hook.install(mode)
+    try:
+        ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="", num_warps=8), metadata)
+    finally:
+        triton_hook.uninstall()
+    layout = BufferLayout(units=8, capacity=256)
+    assert "// pik record" in ptx and "pik.marker" not in ptx
+    assert metadata["profile_scratch_size"] == layout.cta_bytes
+    assert metadata["profile_scratch_align"] == CTA_ALIGN
+    assert metadata[METADATA_KEY] == {
+        "mode": str(mode),
+        "num_warps": 8,
+        "warps_per_unit": 1,
+        "layout": layout.to_dict(),
+        "scopes": [{"id": 0, "name": "load", "line": 12}],
+    }
+
+
+def test_the_options_mode_wins_over_the_installed_one(kernel_ptx: str):
+    metadata: dict = {"num_warps": 4}
+    triton_hook.install(Mode())
+    try:
+        options = SimpleNamespace(instrumentation_mode=Mode(granularity="cta", capacity=16).knob, num_warps=4)
+        run_stage(kernel_ptx, options, metadata)
+    finally:
+        triton_hook.uninstall()
+    assert metadata[METADATA_KEY]["layout"]["capacity"] == 16
+    assert metadata[METADATA_KEY]["warps_per_unit"] == 4
+
+
+def test_another_tools_instrumentation_mode_is_left_alone(kernel_ptx: str):
+    metadata: dict = {"num_warps": 4}
+    triton_hook.install(Mode())
+    try:
+        ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="consan", num_warps=4), metadata)
+    finally:
+        triton_hook.uninstall()
+    assert ptx == kernel_ptx
+    assert metadata == {"num_warps": 4}
+
+
+def test_a_kernel_without_markers_is_untouched(kernel_ptx: str):
+    plain = "\n".join(line for line in kernel_ptx.splitlines() if "pik.marker" not in line) + "\n"
+    metadata: dict = {"num_warps": 4}
+    triton_hook.install(Mode())
+    try:
+        ptx = run_stage(plain, SimpleNamespace(instrumentation_mode="", num_warps=4), metadata)
+    finally:
+        triton_hook.uninstall()
+    assert ptx == plain
+    assert metadata == {"num_warps": 4}
+
+
+def test_an_existing_hook_is_chained_and_restored(monkeypatch: pytest.MonkeyPatch, kernel_ptx: str):
+    calls = []
+
+    def previous(backend, stages, options, language, capability):
+        calls.append(sorted(stages))
+
+    monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", previous)
+    triton_hook.install(Mode())
+    triton_hook.install(Mode(capacity=32))
+    try:
+        assert knobs.runtime.add_stages_inspection_hook is not previous
+        ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="", num_warps=4), {"num_warps": 4})
+        assert "and.b32 \t%pik_t, %pik_n, 31;" in ptx
+    finally:
+        triton_hook.uninstall()
+    assert calls == [["ptx"]]
+    assert knobs.runtime.add_stages_inspection_hook is previous
+
+
+def test_uninstall_twice_is_harmless():
+    triton_hook.uninstall()
+    triton_hook.uninstall()
+    assert triton_hook.active_mode() is None
