@@ -111,6 +111,9 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "\tmov.u64 \t%pik_gtime, %globaltimer;",
         f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'start_clock')}], "
         "{%pik_clk64, %pik_gtime};",
+        # Pool chunks are reused without clearing: a unit that never reaches its epilogue must
+        # not inherit an earlier launch's count and end marker.
+        f"\t@%pik_w st.global.v2.b32 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'count')}], {{0, 0}};",
     ]
     return lines
 

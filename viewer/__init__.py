@@ -1,0 +1,57 @@
+"""proton_ik.viewer: profile buffers in; event tables, summaries, Perfetto and Chrome traces out.
+
+    from proton_ik import viewer
+
+    trace = viewer.load("matmul.pik")        # a session file written by the runtime
+    trace.events                             # pandas: one row per scope event
+    print(trace.summary())                   # per-scope statistics, and what was lost
+    viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
+
+The modules, in data-flow order: ``session_file`` (the raw capture), ``decode`` (bytes to
+arrays), ``events`` (begin/end pairing), ``timebase`` (cycles to ns), ``table`` (pandas),
+``summary``, ``perfetto`` and ``chrome`` (trace files), ``trace`` (the pipeline).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from proton_ik.viewer.session_file import (
+    LaunchCapture,
+    SessionFileError,
+    SessionWriter,
+    read_session,
+    write_session,
+)
+from proton_ik.viewer.summary import Summary
+from proton_ik.viewer.trace import Trace, load
+
+__all__ = [
+    "LaunchCapture",
+    "Rendered",
+    "SessionFileError",
+    "SessionWriter",
+    "Summary",
+    "Trace",
+    "load",
+    "read_session",
+    "render",
+    "write_session",
+]
+
+
+class Rendered(NamedTuple):
+    perfetto: Path
+    chrome: Path
+
+
+def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | None = None) -> Rendered:
+    """Decode a session file and write ``<out_stem>.pftrace`` and ``<out_stem>.json``."""
+    trace = load(session_path)
+    stem = Path(out_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    return Rendered(
+        trace.write_perfetto(stem.parent / f"{stem.name}.pftrace", progress=progress),
+        trace.write_chrome(stem.parent / f"{stem.name}.json", progress=progress),
+    )

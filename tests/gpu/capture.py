@@ -18,7 +18,7 @@ import proton_ik
 from proton_ik import demo
 
 sys.path.insert(0, str(Path(__file__).parent))
-import kernels  # noqa: E402  (beside this file)
+import kernels
 
 
 def capture(out_dir: Path, name: str, launch, mode: str = "instrumentation") -> Path:

@@ -3,10 +3,10 @@ each given a profile buffer of exactly the requested size (no pool, no caching a
 
 from __future__ import annotations
 
+import kernels
 import torch
 from triton.runtime._allocation import set_profile_allocator
 
-import kernels
 from proton_ik import Mode
 from proton_ik.lowering import triton_hook
 

@@ -1,0 +1,215 @@
+"""A software model of what an instrumented kernel writes, to build profile buffers in tests.
+
+It writes headers and records the way the device does (layout.py's dtypes and offsets): a CTA
+header once, each unit's start clock and time at its start, record i into slot i % capacity,
+and the end clock, time, count and end magic in the unit's epilogue. Unwritten memory is
+filled with 0xCD, as device memory is not cleared.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
+
+from proton_ik.layout import (
+    CTA_HEADER_DTYPE,
+    MAGIC,
+    RECORD_DTYPE,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    BufferLayout,
+    make_tag,
+)
+from proton_ik.viewer import LaunchCapture
+
+UNWRITTEN = 0xCD
+LOW32 = (1 << 32) - 1
+
+
+class FakeUnit:
+    """One unit's segment: lane 0 of the unit's first warp writing records."""
+
+    def __init__(self, launch: FakeLaunch, cta: int, unit: int, start_clock: int, start_time: int):
+        self.layout = launch.layout
+        offset = cta * self.layout.cta_bytes + self.layout.unit_offset(unit)
+        self.header = np.ndarray((), UNIT_HEADER_DTYPE, launch.buffer, offset)
+        self.slots = np.ndarray(
+            (self.layout.capacity,), RECORD_DTYPE, launch.buffer, offset + UNIT_HEADER_BYTES
+        )
+        self.header["start_clock"] = start_clock
+        self.header["start_time"] = start_time
+        self.count = 0
+
+    def record(self, scope: int, is_end: bool, clock: int) -> None:
+        slot = self.slots[self.count % self.layout.capacity]
+        slot["tag"] = make_tag(scope, is_end)
+        slot["clock"] = clock & LOW32
+        self.count += 1
+
+    def begin(self, scope: int, clock: int) -> None:
+        self.record(scope, False, clock)
+
+    def end(self, scope: int, clock: int) -> None:
+        self.record(scope, True, clock)
+
+    def write_count(self) -> None:
+        self.header["count"] = self.count
+
+    def finish(self, end_clock: int, end_time: int) -> None:
+        self.header["end_clock"] = end_clock
+        self.header["end_time"] = end_time
+        self.write_count()
+        self.header["end_magic"] = MAGIC
+
+
+class FakeLaunch:
+    """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` records."""
+
+    def __init__(self, units: int = 2, capacity: int = 16, num_ctas: int = 1):
+        self.layout = BufferLayout(units=units, capacity=capacity)
+        self.num_ctas = num_ctas
+        self.buffer = np.full(num_ctas * self.layout.cta_bytes, UNWRITTEN, dtype=np.uint8)
+
+    def cta(self, cta: int, smid: int, **overrides: int) -> None:
+        header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
+        fields = {
+            "magic": MAGIC,
+            "version": VERSION,
+            "cta": cta,
+            "smid": smid,
+            "nctaid_x": self.num_ctas,
+            "nctaid_y": 1,
+            "nctaid_z": 1,
+            "units": self.layout.units,
+            "capacity": self.layout.capacity,
+            "reserved": 0,
+            **overrides,
+        }
+        for name, value in fields.items():
+            header[name] = value
+
+    def unit(self, cta: int, unit: int, start_clock: int, start_time: int) -> FakeUnit:
+        return FakeUnit(self, cta, unit, start_clock, start_time)
+
+    def meta(self, launch: int = 0, kernel: str = "kernel", scopes: list[str] | None = None, **extra) -> dict:
+        names = scopes if scopes is not None else ["a", "b", "c"]
+        warps_per_unit = extra.pop("warps_per_unit", 1)
+        profile = {
+            "mode": "instrumentation:granularity=warp:capacity=16",
+            "num_warps": self.layout.units * warps_per_unit,
+            "warps_per_unit": warps_per_unit,
+            "layout": self.layout.to_dict(),
+            "scopes": [{"id": i, "name": n, "line": 10 + i} for i, n in enumerate(names)],
+        }
+        return {
+            "launch": launch,
+            "kernel": kernel,
+            "stream": 0,
+            "grid": [self.num_ctas, 1, 1],
+            "num_warps": self.layout.units * warps_per_unit,
+            "profile": profile,
+            **extra,
+        }
+
+    def capture(self, **meta) -> LaunchCapture:
+        return LaunchCapture(self.meta(**meta), self.buffer.copy())
+
+
+class SmTimer:
+    """An SM whose %clock64 runs at ``ghz`` from ``clock0`` while %globaltimer (ticking every
+    ``tick`` ns) reads ``time0`` at ``clock0``."""
+
+    def __init__(self, ghz: float, clock0: int, time0: int, tick: int = 32):
+        self.ghz, self.clock0, self.time0, self.tick = ghz, clock0, time0, tick
+
+    def time(self, clock: int) -> int:
+        """The %globaltimer reading: whole ticks (integer arithmetic, as 1.7e18 ns has no ns in a float)."""
+        now = self.time0 + math.floor((clock - self.clock0) / self.ghz)
+        return now - now % self.tick
+
+    def exact_ns(self, clock: int) -> int:
+        return self.time0 + round((clock - self.clock0) / self.ghz)
+
+
+def read_pftrace(path: Path) -> list[TracePacket]:
+    """All packets of a .pftrace in order, with compressed bundles inflated in place."""
+    trace = TraceProto()
+    trace.ParseFromString(Path(path).read_bytes())
+    packets = []
+    for packet in trace.packet:
+        if packet.HasField("compressed_packets"):
+            inner = TraceProto()
+            inner.ParseFromString(zlib.decompress(packet.compressed_packets))
+            packets.extend(inner.packet)
+        else:
+            packets.append(packet)
+    return packets
+
+
+@pytest.fixture
+def fake_launch() -> type[FakeLaunch]:
+    return FakeLaunch
+
+
+@pytest.fixture
+def sm_timer() -> type[SmTimer]:
+    return SmTimer
+
+
+@pytest.fixture
+def pftrace_packets() -> Callable[[Path], list[TracePacket]]:
+    return read_pftrace
+
+
+@pytest.fixture
+def busy_launch() -> Callable[..., LaunchCapture]:
+    """A launch where every unit of every CTA runs ``iterations`` of a nested loop body:
+    outer(a){ inner(b) } then c, with realistic clocks and globaltimer readings."""
+
+    def build(
+        num_ctas: int = 4,
+        units: int = 4,
+        iterations: int = 8,
+        capacity: int = 64,
+        launch: int = 0,
+        sms: int = 2,
+    ) -> LaunchCapture:
+        fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas)
+        rng = np.random.default_rng(launch)
+        timers = [
+            SmTimer(1.755, 10_000_000 * (s + 1), 1_700_000_000_000_000_000 + 1_000 * s) for s in range(sms)
+        ]
+        for cta in range(num_ctas):
+            sm = cta % sms
+            timer = timers[sm]
+            fake.cta(cta, sm)
+            base = timer.clock0 + (cta // sms) * 400_000
+            for u in range(units):
+                clock = base + int(rng.integers(0, 100))
+                unit = fake.unit(cta, u, clock, timer.time(clock))
+                for _ in range(iterations):
+                    clock += 50
+                    unit.begin(0, clock)
+                    clock += int(rng.integers(100, 200))
+                    unit.begin(1, clock)
+                    clock += int(rng.integers(300, 900))
+                    unit.end(1, clock)
+                    clock += 20
+                    unit.end(0, clock)
+                    clock += 10
+                    unit.begin(2, clock)
+                    clock += int(rng.integers(40, 80))
+                    unit.end(2, clock)
+                clock += 30
+                unit.finish(clock, timer.time(clock))
+        return fake.capture(launch=launch, kernel=f"kernel{launch % 2}")
+
+    return build

@@ -1,0 +1,158 @@
+import numpy as np
+import pytest
+
+from proton_ik.layout import BufferLayout, make_tag
+from proton_ik.viewer.decode import decode_buffer, extend_clocks
+
+WRAP = 1 << 32
+
+
+def test_headers_and_records_decode_as_written(fake_launch):
+    fake = fake_launch(units=2, capacity=8, num_ctas=2)
+    fake.cta(0, smid=5)
+    fake.cta(1, smid=7)
+    first = fake.unit(0, 0, start_clock=1000, start_time=5000)
+    for scope, is_end, clock in [(0, False, 1100), (0, True, 1200), (1, False, 1300), (1, True, 1450)]:
+        first.record(scope, is_end, clock)
+    first.finish(1500, 6000)
+    second = fake.unit(0, 1, start_clock=1010, start_time=5008)
+    second.begin(2, 1050)
+    second.end(2, 1060)
+    second.finish(1100, 5100)
+    fake.unit(1, 0, 7000, 9000).finish(7100, 9100)
+    fake.unit(1, 1, 7000, 9000).finish(7100, 9100)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.ctas.valid.tolist() == [True, True]
+    assert decoded.ctas.smid.tolist() == [5, 7]
+    assert decoded.ctas.nctaid.tolist() == [[2, 1, 1], [2, 1, 1]]
+    units = decoded.units
+    assert units.cta.tolist() == [0, 0, 1, 1]
+    assert units.unit.tolist() == [0, 1, 0, 1]
+    assert units.smid.tolist() == [5, 5, 7, 7]
+    assert units.start_clock.tolist() == [1000, 1010, 7000, 7000]
+    assert units.end_time.tolist() == [6000, 5100, 9100, 9100]
+    assert units.count.tolist() == [4, 2, 0, 0]
+    assert units.overwritten.tolist() == [0, 0, 0, 0]
+    assert units.finished.all()
+    records = decoded.records
+    assert records.unit_row.tolist() == [0, 0, 0, 0, 1, 1]
+    assert records.index.tolist() == [0, 1, 2, 3, 0, 1]
+    assert records.scope.tolist() == [0, 0, 1, 1, 2, 2]
+    assert records.is_end.tolist() == [False, True, False, True, False, True]
+    assert records.clock.tolist() == [1100, 1200, 1300, 1450, 1050, 1060]
+    assert records.tag.tolist() == [
+        make_tag(s, e) for s, e in zip(records.scope, records.is_end, strict=True)
+    ]
+    assert decoded.problems == ()
+
+
+def test_ring_keeps_the_newest_records_and_counts_the_rest(fake_launch):
+    fake = fake_launch(units=1, capacity=4)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, 0, 0)
+    for i in range(10):
+        unit.record(i % 3, i % 2 == 1, 100 * (i + 1))
+    unit.finish(2000, 2000)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.units.count.tolist() == [10]
+    assert decoded.units.kept.tolist() == [4]
+    assert decoded.units.overwritten.tolist() == [6]
+    assert decoded.records.index.tolist() == [6, 7, 8, 9]
+    assert decoded.records.scope.tolist() == [0, 1, 2, 0]
+    assert decoded.records.is_end.tolist() == [False, True, False, True]
+    assert decoded.records.clock.tolist() == [700, 800, 900, 1000]
+
+
+def test_64_bit_clocks_survive_32_bit_wraps(fake_launch):
+    fake = fake_launch(units=2, capacity=16)
+    fake.cta(0, smid=3)
+    start = 3 * WRAP - 500
+    # Across a wrap, and with a gap just under 2**32 cycles between two records.
+    clocks = [start + 100, start + 499, start + 501, start + 900, start + 900 + WRAP - 7, start + WRAP + 2000]
+    finished = fake.unit(0, 0, start, 0)
+    for i, clock in enumerate(clocks):
+        finished.record(0, i % 2 == 1, clock)
+    finished.finish(clocks[-1] + 10, 10)
+    # An unfinished unit that did store its count: decoded forwards from its start clock.
+    running = fake.unit(0, 1, start, 0)
+    for i, clock in enumerate(clocks[:4]):
+        running.record(1, i % 2 == 1, clock)
+    running.write_count()
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.units.finished.tolist() == [True, False]
+    assert decoded.units.decoded.tolist() == [True, True]
+    assert decoded.records.clock.tolist() == clocks + clocks[:4]
+    assert any("did not reach their epilogue" in p for p in decoded.problems)
+
+
+def test_unfinished_unit_without_a_count_is_skipped_and_reported(fake_launch):
+    fake = fake_launch(units=2, capacity=8)
+    fake.cta(0, smid=0)
+    fake.unit(0, 0, 0, 0).finish(10, 10)
+    crashed = fake.unit(0, 1, 0, 0)
+    crashed.begin(0, 5)  # its count was never stored: the field still holds unwritten memory
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.units.decoded.tolist() == [True, False]
+    assert decoded.units.kept.tolist() == [0, 0]
+    assert len(decoded.records) == 0
+    assert any("1 unfinished units have no usable record count" in p for p in decoded.problems)
+
+
+def test_ctas_that_never_ran_or_disagree_are_counted_not_decoded(fake_launch):
+    fake = fake_launch(units=1, capacity=8, num_ctas=3)
+    fake.cta(0, smid=1)
+    fake.unit(0, 0, 0, 0).finish(10, 10)
+    fake.cta(2, smid=1, capacity=16)  # CTA 1 never ran; CTA 2's header disagrees with the metadata
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.ctas.ran.tolist() == [True, False, True]
+    assert decoded.ctas.valid.tolist() == [True, False, False]
+    assert decoded.units.cta.tolist() == [0]
+    assert any(p.startswith("1 of 3 CTAs have no header") for p in decoded.problems)
+    assert any(p.startswith("1 CTAs have a header that disagrees") for p in decoded.problems)
+
+
+def test_records_more_than_2_to_32_cycles_apart_are_reported(fake_launch):
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, 1000, 0)
+    unit.begin(0, 2000)
+    unit.end(0, 2000 + WRAP + 5)
+    unit.finish(2000 + WRAP + 10, 10)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert any("more than 2**32 cycles apart" in p for p in decoded.problems)
+
+
+def test_a_buffer_that_is_not_whole_ctas_is_rejected():
+    layout = BufferLayout(units=2, capacity=8)
+    with pytest.raises(ValueError, match="not a whole number of"):
+        decode_buffer(np.zeros(layout.cta_bytes + 8, dtype=np.uint8), layout)
+
+
+def test_extend_clocks_matches_a_random_walk_in_both_directions():
+    rng = np.random.default_rng(7)
+    sizes = [1, 50, 300, 7]
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    steps = rng.integers(0, WRAP, size=len(group), dtype=np.int64)
+    starts = rng.integers(0, 1 << 40, size=len(sizes), dtype=np.int64)
+    full = np.concatenate(
+        [s + np.cumsum(steps[group == g]) for g, s in enumerate(starts)]
+    )  # each group's clocks, strictly after its start
+    ends = np.array([full[group == g][-1] + 3 for g in range(len(sizes))])
+    from_end = np.array([True, False, True, False])
+    anchor = np.where(from_end, ends, starts)
+
+    rebuilt = extend_clocks(full & (WRAP - 1), group, anchor, from_end)
+
+    assert np.array_equal(rebuilt, full)

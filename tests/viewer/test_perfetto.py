@@ -1,0 +1,176 @@
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    BUILTIN_CLOCK_BOOTTIME,
+    TracePacket,
+    TrackDescriptor,
+    TrackEvent,
+)
+
+from proton_ik.viewer import Trace
+from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, LIFETIME, SEQUENCE_ID, write_perfetto
+
+
+@dataclass
+class Replay:
+    """What trace processor would make of the packets: tracks, and slices with absolute times."""
+
+    tracks: dict[int, TrackDescriptor] = field(default_factory=dict)
+    slices: list[dict] = field(default_factory=list)
+    snapshots: list[int] = field(default_factory=list)
+
+    def path(self, uuid: int) -> list[str]:
+        names = []
+        while uuid:
+            names.append(self.tracks[uuid].name)
+            uuid = self.tracks[uuid].parent_uuid
+        return names[::-1]
+
+
+def replay(packets: list[TracePacket]) -> Replay:
+    result = Replay()
+    names, annotation_names = {}, {}
+    track, last = None, None
+    stacks = defaultdict(list)
+    assert packets[0].sequence_flags & TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    for packet in packets:
+        if packet.HasField("track_descriptor"):
+            result.tracks[packet.track_descriptor.uuid] = packet.track_descriptor
+            continue
+        assert packet.trusted_packet_sequence_id == SEQUENCE_ID
+        names.update({entry.iid: entry.name for entry in packet.interned_data.event_names})
+        annotation_names.update(
+            {entry.iid: entry.name for entry in packet.interned_data.debug_annotation_names}
+        )
+        if packet.HasField("trace_packet_defaults"):
+            assert packet.trace_packet_defaults.timestamp_clock_id == INCREMENTAL_CLOCK_ID
+            track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+        if packet.HasField("clock_snapshot"):
+            clocks = {clock.clock_id: clock for clock in packet.clock_snapshot.clocks}
+            assert clocks[INCREMENTAL_CLOCK_ID].is_incremental
+            assert clocks[BUILTIN_CLOCK_BOOTTIME].timestamp == clocks[INCREMENTAL_CLOCK_ID].timestamp
+            last = clocks[INCREMENTAL_CLOCK_ID].timestamp
+            result.snapshots.append(last)
+            continue
+        if not packet.HasField("track_event"):
+            continue
+        event = packet.track_event
+        assert (
+            packet.HasField("timestamp") and not event.HasField("track_uuid") and not event.HasField("name")
+        )
+        last += packet.timestamp
+        if event.type == TrackEvent.TYPE_SLICE_BEGIN:
+            args = {annotation_names[a.name_iid]: a.int_value for a in event.debug_annotations}
+            stacks[track].append({"track": track, "name": names[event.name_iid], "begin": last, "args": args})
+        else:
+            assert event.type == TrackEvent.TYPE_SLICE_END
+            open_slice = stacks[track].pop()
+            result.slices.append({**open_slice, "end": last, "depth": len(stacks[track])})
+    assert not any(stacks.values()), "slices left open"
+    return result
+
+
+def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace_packets):
+    trace = Trace.from_captures({"name": "t"}, [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)])
+    path = trace.write_perfetto(tmp_path / "t.pftrace")
+    result = replay(pftrace_packets(path))
+
+    assert result.snapshots == sorted(result.snapshots)  # one clock's snapshots never go back
+    scopes = [s for s in result.slices if s["name"] != LIFETIME]
+    lifetimes = [s for s in result.slices if s["name"] == LIFETIME]
+    assert len(scopes) == len(trace.events)
+    assert len(lifetimes) == int(trace.units["finished"].sum())
+
+    got = {}
+    for s in scopes:
+        root, launch, sm, cta, warp = result.path(s["track"])
+        assert root == "proton_ik: t"
+        assert (sm, cta, warp) == (
+            f"SM {s['args']['sm']}",
+            f"CTA {s['args']['cta']}",
+            f"warp {s['args']['warp']}",
+        )
+        number = int(launch.split(":")[0].removeprefix("launch "))
+        got[(number, s["args"]["cta"], s["args"]["warp"], s["name"], s["begin"])] = (
+            s["end"] - s["begin"],
+            s["args"]["cycles"],
+            s["args"]["line"],
+            s["depth"],
+        )
+    expected = {
+        (e.launch, e.cta, e.warp, e.scope, e.begin_ns): (e.dur_ns, e.dur_cycles, e.line, e.depth + 1)
+        for e in trace.events.itertuples()
+    }
+    assert got == expected  # depth + 1: every scope nests in its warp's lifetime slice
+
+    units = trace.units.set_index(["launch", "cta", "warp"])
+    for s in lifetimes:
+        launch = int(result.path(s["track"])[1].split(":")[0].removeprefix("launch "))
+        unit = units.loc[(launch, s["args"]["cta"], s["args"]["warp"])]
+        assert (s["begin"], s["end"], s["depth"]) == (unit["start_ns"], unit["end_ns"], 0)
+        assert s["args"]["records"] == unit["count"]
+
+
+def test_siblings_sort_numerically(tmp_path, busy_launch, pftrace_packets):
+    trace = Trace.from_captures(
+        {"name": "t"}, [busy_launch(launch=i, num_ctas=12, sms=11) for i in range(11)]
+    )
+    result = replay(pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace")))
+    children = defaultdict(list)
+    for descriptor in result.tracks.values():
+        children[descriptor.parent_uuid].append(descriptor)
+    for parent, kids in children.items():
+        if not parent:
+            continue
+        assert result.tracks[parent].child_ordering == TrackDescriptor.EXPLICIT
+        ordered = [kid.name for kid in sorted(kids, key=lambda kid: kid.sibling_order_rank)]
+        numbers = [int(name.split(":")[0].split()[1]) for name in ordered]
+        assert numbers == sorted(numbers), ordered
+    launches = [d.name for d in sorted(children[1], key=lambda d: d.sibling_order_rank)]
+    assert launches[:3] == ["launch 0: kernel0", "launch 1: kernel1", "launch 2: kernel0"]
+    assert launches[-1] == "launch 10: kernel0"
+
+
+def test_overlapping_scopes_go_to_a_sibling_track(tmp_path, fake_launch, pftrace_packets):
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=4)
+    unit = fake.unit(0, 0, 0, 1_000)
+    for scope, is_end, clock in [(0, False, 100), (1, False, 200), (0, True, 300), (1, True, 400)]:
+        unit.record(scope, is_end, clock)
+    unit.finish(60_000, 31_000)
+    trace = Trace.from_captures({"name": "t"}, [fake.capture()])
+    result = replay(pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace")))
+
+    by_name = {s["name"]: s for s in result.slices}
+    a, b = by_name["a"], by_name["b"]
+    assert result.path(a["track"])[-1] == "warp 0"
+    assert result.path(b["track"])[-1] == "warp 0 overlap 1"
+    assert result.tracks[a["track"]].parent_uuid == result.tracks[b["track"]].parent_uuid
+    assert a["begin"] < b["begin"] < a["end"] < b["end"]
+
+
+def test_compressed_and_plain_traces_hold_the_same_packets(tmp_path, busy_launch, pftrace_packets):
+    trace = Trace.from_captures({"name": "t"}, [busy_launch()])
+    args = (trace.events, trace.units, trace.launches)
+    packed = pftrace_packets(write_perfetto(tmp_path / "packed.pftrace", *args))
+    plain = pftrace_packets(write_perfetto(tmp_path / "plain.pftrace", *args, compress=False))
+    assert [p.SerializeToString() for p in packed] == [p.SerializeToString() for p in plain]
+    assert not any(p.HasField("compressed_packets") for p in plain)
+
+
+def test_a_hundred_thousand_events_take_at_most_25_bytes_each(tmp_path, busy_launch):
+    capture = busy_launch(num_ctas=50, units=8, iterations=84, capacity=512, sms=8)
+    trace = Trace.from_captures({"name": "big"}, [capture])
+    assert len(trace.events) == 100_800
+    path = trace.write_perfetto(tmp_path / "big.pftrace")
+    per_event = path.stat().st_size / len(trace.events)
+    assert per_event <= 25, f"{per_event:.1f} bytes per event"
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_the_progress_bar_can_be_forced(tmp_path, busy_launch, capsys, progress):
+    trace = Trace.from_captures({"name": "t"}, [busy_launch()])
+    trace.write_perfetto(tmp_path / "t.pftrace", progress=progress)
+    assert ("perfetto" in capsys.readouterr().err) is progress

@@ -1,0 +1,98 @@
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from proton_ik.viewer import SessionFileError, SessionWriter, read_session, write_session
+from proton_ik.viewer.session_file import FORMAT_VERSION, MANIFEST
+
+INFO = {"name": "matmul", "device": "NVIDIA H100", "sm_count": 132}
+
+
+def test_launches_round_trip_in_order(tmp_path, busy_launch):
+    captures = [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)]
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
+
+    session = read_session(path)
+
+    assert session.info == INFO
+    assert [launch.meta for launch in session] == [capture.meta for capture in captures]
+    for launch, capture in zip(session, captures, strict=True):
+        assert launch.buffer.dtype == np.uint8
+        assert np.array_equal(launch.buffer, capture.buffer)
+
+
+def test_a_truncated_file_says_so(tmp_path, busy_launch):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SessionFileError, match=r"truncated or corrupt.*Capture the session again"):
+        read_session(path)
+
+
+def test_a_file_that_was_never_closed_says_so(tmp_path):
+    path = tmp_path / "s.pik"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("launches/000000.npy", b"")
+    with pytest.raises(SessionFileError, match="never closed"):
+        read_session(path)
+
+
+def rewrite_manifest(path, change):
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    manifest = json.loads(entries[MANIFEST])
+    change(manifest)
+    entries[MANIFEST] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+
+
+def test_another_format_version_names_both_versions(tmp_path, busy_launch):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    rewrite_manifest(path, lambda manifest: manifest.update(format_version=FORMAT_VERSION + 1))
+    with pytest.raises(
+        SessionFileError, match=f"version {FORMAT_VERSION + 1}.*reads version {FORMAT_VERSION}"
+    ):
+        read_session(path)
+
+
+def test_a_missing_buffer_entry_is_named(tmp_path, busy_launch):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    rewrite_manifest(path, lambda manifest: manifest["launches"][0].update(entry="launches/999999.npy"))
+    with pytest.raises(SessionFileError, match=r"launches/999999\.npy.*missing"):
+        read_session(path)
+
+
+def test_a_buffer_of_the_wrong_kind_is_rejected_on_read(tmp_path, busy_launch):
+    capture = busy_launch()
+    path = tmp_path / "s.pik"
+    with zipfile.ZipFile(path, "w") as archive:
+        with archive.open("launches/000000.npy", "w") as file:
+            np.save(file, np.zeros(4, dtype=np.float32))
+        manifest = {"format": "proton_ik-session", "format_version": FORMAT_VERSION, "info": {}}
+        manifest["launches"] = [{"entry": "launches/000000.npy", "meta": capture.meta}]
+        archive.writestr(MANIFEST, json.dumps(manifest))
+    (launch,) = read_session(path).launches
+    with pytest.raises(SessionFileError, match="not the 1-D uint8 buffer"):
+        _ = launch.buffer
+
+
+def test_the_writer_refuses_what_it_could_not_read_back(tmp_path, busy_launch):
+    capture = busy_launch()
+    writer = SessionWriter(tmp_path / "s.pik", INFO)
+    with pytest.raises(ValueError, match="lacks \\['profile'\\]"):
+        writer.add_launch({"launch": 0, "kernel": "k"}, capture.buffer)
+    with pytest.raises(ValueError, match="JSON-serialisable"):
+        writer.add_launch({**capture.meta, "stream": object()}, capture.buffer)
+    with pytest.raises(ValueError, match="must be uint8"):
+        writer.add_launch(capture.meta, capture.buffer.view(np.int8))
+    writer.close()
+    with pytest.raises(ValueError, match="already closed"):
+        writer.add_launch(capture.meta, capture.buffer)
+    assert read_session(tmp_path / "s.pik").launches == []

@@ -1,0 +1,89 @@
+import json
+
+import pandas as pd
+import pytest
+
+from proton_ik.viewer import LaunchCapture, Rendered, Trace, load, render, write_session
+
+T0 = 1_700_000_000_000_000_000
+
+
+def test_a_session_file_loads_and_renders_both_traces(tmp_path, busy_launch, pftrace_packets):
+    captures = [busy_launch(launch=0), busy_launch(launch=1, num_ctas=2)]
+    path = write_session(tmp_path / "s.pik", {"name": "s", "device": "NVIDIA H200"}, captures)
+
+    trace = load(path)
+    rendered = render(path, tmp_path / "out" / "s")
+
+    assert rendered == Rendered(tmp_path / "out" / "s.pftrace", tmp_path / "out" / "s.json")
+    assert pftrace_packets(rendered.perfetto)
+    assert json.loads(rendered.chrome.read_text())["traceEvents"]
+    assert trace.device == "NVIDIA H200"
+    assert trace.record_count == 768 + 384
+    pd.testing.assert_frame_equal(trace.events, Trace.from_captures(trace.info, captures).events)
+    assert trace.events["launch"].tolist() == [0] * 384 + [1] * 192
+    assert (trace.events["begin_rel_ns"] == trace.events["begin_ns"] - trace.units["start_ns"].min()).all()
+
+
+def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
+    fake = fake_launch(units=2, capacity=8, num_ctas=3)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, 0, T0)
+    unit.begin(0, 100)
+    unit.end(0, 200)
+    unit.begin(9, 300)  # an id the scope table lacks
+    unit.end(9, 400)
+    unit.finish(40_000, T0 + 40_000)
+    fake.unit(0, 1, 0, T0).begin(1, 50)  # never finishes, never stores its count
+    fake.cta(1, smid=1)  # CTA 1's units both crash; CTA 2 never runs
+    for u in range(2):
+        fake.unit(1, u, 0, T0).begin(1, 50)
+    trace = Trace.from_captures({"name": "t"}, [fake.capture(num_ctas=3)])
+
+    (launch,) = trace.launches.itertuples()
+    assert (launch.ctas, launch.ctas_missing, launch.units_unfinished, launch.units_skipped) == (3, 1, 3, 3)
+    assert set(trace.events["scope"]) == {"a", "<scope 9>"}
+    assert trace.units["start_ns"].isna().tolist() == [False, False, True, True]  # SM 1 has no clock anchors
+    text = trace.summary_text()
+    assert "launch 0 (kernel): 1 of 3 CTAs have no header" in text
+    assert "scope ids missing from the kernel's scope table: [9]" in text
+    assert trace.write_perfetto(tmp_path / "t.pftrace").stat().st_size > 0
+    assert trace.write_chrome(tmp_path / "t.json").stat().st_size > 0
+
+
+def test_a_launch_whose_buffer_does_not_match_its_grid_is_reported(busy_launch):
+    capture = busy_launch(num_ctas=2)
+    trace = Trace.from_captures({}, [LaunchCapture({**capture.meta, "grid": [4, 1, 1]}, capture.buffer)])
+    assert "the buffer holds 2 CTAs but the launch had 4" in trace.problems[0]
+
+
+def test_warpgroup_units_name_their_warps(tmp_path, fake_launch, pftrace_packets):
+    fake = fake_launch(units=2, capacity=8)
+    fake.cta(0, smid=0)
+    for u in range(2):
+        unit = fake.unit(0, u, 0, T0)
+        unit.begin(0, 100)
+        unit.end(0, 200)
+        unit.finish(40_000, T0 + 40_000)
+    trace = Trace.from_captures({}, [fake.capture(warps_per_unit=4)])
+
+    assert trace.events["warp"].tolist() == [0, 4]
+    names = {p.track_descriptor.name for p in pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace"))}
+    assert {"warps 0-3", "warps 4-7"} <= names
+    assert '"CTA 0 warps 4-7"' in trace.write_chrome(tmp_path / "t.json").read_text()
+
+
+def test_a_layout_from_another_version_names_the_launch(fake_launch):
+    fake = fake_launch()
+    capture = fake.capture(kernel="matmul")
+    capture.meta["profile"]["layout"]["version"] = 99
+    with pytest.raises(ValueError, match=r"launch 0 \(matmul\): buffer layout version 99"):
+        Trace.from_captures({}, [capture])
+
+
+def test_an_empty_session_writes_empty_traces(tmp_path, pftrace_packets):
+    trace = Trace.from_captures({"name": "none"}, [])
+    assert len(trace.events) == 0 and trace.record_count == 0
+    packets = pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace"))
+    assert [p.track_descriptor.name for p in packets if p.HasField("track_descriptor")] == ["proton_ik: none"]
+    assert json.loads(trace.write_chrome(tmp_path / "t.json").read_text())["traceEvents"] == []

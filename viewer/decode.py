@@ -1,0 +1,274 @@
+"""Decode one launch's profile buffer: bytes in, numpy arrays out.
+
+Every offset, dtype and constant comes from ``proton_ik.layout``. Nothing here loops over
+records: the buffer is viewed in place with strided structured arrays, and records are
+gathered and their clocks extended with whole-array operations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from proton_ik.layout import (
+    CTA_HEADER_BYTES,
+    CTA_HEADER_DTYPE,
+    MAGIC,
+    RECORD_DTYPE,
+    TAG_END_BIT,
+    TAG_KIND_MASK,
+    TAG_KIND_SHIFT,
+    TAG_SCOPE_MASK,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    BufferLayout,
+)
+
+CLOCK_LOW_MASK = (1 << 32) - 1
+# A unit that never reached its epilogue may hold a count that was never written; a count this
+# large is garbage, not a real number of records.
+PLAUSIBLE_COUNT = 1 << 31
+
+
+@dataclass(frozen=True)
+class CtaTable:
+    """One row per CTA slot of the buffer (slot i belongs to linear CTA id i)."""
+
+    slot: np.ndarray  # int64
+    ran: np.ndarray  # bool: the header carries MAGIC
+    valid: np.ndarray  # bool: ran, and the header agrees with the kernel's layout and slot
+    cta: np.ndarray  # int64, linear CTA id from the header
+    smid: np.ndarray  # int64
+    nctaid: np.ndarray  # int64, shape (n, 3)
+
+
+@dataclass(frozen=True)
+class UnitTable:
+    """One row per unit of every valid CTA."""
+
+    cta: np.ndarray  # int64
+    smid: np.ndarray  # int64
+    unit: np.ndarray  # int64
+    start_clock: np.ndarray  # int64, %clock64 at kernel start
+    start_time: np.ndarray  # int64, %globaltimer ns at kernel start
+    end_clock: np.ndarray  # int64, meaningful where finished
+    end_time: np.ndarray  # int64, meaningful where finished
+    count: np.ndarray  # int64, records attempted (as written; garbage where not decoded)
+    kept: np.ndarray  # int64, records still in the ring and decoded
+    overwritten: np.ndarray  # int64, count - kept where decoded
+    finished: np.ndarray  # bool: the unit reached its epilogue
+    decoded: np.ndarray  # bool: finished, or its count is plausible
+
+    def __len__(self) -> int:
+        return len(self.cta)
+
+
+@dataclass(frozen=True)
+class RecordTable:
+    """One row per decoded record, grouped by unit and in the order the unit wrote them."""
+
+    unit_row: np.ndarray  # int64, row in the UnitTable
+    index: np.ndarray  # int64, record number within the unit, counting overwritten ones
+    tag: np.ndarray  # uint32
+    kind: np.ndarray  # int64, a layout.RecordKind value
+    scope: np.ndarray  # int64, scope id
+    is_end: np.ndarray  # bool
+    clock: np.ndarray  # int64, full %clock64
+
+    def __len__(self) -> int:
+        return len(self.unit_row)
+
+
+@dataclass(frozen=True)
+class DecodedLaunch:
+    layout: BufferLayout
+    ctas: CtaTable
+    units: UnitTable
+    records: RecordTable
+    problems: tuple[str, ...]
+
+
+def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
+    """Decode a launch's buffer (``num_ctas * layout.cta_bytes`` uint8) into CTA, unit and record tables."""
+    raw = np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1)
+    if raw.size % layout.cta_bytes:
+        raise ValueError(
+            f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
+            "CTA regions: the buffer and the kernel metadata do not belong together"
+        )
+    num_ctas = raw.size // layout.cta_bytes
+    ctas = _decode_ctas(raw, layout, num_ctas)
+    units = _decode_units(raw, layout, ctas)
+    records = _decode_records(raw, layout, ctas, units)
+    return DecodedLaunch(layout, ctas, units, records, _problems(layout, ctas, units, records))
+
+
+def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: int) -> CtaTable:
+    header = _view(raw, (num_ctas,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,))
+    slot = np.arange(num_ctas, dtype=np.int64)
+    ran = header["magic"] == MAGIC
+    valid = (
+        ran
+        & (header["version"] == VERSION)
+        & (header["units"] == layout.units)
+        & (header["capacity"] == layout.capacity)
+        & (header["cta"] == slot)
+    )
+    nctaid = np.stack([header["nctaid_x"], header["nctaid_y"], header["nctaid_z"]], axis=1)
+    return CtaTable(
+        slot=slot,
+        ran=ran,
+        valid=valid,
+        cta=header["cta"].astype(np.int64),
+        smid=header["smid"].astype(np.int64),
+        nctaid=nctaid.astype(np.int64),
+    )
+
+
+def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> UnitTable:
+    headers = _view(
+        raw,
+        (len(ctas.slot), layout.units),
+        UNIT_HEADER_DTYPE,
+        CTA_HEADER_BYTES,
+        (layout.cta_bytes, layout.unit_bytes),
+    )[ctas.valid].reshape(-1)
+    valid_slots = ctas.slot[ctas.valid]
+    cta = np.repeat(valid_slots, layout.units)
+    count = headers["count"].astype(np.int64)
+    finished = headers["end_magic"] == MAGIC
+    decoded = finished | (count < PLAUSIBLE_COUNT)
+    kept = np.where(decoded, np.minimum(count, layout.capacity), 0)
+    return UnitTable(
+        cta=cta,
+        smid=np.repeat(ctas.smid[ctas.valid], layout.units),
+        unit=np.tile(np.arange(layout.units, dtype=np.int64), len(valid_slots)),
+        start_clock=headers["start_clock"].astype(np.int64),
+        start_time=headers["start_time"].astype(np.int64),
+        end_clock=headers["end_clock"].astype(np.int64),
+        end_time=headers["end_time"].astype(np.int64),
+        count=count,
+        kept=kept,
+        overwritten=np.where(decoded, count - kept, 0),
+        finished=finished,
+        decoded=decoded,
+    )
+
+
+def _decode_records(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable, units: UnitTable) -> RecordTable:
+    slots = _view(
+        raw,
+        (len(ctas.slot), layout.units, layout.capacity),
+        RECORD_DTYPE,
+        CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
+        (layout.cta_bytes, layout.unit_bytes, RECORD_DTYPE.itemsize),
+    )
+    unit_row = np.repeat(np.arange(len(units), dtype=np.int64), units.kept)
+    first = np.cumsum(units.kept) - units.kept
+    # Record i of a unit sits in slot i % capacity; the ring keeps the newest `kept` of them.
+    index = (units.count - units.kept)[unit_row] + np.arange(len(unit_row), dtype=np.int64) - first[unit_row]
+    picked = slots[units.cta[unit_row], units.unit[unit_row], index & (layout.capacity - 1)]
+    tag = picked["tag"]
+    # A finished unit's 64-bit clocks are rebuilt backwards from its end clock, which is read
+    # after its last record; an unfinished one has only its start clock to go forward from.
+    anchor = np.where(units.finished, units.end_clock, units.start_clock)
+    clock = extend_clocks(picked["clock"], unit_row, anchor, units.finished)
+    return RecordTable(
+        unit_row=unit_row,
+        index=index,
+        tag=tag,
+        kind=((tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK).astype(np.int64),
+        scope=(tag & TAG_SCOPE_MASK).astype(np.int64),
+        is_end=((tag >> TAG_END_BIT) & 1).astype(bool),
+        clock=clock,
+    )
+
+
+def _view(
+    raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype, offset: int, strides: tuple[int, ...]
+) -> np.ndarray:
+    """The buffer's bytes seen in place as a strided array of ``dtype`` (no copy)."""
+    if raw.size == 0:
+        return np.zeros(shape, dtype)
+    return np.ndarray(shape, dtype, raw, offset, strides)
+
+
+def extend_clocks(low: np.ndarray, group: np.ndarray, anchor: np.ndarray, from_end: np.ndarray) -> np.ndarray:
+    """Full 64-bit clocks from their low 32 bits.
+
+    ``low`` holds each group's values in the order they were read, groups contiguous; ``group``
+    indexes ``anchor`` (a full clock per group) and ``from_end``. Going backwards from an anchor
+    read after the last value, each value is the latest clock not after its successor with those
+    low bits; going forwards from an anchor read before the first, the earliest not before its
+    predecessor. Exact while consecutive reads are less than 2**32 cycles apart.
+    """
+    low = low.astype(np.int64)
+    n = len(low)
+    if n == 0:
+        return low
+    first_of_group = np.ones(n, dtype=bool)
+    first_of_group[1:] = group[1:] != group[:-1]
+    last_of_group = np.ones(n, dtype=bool)
+    last_of_group[:-1] = first_of_group[1:]
+    anchor_low = anchor[group] & CLOCK_LOW_MASK
+
+    following = np.where(last_of_group, anchor_low, np.roll(low, -1))
+    back_step = (following - low) & CLOCK_LOW_MASK
+    back_total = _segment_sum_from_end(back_step, first_of_group)
+
+    preceding = np.where(first_of_group, anchor_low, np.roll(low, 1))
+    forward_step = (low - preceding) & CLOCK_LOW_MASK
+    forward_total = _segment_sum_from_start(forward_step, first_of_group)
+
+    return np.where(from_end[group], anchor[group] - back_total, anchor[group] + forward_total)
+
+
+def _segment_sum_from_start(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Inclusive running sum that restarts where ``starts`` is True."""
+    total = np.cumsum(values)
+    before = total - values
+    return total - np.maximum.accumulate(np.where(starts, before, 0))
+
+
+def _segment_sum_from_end(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Sum of each value and all later values of its segment."""
+    reversed_starts = np.ones_like(starts)
+    reversed_starts[1:] = starts[::-1][:-1]
+    return _segment_sum_from_start(values[::-1], reversed_starts)[::-1]
+
+
+def _problems(
+    layout: BufferLayout, ctas: CtaTable, units: UnitTable, records: RecordTable
+) -> tuple[str, ...]:
+    problems = []
+    never_ran = int((~ctas.ran).sum())
+    if never_ran:
+        problems.append(
+            f"{never_ran} of {len(ctas.slot)} CTAs have no header (they never ran, or did not write it)"
+        )
+    disagree = int((ctas.ran & ~ctas.valid).sum())
+    if disagree:
+        problems.append(
+            f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
+            f"{VERSION}, {layout.units} units of {layout.capacity} records, CTA id = slot); skipped"
+        )
+    unfinished = int((~units.finished).sum())
+    if unfinished:
+        problems.append(f"{unfinished} units did not reach their epilogue")
+    skipped = int((~units.decoded).sum())
+    if skipped:
+        problems.append(f"{skipped} unfinished units have no usable record count; their records were skipped")
+    # Rebuilt backwards, a gap of 2**32 cycles or more shows up as a first record implausibly
+    # far (2**32 or more) after the unit's start.
+    first = np.cumsum(units.kept) - units.kept
+    has_records = units.finished & (units.kept > 0)
+    lead = records.clock[first[has_records]] - units.start_clock[has_records]
+    gaps = int(((lead < 0) | (lead > CLOCK_LOW_MASK)).sum())
+    if gaps:
+        problems.append(
+            f"{gaps} units have records more than 2**32 cycles apart; their earlier records' clocks "
+            "are off by multiples of 2**32"
+        )
+    return tuple(problems)

@@ -1,0 +1,230 @@
+"""Pair begin and end records into scope events: arrays in, events out.
+
+Pairing is per unit and per scope: a begin opens, an end closes the most recent open begin of
+the same scope (LIFO), so loops, nesting, and scopes that overlap without nesting all pair.
+An end with nothing open is unmatched; in a unit whose ring overwrote its oldest records, up
+to that many such ends are expected (their begins were overwritten) and are reported as lost
+to the ring, apart from real mismatches.
+
+Everything is vectorized. The LIFO stack of one scope is a reflected walk: its size after each
+record is ``P - min(0, running min of P)``, ``P`` being the running sum of +1 (begin) and -1
+(end). Matched records at the same stack level then alternate begin, end, begin, ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from proton_ik.layout import RecordKind
+from proton_ik.viewer.decode import RecordTable, UnitTable
+
+UNMATCHED_BEGIN = 0
+UNMATCHED_END = 1
+LOST_TO_RING = 2
+UNMATCHED_KINDS = {
+    UNMATCHED_BEGIN: "unmatched begin",
+    UNMATCHED_END: "unmatched end",
+    LOST_TO_RING: "lost to ring",
+}
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """One row per matched begin/end, sorted by unit row, then begin record."""
+
+    unit_row: np.ndarray  # int64, row in the UnitTable
+    scope: np.ndarray  # int64
+    begin_index: np.ndarray  # int64, record numbers within the unit
+    end_index: np.ndarray
+    begin_clock: np.ndarray  # int64
+    end_clock: np.ndarray
+    depth: np.ndarray  # int64, scopes open on the unit when this one began
+    lane: np.ndarray  # int64, 0 unless it overlaps an earlier scope without nesting
+
+    def __len__(self) -> int:
+        return len(self.unit_row)
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """One row per record left without a partner."""
+
+    unit_row: np.ndarray
+    scope: np.ndarray
+    index: np.ndarray
+    clock: np.ndarray
+    kind: np.ndarray  # UNMATCHED_BEGIN, UNMATCHED_END or LOST_TO_RING
+
+    def __len__(self) -> int:
+        return len(self.unit_row)
+
+
+def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatched]:
+    """Pair a launch's scope records (records of other kinds are ignored)."""
+    rows = np.flatnonzero(records.kind == RecordKind.SCOPE)
+    rows = rows[np.lexsort((records.index[rows], records.scope[rows], records.unit_row[rows]))]
+    is_end = records.is_end[rows]
+    starts = _starts(records.unit_row[rows], records.scope[rows])
+    running = _segment_cumsum(np.where(is_end, -1, 1), starts)
+    stack_after = running - np.minimum(_segment_cummin(running, starts), 0)
+    stack_before = np.where(starts, 0, np.roll(stack_after, 1))
+    level = np.where(is_end, stack_before, stack_after)
+    group = np.cumsum(starts)
+    # An end that finds its scope's stack empty closes nothing.
+    live = np.flatnonzero(~(is_end & (stack_before == 0)))
+    live = live[np.lexsort((records.index[rows[live]], level[live], group[live]))]
+    opener, closer = live[:-1], live[1:]
+    pairs_here = (
+        ~is_end[opener] & is_end[closer] & (group[opener] == group[closer]) & (level[opener] == level[closer])
+    )
+    matched = np.zeros(len(rows), dtype=bool)
+    matched[opener[pairs_here]] = True
+    matched[closer[pairs_here]] = True
+    pairs = _make_pairs(records, rows[opener[pairs_here]], rows[closer[pairs_here]])
+    return pairs, _make_unmatched(records, units, rows[~matched])
+
+
+def _make_pairs(records: RecordTable, begin_pos: np.ndarray, end_pos: np.ndarray) -> Pairs:
+    order = np.lexsort((records.index[begin_pos], records.unit_row[begin_pos]))
+    begin_pos, end_pos = begin_pos[order], end_pos[order]
+    unit_row = records.unit_row[begin_pos]
+    begin_index, end_index = records.index[begin_pos], records.index[end_pos]
+    return Pairs(
+        unit_row=unit_row,
+        scope=records.scope[begin_pos],
+        begin_index=begin_index,
+        end_index=end_index,
+        begin_clock=records.clock[begin_pos],
+        end_clock=records.clock[end_pos],
+        depth=_open_at_begin(unit_row, begin_index, end_index),
+        lane=_assign_lanes(unit_row, begin_index, end_index),
+    )
+
+
+def _make_unmatched(records: RecordTable, units: UnitTable, rows: np.ndarray) -> Unmatched:
+    rows = rows[np.lexsort((records.index[rows], records.unit_row[rows]))]
+    is_end = records.is_end[rows]
+    unit_row = records.unit_row[rows]
+    # The earliest unmatched ends of a unit, up to the number of records the ring overwrote,
+    # are the ones whose begins were overwritten.
+    end_rank = _rank_within(unit_row, is_end)
+    lost = is_end & (end_rank < units.overwritten[unit_row])
+    kind = np.where(lost, LOST_TO_RING, np.where(is_end, UNMATCHED_END, UNMATCHED_BEGIN))
+    return Unmatched(unit_row, records.scope[rows], records.index[rows], records.clock[rows], kind)
+
+
+def _open_at_begin(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
+    """How many pairs of the same unit are open when each pair begins."""
+    n = len(unit_row)
+    rows = np.concatenate([unit_row, unit_row])
+    index = np.concatenate([begin_index, end_index])
+    step = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
+    order = np.lexsort((index, rows))
+    open_after = _segment_cumsum(step[order], _starts(rows[order]))
+    depth = np.empty(2 * n, dtype=np.int64)
+    depth[order] = open_after - step[order]
+    return depth[:n]
+
+
+def _assign_lanes(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
+    """Lane per pair such that the pairs of one unit and lane nest properly.
+
+    A pair that overlaps an earlier-begun pair of its lane without nesting inside it moves to
+    the next lane; the earliest pair always stays, so this ends. Only units where pairing by
+    scope differs from plain bracket matching have such overlaps, so only those are searched.
+    """
+    lane = np.zeros(len(unit_row), dtype=np.int64)
+    active = np.flatnonzero(np.isin(unit_row, _units_with_overlaps(unit_row, begin_index, end_index)))
+    current = 0
+    while active.size:
+        moved = _overlaps_earlier(unit_row[active], begin_index[active], end_index[active])
+        current += 1
+        active = active[moved]
+        lane[active] = current
+    return lane
+
+
+def _units_with_overlaps(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
+    """Units whose pairs do not all nest: there, plain bracket matching (each end closes the most
+    recent open begin, whatever its scope) disagrees with the pairing by scope."""
+    n = len(unit_row)
+    rows = np.concatenate([unit_row, unit_row])
+    index = np.concatenate([begin_index, end_index])
+    is_end = np.arange(2 * n) >= n
+    pair = np.tile(np.arange(n), 2)
+    order = np.lexsort((index, rows))
+    rows, index, is_end, pair = rows[order], index[order], is_end[order], pair[order]
+    open_after = _segment_cumsum(np.where(is_end, -1, 1), _starts(rows))
+    level = np.where(is_end, open_after + 1, open_after)
+    # Sorted by level, each begin is followed by the end that bracket matching gives it.
+    by_level = np.lexsort((index, level, rows))
+    begins = np.flatnonzero(~is_end[by_level])
+    mismatched = pair[by_level][begins] != pair[by_level][begins + 1]
+    return np.unique(rows[by_level][begins[mismatched]])
+
+
+def _overlaps_earlier(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
+    """For each pair: does an earlier-begun pair of the same unit end strictly inside it?"""
+    n = len(unit_row)
+    rows = np.concatenate([unit_row, unit_row])
+    index = np.concatenate([begin_index, end_index])
+    order = np.lexsort((index, rows))
+    position = np.empty(2 * n, dtype=np.int64)
+    position[order] = np.arange(2 * n)
+    begin_at, end_at = position[:n], position[n:]
+    # At each end marker, where its pair began; elsewhere "never".
+    began = np.full(2 * n, 2 * n, dtype=np.int64)
+    began[end_at] = begin_at
+    inner_min = _range_min(began, begin_at + 1, end_at)
+    return inner_min < begin_at
+
+
+def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """min(values[lo:hi]) for each query (``values.max()`` where the range is empty), by a sparse table."""
+    length = hi - lo
+    result = np.full(len(lo), values.max(initial=0), dtype=values.dtype)
+    if len(lo) == 0 or length.max() <= 0:
+        return result
+    levels = [values]
+    while (1 << len(levels)) <= length.max():
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.minimum(prev[:-half], prev[half:]))
+    nonempty = length > 0
+    k = np.frexp(np.maximum(length, 1))[1].astype(np.int64) - 1  # floor(log2), exact for integers
+    for level in np.unique(k[nonempty]):
+        q = np.flatnonzero(nonempty & (k == level))
+        table = levels[level]
+        result[q] = np.minimum(table[lo[q]], table[hi[q] - (1 << level)])
+    return result
+
+
+def _starts(*keys: np.ndarray) -> np.ndarray:
+    """True where any key differs from the previous row (rows sorted by the keys)."""
+    n = len(keys[0])
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = np.logical_or.reduce([key[1:] != key[:-1] for key in keys])
+    return starts
+
+
+def _segment_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Inclusive running sum that restarts at each segment."""
+    total = np.cumsum(values)
+    segment = np.cumsum(starts) - 1
+    base = (total - values)[np.flatnonzero(starts)]
+    return total - base[segment]
+
+
+def _segment_cummin(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running minimum that restarts at each segment."""
+    segment = np.cumsum(starts) - 1
+    # Shift each later segment far below the earlier ones so their minima never leak forward.
+    spread = 2 * (np.abs(values).max(initial=0) + 1)
+    return np.minimum.accumulate(values - segment * spread) + segment * spread
+
+
+def _rank_within(group: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... over the flagged rows of each group (rows sorted by group)."""
+    return _segment_cumsum(flag.astype(np.int64), _starts(group)) - flag

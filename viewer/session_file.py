@@ -1,0 +1,223 @@
+"""The raw session file: every launch's buffer and metadata exactly as captured, in one zip.
+
+A session file (``name.pik``) holds::
+
+    launches/000000.npy   one uint8 buffer per launch, streamed in as the launch is drained
+    launches/000001.npy
+    ...
+    manifest.json         written last, by ``close()``: format name and version, the session
+                          info, and one entry per launch (its metadata and its buffer's name)
+
+Buffers are plain ``.npy`` (read back with ``allow_pickle=False``), metadata is JSON, so the
+file is self-describing and safe to open. A file whose manifest is missing was never closed.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+FORMAT_NAME = "proton_ik-session"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+REQUIRED_META = ("launch", "kernel", "profile")
+
+
+class SessionFileError(ValueError):
+    """A session file that cannot be read; the message says what is wrong and what to do."""
+
+
+class Capture(Protocol):
+    """One launch as the viewer needs it: its metadata and its raw profile buffer."""
+
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+    @property
+    def buffer(self) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class LaunchCapture:
+    """A launch held in memory."""
+
+    meta: Mapping[str, Any]
+    buffer: np.ndarray
+
+
+class StoredLaunch:
+    """A launch inside a session file; its buffer is read from the zip each time it is asked for,
+    so that iterating over a long session holds one buffer at a time."""
+
+    def __init__(self, path: Path, entry: str, meta: Mapping[str, Any]):
+        self.path = path
+        self.entry = entry
+        self.meta = meta
+
+    @property
+    def buffer(self) -> np.ndarray:
+        try:
+            with zipfile.ZipFile(self.path) as archive, archive.open(self.entry) as file:
+                array = np.lib.format.read_array(file, allow_pickle=False)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+            raise SessionFileError(
+                f"{self.path}: the buffer of launch {self.meta.get('launch')} ({self.entry}) is "
+                f"corrupt ({error}); the file was damaged after it was written: capture the session again"
+            ) from None
+        if array.dtype != np.uint8 or array.ndim != 1:
+            raise SessionFileError(
+                f"{self.path}: {self.entry} holds a {array.dtype} array of shape {array.shape}, not "
+                "the 1-D uint8 buffer a launch needs; this is not a proton_ik session file"
+            )
+        return array
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session read back: its info and its launches, in launch order."""
+
+    path: Path | None
+    info: Mapping[str, Any]
+    launches: list[StoredLaunch]
+
+    def __iter__(self) -> Iterator[StoredLaunch]:
+        return iter(self.launches)
+
+
+def check_meta(meta: Mapping[str, Any]) -> None:
+    """Raise if a launch's metadata lacks what the viewer needs."""
+    missing = [key for key in REQUIRED_META if key not in meta]
+    if missing:
+        raise ValueError(
+            f"launch metadata {dict(meta)!r} lacks {missing}; the runtime must record "
+            f"{list(REQUIRED_META)} for every launch (profile = the kernel's 'proton_ik' metadata)"
+        )
+
+
+class SessionWriter:
+    """Streams launches into a session file as they come, so memory stays bounded.
+
+    ``add_launch`` writes the buffer straight into the zip; ``close`` writes the manifest. Use it
+    as a context manager, or call ``close`` in a ``finally``: without a manifest the file is
+    unreadable.
+    """
+
+    def __init__(self, path: str | Path, info: Mapping[str, Any], *, compress: bool = True):
+        self.path = Path(path)
+        self.info = dict(info)
+        _to_json(self.info, "session info")
+        self._entries: list[dict[str, Any]] = []
+        self._archive = zipfile.ZipFile(
+            self.path,
+            "w",
+            compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
+            compresslevel=1 if compress else None,
+            allowZip64=True,
+        )
+
+    def add_launch(self, meta: Mapping[str, Any], buffer: np.ndarray) -> None:
+        """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer."""
+        if self._archive is None:
+            raise ValueError(f"session file {self.path} is already closed; start a new session")
+        check_meta(meta)
+        meta = dict(meta)
+        _to_json(meta, f"metadata of launch {meta['launch']}")
+        array = np.asarray(buffer)
+        if array.dtype != np.uint8:
+            raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
+        entry = f"launches/{len(self._entries):06d}.npy"
+        with self._archive.open(entry, "w", force_zip64=True) as file:
+            np.lib.format.write_array(file, np.ascontiguousarray(array).reshape(-1), allow_pickle=False)
+        self._entries.append({"entry": entry, "meta": meta})
+
+    def close(self) -> Path:
+        """Write the manifest and close the file; closing twice is harmless."""
+        if self._archive is None:
+            return self.path
+        manifest = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "info": self.info,
+            "launches": self._entries,
+        }
+        self._archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
+        self._archive.close()
+        self._archive = None
+        return self.path
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def write_session(path: str | Path, info: Mapping[str, Any], launches: list[Capture]) -> Path:
+    """Write a whole session at once (for tests and tools; the runtime streams with SessionWriter)."""
+    with SessionWriter(path, info) as writer:
+        for launch in launches:
+            writer.add_launch(launch.meta, launch.buffer)
+    return Path(path)
+
+
+def read_session(path: str | Path) -> Session:
+    """Open a session file and check its manifest; buffers are read lazily, per launch."""
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if MANIFEST not in names:
+                raise SessionFileError(
+                    f"{path} has no {MANIFEST}: the session was never closed (the capturing process "
+                    "stopped before proton_ik.finalize()). Its launches cannot be trusted; capture again"
+                )
+            manifest = json.loads(archive.read(MANIFEST))
+    except FileNotFoundError:
+        raise SessionFileError(f"{path} does not exist") from None
+    except zipfile.BadZipFile as error:
+        raise SessionFileError(
+            f"{path} is not a complete proton_ik session file ({error}): it is truncated or "
+            "corrupt, e.g. the capturing process was killed or the copy was cut short. Capture the "
+            "session again, or copy the whole file"
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SessionFileError(
+            f"{path}: {MANIFEST} is not valid JSON ({error}); the file is corrupt"
+        ) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise SessionFileError(
+            f"{path} is a zip but not a proton_ik session file (no '{FORMAT_NAME}' manifest)"
+        )
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise SessionFileError(
+            f"{path} is session format version {version}; this proton_ik reads version "
+            f"{FORMAT_VERSION}. Open it with the proton_ik release that wrote it"
+        )
+    launches = []
+    for number, item in enumerate(manifest.get("launches", [])):
+        entry, meta = item.get("entry"), item.get("meta")
+        if entry not in names or not isinstance(meta, dict):
+            raise SessionFileError(
+                f"{path}: launch #{number} ({entry}) is listed in the manifest but its buffer or "
+                "metadata is missing; the file is incomplete, capture the session again"
+            )
+        try:
+            check_meta(meta)
+        except ValueError as error:
+            raise SessionFileError(f"{path}: launch #{number}: {error}") from None
+        launches.append(StoredLaunch(path, entry, meta))
+    return Session(path, manifest.get("info", {}), launches)
+
+
+def _to_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the {what} must be JSON-serialisable plain data: {error}") from None
