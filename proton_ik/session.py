@@ -16,7 +16,7 @@ import triton
 from proton_ik.lowering import triton_hook
 from proton_ik.mode import Mode
 
-DEFAULT_POOL_BYTES = 256 << 20
+DEFAULT_POOL_BYTES = 512 << 20
 FORMATS = ("pftrace", "json")
 SESSION_SUFFIX = ".pik"
 
@@ -106,7 +106,7 @@ class Session:
             "torch": torch.__version__,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         }
-        self._writer = SessionWriter(self.session_path, info)
+        self._writer = SessionWriter(self.session_path, info, compress=False)
         arena = torch.empty(self.pool_bytes, dtype=torch.uint8, device=device)
         pool = RingPool(self.pool_bytes)
         self._drain = Drain(pool, arena, self._writer.add_launch)

@@ -1,9 +1,11 @@
 """Asynchronous drain: profile buffers leave the device with no synchronization per launch.
 
 After each instrumented launch, the side stream waits for the launch (an event), copies its
-chunk into pinned host memory and records a second event. A background thread waits for
-those events in launch order, gives the device chunk back to the pool, and hands the host
-bytes to the sink (the session file), so neither device nor host memory grows with launches.
+chunk into the same offsets of a pinned host mirror of the device arena, and records a second
+event. A background thread waits for those events in launch order, hands the host bytes to the
+sink (the session file), then gives the chunk back to the pool. Pinned memory is allocated
+once, at start: allocating it per launch costs milliseconds. Neither device nor host memory
+grows with the number of launches.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ Sink = Callable[[dict[str, Any], np.ndarray], None]
 class _InFlight:
     meta: dict[str, Any] | None  # None: free the chunk after the launch, copy nothing
     chunk: Chunk
-    host: Any  # pinned torch.Tensor, or None
     done: Any  # torch.cuda.Event
 
 
@@ -38,6 +39,8 @@ class Drain:
         self.arena = arena
         self.sink = sink
         self.side_stream = torch.cuda.Stream(device=arena.device)
+        self.host_arena = torch.empty(arena.numel(), dtype=torch.uint8, pin_memory=True)
+        self._host_bytes = self.host_arena.numpy()
         self._queue: queue.Queue[_InFlight | None] = queue.Queue()
         self._error: BaseException | None = None
         self._pending = 0
@@ -50,18 +53,24 @@ class Drain:
         ``meta``, only give the chunk back once that launch is done."""
         torch = self._torch
         launched = torch.cuda.Event()
-        launched.record(torch.cuda.ExternalStream(stream, device=self.arena.device))
+        launched.record(self._stream(stream))
         self.side_stream.wait_event(launched)
-        host = None
+        window = slice(chunk.offset, chunk.offset + chunk.size)
         with torch.cuda.stream(self.side_stream):
             if meta is not None:
-                host = torch.empty(chunk.size, dtype=torch.uint8, pin_memory=True)
-                host.copy_(self.arena[chunk.offset : chunk.offset + chunk.size], non_blocking=True)
+                self.host_arena[window].copy_(self.arena[window], non_blocking=True)
             done = torch.cuda.Event()
             done.record(self.side_stream)
         with self._pending_lock:
             self._pending += 1
-        self._queue.put(_InFlight(meta, chunk, host, done))
+        self._queue.put(_InFlight(meta, chunk, done))
+
+    def _stream(self, handle: int):
+        # Handle 0 is the legacy default stream; an ExternalStream of 0 does not order the
+        # event after work already queued there, so the copy would race the kernel.
+        if handle == 0:
+            return self._torch.cuda.default_stream(self.arena.device)
+        return self._torch.cuda.ExternalStream(handle, device=self.arena.device)
 
     def _run(self) -> None:
         while True:
@@ -70,13 +79,13 @@ class Drain:
                 return
             try:
                 item.done.synchronize()
-                self.pool.release(item.chunk)
                 if item.meta is not None:
-                    self.sink(item.meta, item.host.numpy())
+                    chunk = item.chunk
+                    self.sink(item.meta, self._host_bytes[chunk.offset : chunk.offset + chunk.size])
             except BaseException as error:  # surfaced to the user at the next wait or close
                 self._error = self._error or error
-                self.pool.release(item.chunk)
             finally:
+                self.pool.release(item.chunk)
                 with self._pending_lock:
                     self._pending -= 1
                     self._pending_lock.notify_all()
