@@ -57,14 +57,11 @@ class PtxPlan:
     epilogue: list[str] = field(default_factory=list)
 
 
-def _declarations(records: int) -> list[str]:
-    per_record = max(records, 1)
+def _declarations() -> list[str]:
     return [
         "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in _REGS_32) + ";",
         "\t.reg .b64 \t" + ", ".join(f"%pik_{r}" for r in _REGS_64) + ";",
         "\t.reg .pred \t" + ", ".join(f"%pik_{r}" for r in _PREDS) + ";",
-        f"\t.reg .b32 \t%pik_c<{per_record}>, %pik_s<{per_record}>;",
-        f"\t.reg .b64 \t%pik_a<{per_record}>;",
     ]
 
 
@@ -121,16 +118,14 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     return lines
 
 
-def _record(store: StoreRecordOp, capacity: int, index: int) -> list[str]:
-    # Each record gets registers of its own. Reusing one clock register for every record
-    # makes each clock read wait until the previous store has read its operands.
+def _record(store: StoreRecordOp, capacity: int) -> list[str]:
     slot = [
-        f"\tand.b32 \t%pik_s{index}, %pik_n, {capacity - 1};",
-        f"\tmad.wide.u32 \t%pik_a{index}, %pik_s{index}, {RECORD_BYTES}, %pik_rec;",
+        f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {RECORD_BYTES}, %pik_rec;",
     ]
-    clock = [f"\tmov.u32 \t%pik_c{index}, %clock;"]
+    clock = ["\tmov.u32 \t%pik_c, %clock;"]
     store_lines = [
-        f"\t@%pik_w st.global.v2.b32 \t[%pik_a{index}], {{{store.tag.value.data}, %pik_c{index}}};",
+        f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{store.tag.value.data}, %pik_c}};",
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
     ]
     # The clock is read as late as possible for a begin and as early as possible for an end,
@@ -160,14 +155,14 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
         raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
     setup = setups[0]
-    stores = [op for op in ops if isinstance(op, StoreRecordOp)]
-    plan = PtxPlan(_declarations(len(stores)), _prologue(setup, scratch_param), {}, _epilogue())
-    for index, op in enumerate(stores):
-        if op.site is None:
-            raise ValueError(f"{PASS_NAME}: pikgpu.store_record without a site: {op}")
-        if not isinstance(op.clock.owner, ReadClockOp):
-            raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-        plan.sites[op.site.value.data] = _record(op, setup.layout.capacity, index)
+    plan = PtxPlan(_declarations(), _prologue(setup, scratch_param), {}, _epilogue())
+    for op in ops:
+        if isinstance(op, StoreRecordOp):
+            if op.site is None:
+                raise ValueError(f"{PASS_NAME}: pikgpu.store_record without a site: {op}")
+            if not isinstance(op.clock.owner, ReadClockOp):
+                raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
+            plan.sites[op.site.value.data] = _record(op, setup.layout.capacity)
     return plan
 
 
