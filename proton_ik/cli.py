@@ -30,17 +30,17 @@ def _demo(args: argparse.Namespace) -> int:
     from proton_ik.session import gpu_available
 
     out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     if gpu_available():
         result = demo.run_on_gpu(out_dir)
         print(result.trace.summary_text())
         paths = result.paths
     else:
-        capture = demo.bundled_capture()
+        trace = viewer.load(demo.bundled_capture())
         print(
             "No CUDA GPU found, so nothing can be profiled here. Rendering the bundled capture "
-            f"instead, a real run of the demo matmul recorded on a {viewer.load(capture).device}:"
+            f"instead, a real run of the demo matmul recorded on a {trace.device}:"
         )
-        trace = viewer.load(capture)
         print(trace.summary_text())
         stem = out_dir / "proton_ik_demo"
         paths = {

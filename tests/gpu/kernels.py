@@ -74,5 +74,6 @@ def spin_kernel(out, CYCLES: tl.constexpr):
     now = start
     while now - start < CYCLES:
         now = read_clock64()
+    end = read_clock64()
     pl.exit_scope("spin")
-    tl.store(out + tl.program_id(0), now - start)
+    tl.store(out + tl.program_id(0), end - start)

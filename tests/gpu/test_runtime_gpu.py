@@ -68,9 +68,9 @@ def test_exact_record_counts(tmp_path):
     assert len(per_warp) == ctas * num_warps
     assert (per_warp["outer"] == 1).all()
     assert (per_warp["step"] == iters).all()
-    stats = result.trace.launch_stats()
+    stats = result.trace.launches
     assert int(stats["overwritten"].sum()) == 0
-    assert int(stats["unmatched_begins"].sum()) == 0 and int(stats["unmatched_ends"].sum()) == 0
+    assert int(stats["unmatched_begin"].sum()) == 0 and int(stats["unmatched_end"].sum()) == 0
 
 
 def test_ring_keeps_newest_and_counts_the_rest(tmp_path):
@@ -83,11 +83,13 @@ def test_ring_keeps_newest_and_counts_the_rest(tmp_path):
         lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=4),
         mode="instrumentation:capacity=64",
     )
-    stats = result.trace.launch_stats()
+    stats = result.trace.launches
     # 2 + 2 * iters records per warp, 64 kept: the rest were overwritten, and we know how many.
     assert int(stats["overwritten"].sum()) == ctas * 4 * (2 + 2 * iters - 64)
+    # The newest 64: a step end whose begin was overwritten, 31 whole steps, the outer end.
     steps = result.events[result.events.scope == "step"].groupby(["cta", "warp"]).size()
-    assert (steps == 32).all()
+    assert (steps == 31).all()
+    assert int(stats["lost_to_ring"].sum()) == ctas * 4 * 2
 
 
 @pytest.mark.parametrize("cycles", [1000, 3000, 10000, 100000])
