@@ -57,8 +57,9 @@ def _verify_name(name: str) -> None:
 class RecordOp(IRDLOperation):
     """Record the begin or the end of a named scope at this point of the program.
 
-    ``site`` is the marker's line in the kernel's PTX, ``line`` its source line, ``scope_id``
-    its row in the scope table (set by ``pik-assign-scope-ids``).
+    ``site`` is the marker's line in the kernel's PTX, ``block`` the straight-line stretch of
+    PTX it sits in (no label or branch between two records of one block), ``line`` its source
+    line, ``scope_id`` its row in the scope table (set by ``pik-assign-scope-ids``).
 
         pik.record "begin" "load" {line = 12 : i64, site = 80 : i64}
     """
@@ -70,6 +71,7 @@ class RecordOp(IRDLOperation):
     line = opt_prop_def(IntegerAttr)
     file = opt_prop_def(StringAttr)
     site = opt_prop_def(IntegerAttr)
+    block = opt_prop_def(IntegerAttr)
     scope_id = opt_prop_def(IntegerAttr)
 
     assembly_format = "$kind $scope attr-dict"
@@ -83,10 +85,11 @@ class RecordOp(IRDLOperation):
         line: int | None = None,
         file: str | None = None,
         site: int | None = None,
+        block: int | None = None,
         scope_id: int | None = None,
     ):
         properties: dict[str, object] = {"kind": StringAttr(kind), "scope": StringAttr(scope)}
-        for key, value in (("line", line), ("site", site), ("scope_id", scope_id)):
+        for key, value in (("line", line), ("site", site), ("block", block), ("scope_id", scope_id)):
             if value is not None:
                 properties[key] = IntegerAttr(value, i64)
         if file is not None:

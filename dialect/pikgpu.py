@@ -1,13 +1,17 @@
 """The ``pikgpu`` dialect: *how* a kernel records, one step above PTX.
 
 ``convert-pik-to-pikgpu`` turns each ``pik.record`` into a clock read and a record store, and
-frames them with the unit's segment setup (prologue) and finalize (epilogue):
+frames them with the unit's segment setup (prologue) and finalize (epilogue). A begin and its
+end in one straight-line block become two clock reads and one ``pikgpu.store_pair``:
 
     builtin.module attributes {pik.kernel = "add"} {
-      pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 33024 : i64,
-                            granularity = "warp", layout_version = 1 : i64, units = 4 : i64}
+      pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 65792 : i64,
+                            granularity = "warp", layout_version = 2 : i64, units = 4 : i64}
       %0 = pikgpu.read_clock {site = 80 : i64} : i32
       pikgpu.store_record %0 tag 0 {site = 80 : i64}
+      %1 = pikgpu.read_clock {site = 90 : i64} : i32
+      %2 = pikgpu.read_clock {site = 97 : i64} : i32
+      pikgpu.store_pair %1, %2 tags 134217729, 2147483649 {site = 97 : i64}
       pikgpu.finalize
     }
 """
@@ -31,11 +35,21 @@ from proton_ik.layout import (
     TAG_END_BIT,
     TAG_KIND_MASK,
     TAG_KIND_SHIFT,
+    TAG_PAIR_BIT,
+    TAG_SCOPE_MASK,
     VERSION,
     BufferLayout,
     Granularity,
     RecordKind,
 )
+
+
+def _verify_tag(tag: int) -> None:
+    if not 0 <= tag < 1 << 32:
+        raise VerifyException(f"tag {tag} does not fit 32 bits")
+    kind = (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
+    if kind not in {k.value for k in RecordKind}:
+        raise VerifyException(f"tag {tag:#x} has an unknown record kind {kind}")
 
 
 @irdl_op_definition
@@ -87,7 +101,7 @@ class SegmentSetupOp(IRDLOperation):
         if layout.cta_bytes != self.cta_bytes.value.data:
             raise VerifyException(
                 f"cta_bytes = {self.cta_bytes.value.data} disagrees with the layout's {layout.cta_bytes} "
-                f"for {layout.units} units of {layout.capacity} records"
+                f"for {layout.units} units of {layout.capacity} entries"
             )
 
 
@@ -113,7 +127,7 @@ class ReadClockOp(IRDLOperation):
 
 @irdl_op_definition
 class StoreRecordOp(IRDLOperation):
-    """One lane of the unit stores ``{tag, clock}`` at slot ``count % capacity``, then counts it.
+    """One lane of the unit stores ``{tag, clock}`` as entry ``count % capacity``, then counts it.
 
     pikgpu.store_record %0 tag 2147483648 {site = 97 : i64}
     """
@@ -139,18 +153,61 @@ class StoreRecordOp(IRDLOperation):
 
     def verify_(self) -> None:
         tag = self.tag.value.data
-        if not 0 <= tag < 1 << 32:
-            raise VerifyException(f"tag {tag} does not fit 32 bits")
-        kind = (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
-        if kind not in {k.value for k in RecordKind}:
-            raise VerifyException(f"tag {tag:#x} has an unknown record kind {kind}")
+        _verify_tag(tag)
+        if tag >> TAG_PAIR_BIT & 1:
+            raise VerifyException(f"tag {tag:#x} has the pair bit, which only pikgpu.store_pair sets")
         if not isinstance(self.clock.owner, ReadClockOp):
             raise VerifyException("pikgpu.store_record must store the result of a pikgpu.read_clock")
 
 
 @irdl_op_definition
+class StorePairOp(IRDLOperation):
+    """Store a scope's begin and end as one 16-byte entry, at its end; then count the entry.
+
+    pikgpu.store_pair %1, %2 tags 134217729, 2147483649 {site = 97 : i64}
+    """
+
+    name = "pikgpu.store_pair"
+
+    begin_clock = operand_def(IntegerType(32))
+    end_clock = operand_def(IntegerType(32))
+    begin_tag = prop_def(IntegerAttr)
+    end_tag = prop_def(IntegerAttr)
+    site = opt_prop_def(IntegerAttr)
+
+    assembly_format = "$begin_clock `,` $end_clock `tags` $begin_tag `,` $end_tag attr-dict"
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(
+        self, begin_clock: SSAValue, end_clock: SSAValue, begin_tag: int, end_tag: int, site: int | None
+    ):
+        properties: dict[str, object] = {
+            "begin_tag": IntegerAttr(begin_tag, i64),
+            "end_tag": IntegerAttr(end_tag, i64),
+        }
+        if site is not None:
+            properties["site"] = IntegerAttr(site, i64)
+        super().__init__(operands=[begin_clock, end_clock], properties=properties)
+
+    def verify_(self) -> None:
+        begin, end = self.begin_tag.value.data, self.end_tag.value.data
+        _verify_tag(begin)
+        _verify_tag(end)
+        if end >> TAG_PAIR_BIT & 1:
+            raise VerifyException(f"end tag {end:#x} has the pair bit, which only a begin tag carries")
+        if not begin >> TAG_PAIR_BIT & 1 or begin >> TAG_END_BIT & 1:
+            raise VerifyException(f"begin tag {begin:#x} must be a begin with the pair bit set")
+        if not end >> TAG_END_BIT & 1 or (begin & TAG_SCOPE_MASK) != (end & TAG_SCOPE_MASK):
+            raise VerifyException(f"end tag {end:#x} must end the scope that begin tag {begin:#x} begins")
+        for clock in (self.begin_clock, self.end_clock):
+            if not isinstance(clock.owner, ReadClockOp):
+                raise VerifyException("pikgpu.store_pair must store the results of pikgpu.read_clock")
+
+
+@irdl_op_definition
 class FinalizeOp(IRDLOperation):
-    """Before every return: write the unit's end clock64, %globaltimer and total record count.
+    """Before every return: write the unit's end clock64, %globaltimer and its entry and
+    single-record counts.
 
     pikgpu.finalize
     """
@@ -160,4 +217,4 @@ class FinalizeOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
-PikGPU = Dialect("pikgpu", [SegmentSetupOp, ReadClockOp, StoreRecordOp, FinalizeOp], [])
+PikGPU = Dialect("pikgpu", [SegmentSetupOp, ReadClockOp, StoreRecordOp, StorePairOp, FinalizeOp], [])

@@ -1,7 +1,8 @@
 """``collect-pik-markers``: a kernel's PTX becomes a ``pik`` module, in program order.
 
 Each marker (see ``proton_ik.dialect.markers``) becomes its ``pik.record`` with ``site`` set to
-the marker's PTX line and ``line``/``file`` set from the nearest preceding ``.loc``.
+the marker's PTX line, ``block`` to its straight-line stretch of PTX, and ``line``/``file``
+set from the nearest preceding ``.loc``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def collect_markers(ptx: str) -> ModuleOp:
     kernel = ptx_text.kernel_name(ptx)
     lines = ptx.splitlines()
     body_start, body_end = ptx_text.entry_body(lines)
+    blocks = ptx_text.straight_line_blocks(lines, body_start, body_end)
     records: list[RecordOp] = []
     line_no: int | None = None
     file_name: str | None = None
@@ -34,7 +36,9 @@ def collect_markers(ptx: str) -> ModuleOp:
         op = parse_marker(text)
         if op is None:
             continue
-        record = RecordOp(op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site)
+        record = RecordOp(
+            op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site, block=blocks[site]
+        )
         if not body_start < site < body_end:
             raise ScopeError(
                 kernel,

@@ -1,9 +1,10 @@
 """``convert-pik-to-pikgpu``: from what to record to how to record it.
 
 Each ``pik.record`` becomes a ``pikgpu.read_clock`` and a ``pikgpu.store_record`` of the tag
-(scope id, begin/end). The module gets a ``pikgpu.segment_setup`` first, carrying the buffer
-layout for the mode (granularity, records per unit as a keep-newest ring), and a
-``pikgpu.finalize`` last.
+(scope id, begin/end), except that a begin and its end in one straight-line block become two
+clock reads and one ``pikgpu.store_pair`` at the end. The module gets a
+``pikgpu.segment_setup`` first, carrying the buffer layout for the mode (granularity, ring
+entries per unit), and a ``pikgpu.finalize`` last.
 """
 
 from __future__ import annotations
@@ -13,27 +14,29 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    PatternRewriter,
-    PatternRewriteWalker,
-    RewritePattern,
-    op_type_rewrite_pattern,
-)
+from xdsl.rewriter import Rewriter
 
 from proton_ik.dialect.pik import RecordOp
-from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StoreRecordOp
+from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 from proton_ik.layout import BufferLayout, Granularity, make_tag
 
 
-class LowerRecord(RewritePattern):
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: RecordOp, rewriter: PatternRewriter) -> None:
-        if op.scope_id is None:
-            raise ValueError("convert-pik-to-pikgpu needs scope ids: run pik-assign-scope-ids first")
-        site = None if op.site is None else op.site.value.data
-        clock = ReadClockOp(site)
-        store = StoreRecordOp(clock.clock, make_tag(op.scope_id.value.data, op.is_end), site)
-        rewriter.replace(op, [clock, store], new_results=[])
+def find_pairs(records: list[RecordOp]) -> dict[RecordOp, RecordOp]:
+    """Begin -> end, for each begin whose matching end follows in the same straight-line block.
+
+    Only there is every path from the begin sure to reach that end once, so only there may the
+    begin's clock wait in a register for one 16-byte store at the end."""
+    open_begins: dict[tuple[int, int], list[RecordOp]] = {}
+    pairs: dict[RecordOp, RecordOp] = {}
+    for record in records:
+        if record.block is None or record.scope_id is None:
+            continue
+        key = (record.block.value.data, record.scope_id.value.data)
+        if not record.is_end:
+            open_begins.setdefault(key, []).append(record)
+        elif open_begins.get(key):
+            pairs[open_begins[key].pop()] = record
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ class ConvertPikToPikGPU(ModulePass):
     name = "convert-pik-to-pikgpu"
 
     granularity: str = Granularity.WARP.value
-    capacity: int = 1024
+    capacity: int = 512
     num_warps: int = 4
+    pair_scopes: bool = True
 
     def layout(self) -> BufferLayout:
         granularity = Granularity(self.granularity)
@@ -55,7 +59,27 @@ class ConvertPikToPikGPU(ModulePass):
         return BufferLayout(units=self.num_warps // warps_per_unit, capacity=self.capacity)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(LowerRecord(), apply_recursively=False).rewrite_module(op)
+        records = [o for o in op.walk() if isinstance(o, RecordOp)]
+        for record in records:
+            if record.scope_id is None:
+                raise ValueError("convert-pik-to-pikgpu needs scope ids: run pik-assign-scope-ids first")
+        pairs = find_pairs(records) if self.pair_scopes else {}
+        ends = {end: begin for begin, end in pairs.items()}
+        begin_clocks: dict[RecordOp, ReadClockOp] = {}
+        for record in records:
+            site = None if record.site is None else record.site.value.data
+            scope_id = record.scope_id.value.data
+            clock = ReadClockOp(site)
+            if record in pairs:
+                begin_clocks[record] = clock
+                lowered: list = [clock]
+            elif record in ends:
+                begin = begin_clocks.pop(ends[record])
+                tags = make_tag(scope_id, False, paired=True), make_tag(scope_id, True)
+                lowered = [clock, StorePairOp(begin.clock, clock.clock, *tags, site)]
+            else:
+                lowered = [clock, StoreRecordOp(clock.clock, make_tag(scope_id, record.is_end), site)]
+            Rewriter.replace_op(record, lowered, new_results=[])
         block = op.body.block
         setup = SegmentSetupOp(Granularity(self.granularity), self.layout())
         if block.first_op is None:

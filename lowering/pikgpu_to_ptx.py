@@ -7,10 +7,13 @@ loops and branches with no SSA plumbing. The pass emits:
 - a prologue (``pikgpu.segment_setup``): the unit's segment from the ``profile_scratch``
   parameter, the linear CTA id and the warp; the CTA header; the unit's start clock64 and
   %globaltimer;
-- at each marker (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one store by
-  the unit's writer lane at slot ``count & (capacity - 1)``, which never leaves the segment;
+- at each single record (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one
+  8-byte store by the unit's writer lane into entry ``count & (capacity - 1)``, which never
+  leaves the segment;
+- at a paired begin, only a clock read into a register of its own; at its end
+  (``pikgpu.store_pair``), a clock read and one 16-byte store of both records;
 - an epilogue (``pikgpu.finalize``) that every ``ret`` branches to: end clock64,
-  %globaltimer and the total record count.
+  %globaltimer and the counts of entries and single records.
 
 All offsets come from ``proton_ik.layout``.
 """
@@ -22,12 +25,12 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
 
-from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StoreRecordOp
+from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 from proton_ik.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
     MAGIC,
-    RECORD_BYTES,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
@@ -42,7 +45,24 @@ EXIT_LABEL = "$pik_exit"
 _REG_DECL = re.compile(r"^\s*\.reg\s")
 _RET = re.compile(r"^(?P<indent>\s*)(?P<guard>@!?%\w+\s+)?ret(?:\.uni)?\s*;")
 
-_REGS_32 = ["n", "t", "c", "tid", "warp", "lane", "unit", "x", "y", "z", "nx", "ny", "nz", "cta", "sm"]
+_REGS_32 = [
+    "n",
+    "singles",
+    "t",
+    "c",
+    "tid",
+    "warp",
+    "lane",
+    "unit",
+    "x",
+    "y",
+    "z",
+    "nx",
+    "ny",
+    "nz",
+    "cta",
+    "sm",
+]
 _REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime"]
 _PREDS = ["w", "h"]
 
@@ -57,11 +77,13 @@ class PtxPlan:
     epilogue: list[str] = field(default_factory=list)
 
 
-def _declarations() -> list[str]:
+def _declarations(pairs: int) -> list[str]:
     return [
         "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in _REGS_32) + ";",
         "\t.reg .b64 \t" + ", ".join(f"%pik_{r}" for r in _REGS_64) + ";",
         "\t.reg .pred \t" + ", ".join(f"%pik_{r}" for r in _PREDS) + ";",
+        # One register per pair holds its begin clock; nested pairs in one block need several.
+        *([f"\t.reg .b32 \t%pik_b<{pairs}>;"] if pairs else []),
     ]
 
 
@@ -101,6 +123,7 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};",
         f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};",
         "\tmov.u32 \t%pik_n, 0;",
+        "\tmov.u32 \t%pik_singles, 0;",
         "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
         "\tmov.u32 \t%pik_sm, %smid;",
         f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['magic']}], {{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}};",
@@ -113,37 +136,57 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "{%pik_clk64, %pik_gtime};",
         # Pool chunks are reused without clearing: a unit that never reaches its epilogue must
         # not inherit an earlier launch's count and end marker.
-        f"\t@%pik_w st.global.v2.b32 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'count')}], {{0, 0}};",
+        f"\t@%pik_w st.global.v4.b32 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'entries')}], "
+        "{0, 0, 0, 0};",
     ]
     return lines
 
 
-def _record(store: StoreRecordOp, capacity: int) -> list[str]:
-    slot = [
+def _slot(capacity: int) -> list[str]:
+    return [
         f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
-        f"\tmad.wide.u32 \t%pik_a, %pik_t, {RECORD_BYTES}, %pik_rec;",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
     ]
+
+
+def _single(store: StoreRecordOp, capacity: int) -> list[str]:
     clock = ["\tmov.u32 \t%pik_c, %clock;"]
     store_lines = [
         f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{store.tag.value.data}, %pik_c}};",
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
+        "\tadd.s32 \t%pik_singles, %pik_singles, 1;",
     ]
     # The clock is read as late as possible for a begin and as early as possible for an end,
     # so that the record's own address arithmetic is outside the measured scope.
-    body = clock + slot if store.is_end else slot + clock
+    body = clock + _slot(capacity) if store.is_end else _slot(capacity) + clock
     return ["\t// pik record", *body, *store_lines]
+
+
+def _pair_begin(pair: int) -> list[str]:
+    return ["\t// pik pair begin", f"\tmov.u32 \t%pik_b{pair}, %clock;"]
+
+
+def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
+    tags = store.begin_tag.value.data, store.end_tag.value.data
+    return [
+        "\t// pik pair end",
+        "\tmov.u32 \t%pik_c, %clock;",
+        *_slot(capacity),
+        f"\t@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, %pik_b{pair}, {tags[1]}, %pik_c}};",
+        "\tadd.s32 \t%pik_n, %pik_n, 1;",
+    ]
 
 
 def _epilogue() -> list[str]:
     end = field_offset(UNIT_HEADER_DTYPE, "end_clock")
-    count = field_offset(UNIT_HEADER_DTYPE, "count")
+    counts = field_offset(UNIT_HEADER_DTYPE, "entries")
     return [
         f"{EXIT_LABEL}:",
-        "\t// pik epilogue: the unit's end times and its total record count",
+        "\t// pik epilogue: the unit's end times and its counts of entries and single records",
         "\tmov.u64 \t%pik_clk64, %clock64;",
         "\tmov.u64 \t%pik_gtime, %globaltimer;",
         f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end}], {{%pik_clk64, %pik_gtime}};",
-        f"\t@%pik_w st.global.v2.b32 \t[%pik_unit_base+{count}], {{%pik_n, {MAGIC}}};",
+        f"\t@%pik_w st.global.v4.b32 \t[%pik_unit_base+{counts}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
         "\tret;",
     ]
 
@@ -155,14 +198,25 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
         raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
     setup = setups[0]
-    plan = PtxPlan(_declarations(), _prologue(setup, scratch_param), {}, _epilogue())
+    capacity = setup.layout.capacity
+    pairs = [o for o in ops if isinstance(o, StorePairOp)]
+    pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
+    plan = PtxPlan(_declarations(len(pairs)), _prologue(setup, scratch_param), {}, _epilogue())
+
+    def site_of(op) -> int:
+        if op.site is None:
+            raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
+        return op.site.value.data
+
     for op in ops:
-        if isinstance(op, StoreRecordOp):
-            if op.site is None:
-                raise ValueError(f"{PASS_NAME}: pikgpu.store_record without a site: {op}")
+        if isinstance(op, ReadClockOp) and op in pair_of_begin:
+            plan.sites[site_of(op)] = _pair_begin(pair_of_begin[op])
+        elif isinstance(op, StorePairOp):
+            plan.sites[site_of(op)] = _pair_end(op, capacity, pair_of_begin[op.begin_clock.owner])
+        elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-            plan.sites[op.site.value.data] = _record(op, setup.layout.capacity)
+            plan.sites[site_of(op)] = _single(op, capacity)
     return plan
 
 

@@ -37,7 +37,7 @@ def instrument(ptx: str, mode: Mode, num_warps: int) -> Instrumented | None:
     module.verify()
     scopes = scope_table(module)
     pik_text = module.clone()
-    convert = ConvertPikToPikGPU(mode.granularity.value, mode.capacity, num_warps)
+    convert = ConvertPikToPikGPU(mode.granularity.value, mode.capacity, num_warps, pair_scopes=mode.pairs)
     convert.apply(context, module)
     module.verify()
     return Instrumented(lower_to_ptx(module, ptx), convert.layout(), scopes, pik_text)

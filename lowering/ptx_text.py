@@ -53,6 +53,37 @@ def entry_body(lines: list[str]) -> tuple[int, int]:
     return start, end
 
 
+_LABEL = re.compile(r"^\s*(?P<name>[$\w]+):")
+_WORD = re.compile(r"[$\w]+")
+_CONTROL = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bra|ret|exit|brx\.idx|call)\b")
+
+
+def straight_line_blocks(lines: list[str], start: int, end: int) -> list[int]:
+    """For each line of the entry body, the index of the straight-line stretch it sits in.
+
+    A new stretch starts at every label that something in the body refers to (a branch, a
+    branch-target list) and after every branch, return or call of the function itself. LLVM's
+    line-info labels (``$L__tmp3:``), which nothing branches to, do not split a stretch.
+    Inline-asm blocks (brace depth above 1) are opaque: their own labels and branches loop
+    inside them and always fall through."""
+    referenced: set[str] = set()
+    for index in range(start, end + 1):
+        code = lines[index].split("//", 1)[0]
+        if not _LABEL.match(code):
+            referenced.update(_WORD.findall(code))
+    blocks = [0] * len(lines)
+    block = 0
+    for index, depth in brace_depths(lines, start, end):
+        code = lines[index].split("//", 1)[0]
+        label = _LABEL.match(code)
+        if depth == 1 and label and label.group("name") in referenced:
+            block += 1
+        blocks[index] = block
+        if depth == 1 and _CONTROL.match(code):
+            block += 1
+    return blocks
+
+
 def source_files(ptx: str) -> dict[int, str]:
     """``.file`` index -> base name of the source file."""
     return {int(m.group("index")): os.path.basename(m.group("path")) for m in _FILE.finditer(ptx)}

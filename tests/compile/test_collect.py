@@ -9,13 +9,22 @@ import pytest
 from proton_ik.dialect import parse_module
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp
+from proton_ik.lowering import ptx_text
 from proton_ik.lowering.collect import PASS_NAME, collect_markers, kernel_of
 
-EXPECTED = """\
-builtin.module attributes {pik.kernel = "k"} {
-  pik.record "begin" "load" {line = 12 : i64, site = 28 : i64, file = "k.py"}
-  pik.record "end" "load" {line = 14 : i64, site = 36 : i64, file = "k.py"}
-}"""
+
+def blocks_of(ptx: str) -> list[int]:
+    lines = ptx.splitlines()
+    return ptx_text.straight_line_blocks(lines, *ptx_text.entry_body(lines))
+
+
+def expected(kernel_ptx: str) -> str:
+    blocks = blocks_of(kernel_ptx)
+    return f"""\
+builtin.module attributes {{pik.kernel = "k"}} {{
+  pik.record "begin" "load" {{line = 12 : i64, site = 28 : i64, block = {blocks[28]} : i64, file = "k.py"}}
+  pik.record "end" "load" {{line = 14 : i64, site = 36 : i64, block = {blocks[36]} : i64, file = "k.py"}}
+}}"""
 
 
 def test_pass_name():
@@ -24,9 +33,9 @@ def test_pass_name():
 
 def test_markers_become_records_with_site_and_source_line(kernel_ptx: str):
     module = collect_markers(kernel_ptx)
-    assert str(module) == EXPECTED
+    assert str(module) == expected(kernel_ptx)
     module.verify()
-    assert str(parse_module(EXPECTED)) == EXPECTED
+    assert str(parse_module(expected(kernel_ptx))) == expected(kernel_ptx)
     assert kernel_of(module) == "k"
 
 
@@ -45,7 +54,8 @@ def _entry(body: str, files: str = "") -> str:
 def test_a_marker_before_any_loc_has_no_source_line():
     ptx = _entry("\t" + marker_text(RecordOp("begin", "early")))
     assert str(collect_markers(ptx)) == (
-        'builtin.module attributes {pik.kernel = "kern"} {\n  pik.record "begin" "early" {site = 4 : i64}\n}'
+        'builtin.module attributes {pik.kernel = "kern"} {\n'
+        '  pik.record "begin" "early" {site = 4 : i64, block = 0 : i64}\n}'
     )
 
 
@@ -69,6 +79,42 @@ def test_the_nearest_preceding_loc_names_file_and_line():
         ("helper", "begin", "helpers.py:30"),
         ("helper", "end", "main.py:9"),
         ("outer", "end", "main.py:9"),
+    ]
+
+
+def test_block_is_the_straight_line_stretch_of_the_marker(kernel_ptx: str):
+    """The fixture's ``@%p1 ret`` lies between its two markers: they sit in different blocks."""
+    blocks = blocks_of(kernel_ptx)
+    records = [op for op in collect_markers(kernel_ptx).walk() if isinstance(op, RecordOp)]
+    assert [r.block.value.data for r in records] == [blocks[28], blocks[36]]
+    assert blocks[28] < blocks[36]
+
+
+def test_markers_share_a_block_until_a_label_or_a_branch():
+    def marker(kind: str, name: str) -> str:
+        return "\t" + marker_text(RecordOp(kind, name))
+
+    body = "\n".join(
+        [
+            marker("begin", "a"),
+            marker("begin", "b"),
+            "\tmov.u32 \t%r1, 0;",
+            marker("end", "b"),
+            "$L__BB0_1:",
+            marker("end", "a"),
+            "\t@%p1 bra \t$L__BB0_1;",
+            marker("begin", "c"),
+            marker("end", "c"),
+        ]
+    )
+    records = [op for op in collect_markers(_entry(body)).walk() if isinstance(op, RecordOp)]
+    assert [(r.kind.data, r.scope.data, r.block.value.data) for r in records] == [
+        ("begin", "a", 0),
+        ("begin", "b", 0),
+        ("end", "b", 0),
+        ("end", "a", 1),
+        ("begin", "c", 2),
+        ("end", "c", 2),
     ]
 
 

@@ -18,13 +18,28 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 import proton_ik.language as pl
-from proton_ik.layout import TAG_END_BIT, TAG_SCOPE_MASK, BufferLayout, Granularity
+from proton_ik.layout import (
+    ENTRY_BYTES,
+    MAGIC,
+    TAG_END_BIT,
+    TAG_SCOPE_MASK,
+    UNIT_HEADER_DTYPE,
+    BufferLayout,
+    Granularity,
+    field_offset,
+    make_tag,
+)
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.mode import Mode
 
 TARGET = GPUTarget("cuda", 90, 32)
-INSTRUCTIONS_PER_RECORD = 5
+# A single record: slot (and, mad), clock, store, count the entry, count the single.
+INSTRUCTIONS_PER_SINGLE = 6
+# A pair: the begin only reads the clock; the end reads it, finds the slot, stores, counts.
+INSTRUCTIONS_PER_PAIR_BEGIN = 1
+INSTRUCTIONS_PER_PAIR_END = 5
+ENTRIES_OFFSET = field_offset(UNIT_HEADER_DTYPE, "entries")
 
 
 @triton.jit
@@ -132,6 +147,18 @@ def print_kernel(x, n, BLOCK: tl.constexpr):
     tl.store(x + offs, 1.0, mask=offs < n)
 
 
+@triton.jit
+def nested_kernel(x, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    with pl.scope("outer"):
+        with pl.scope("inner"):
+            v = tl.load(x + offs, mask=mask)
+        v = v * 2 + 1
+    with pl.scope("outer"):
+        tl.store(out + offs, v, mask=mask)
+
+
 @gluon.jit
 def gluon_add_kernel(x, y, out, n, BLOCK: gl.constexpr):
     layout: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
@@ -187,7 +214,34 @@ def first_line(fn, name: str) -> int:
 
 
 @dataclass(frozen=True)
+class Site:
+    """What the splice put at one marker: ``kind`` is "record", "pair begin" or "pair end"."""
+
+    line: int  # index of the "// pik ..." line
+    kind: str
+    instructions: list[str]
+
+
+def sites(ptx: str) -> list[Site]:
+    lines = ptx.splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        match = re.fullmatch(r"\s*// pik (record|pair begin|pair end)", line)
+        if match is None:
+            continue
+        body = []
+        for following in lines[index + 1 :]:
+            if "%pik_" not in following:
+                break
+            body.append(following.strip())
+        found.append(Site(index, match.group(1), body))
+    return found
+
+
+@dataclass(frozen=True)
 class Record:
+    """A single record."""
+
     line: int  # index of the "// pik record" line
     scope: int
     is_end: bool
@@ -195,19 +249,87 @@ class Record:
 
 
 def records(ptx: str) -> list[Record]:
-    lines = ptx.splitlines()
     found = []
-    for index, line in enumerate(lines):
-        if line.strip() != "// pik record":
+    for site in sites(ptx):
+        if site.kind != "record":
             continue
-        body = []
-        for following in lines[index + 1 :]:
-            if "%pik_" not in following:
-                break
-            body.append(following.strip())
-        tag = int(next(re.search(r"\{(\d+), %pik_c\}", b).group(1) for b in body if "st.global" in b))
-        found.append(Record(index, tag & TAG_SCOPE_MASK, bool(tag >> TAG_END_BIT & 1), body))
+        store = next(b for b in site.instructions if "st.global" in b)
+        tag = int(re.search(r"\{(\d+), %pik_c\}", store).group(1))
+        found.append(Record(site.line, tag & TAG_SCOPE_MASK, bool(tag >> TAG_END_BIT & 1), site.instructions))
     return found
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A begin and its end, stored together as one entry at the end."""
+
+    begin: Site
+    end: Site
+    scope: int
+    register: str
+
+
+def pairs(ptx: str) -> list[Pair]:
+    """The pairs in the order of their ends, each matched to its begin by its clock register."""
+    found = sites(ptx)
+    begins = {}
+    for site in found:
+        if site.kind == "pair begin":
+            register = re.fullmatch(r"mov\.u32 \t(%pik_b\d+), %clock;", site.instructions[0]).group(1)
+            assert register not in begins, f"{register} is set by two pair begins"
+            begins[register] = site
+    result = []
+    for site in found:
+        if site.kind != "pair end":
+            continue
+        store = next(b for b in site.instructions if "st.global" in b)
+        begin_tag, register, end_tag = re.search(r"\{(\d+), (%pik_b\d+), (\d+), %pik_c\}", store).groups()
+        scope = int(end_tag) & TAG_SCOPE_MASK
+        assert (int(begin_tag), int(end_tag)) == (make_tag(scope, False, paired=True), make_tag(scope, True))
+        result.append(Pair(begins.pop(register), site, scope, register))
+    assert not begins, f"pair begins without an end: {sorted(begins)}"
+    return result
+
+
+def single_instructions(scope: int, is_end: bool, capacity: int) -> list[str]:
+    slot = [
+        f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
+    ]
+    clock = ["mov.u32 \t%pik_c, %clock;"]
+    # An end reads the clock first, so that its own arithmetic is outside the scope.
+    return [
+        *(clock + slot if is_end else slot + clock),
+        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}};",
+        "add.s32 \t%pik_n, %pik_n, 1;",
+        "add.s32 \t%pik_singles, %pik_singles, 1;",
+    ]
+
+
+def pair_end_instructions(pair: Pair, capacity: int) -> list[str]:
+    tags = make_tag(pair.scope, False, paired=True), make_tag(pair.scope, True)
+    return [
+        "mov.u32 \t%pik_c, %clock;",
+        f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
+        f"@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, {pair.register}, {tags[1]}, %pik_c}};",
+        "add.s32 \t%pik_n, %pik_n, 1;",
+    ]
+
+
+_BRANCH = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bra|brx\.idx|ret|exit)\b")
+
+
+def straight_line(lines: list[str], first: int, last: int) -> bool:
+    """Every path from line ``first`` reaches line ``last``: no branch, return or exit between
+    them, and no label between them that a branch jumps to."""
+    targets = {m.group(1) for line in lines if (m := re.search(r"\bbra(?:\.uni)?\s+([$\w]+);", line))}
+    for line in lines[first:last]:
+        code = line.split("//", 1)[0]
+        label = re.match(r"^\s*([$\w]+):", code)
+        if _BRANCH.match(code) or (label and label.group(1) in targets):
+            return False
+    return True
 
 
 def cp_async_count(ptx: str) -> int:
@@ -291,6 +413,14 @@ def matmul_plain(compile_kernel):
 
 
 @pytest.fixture(scope="module")
+def nested(compile_kernel) -> Case:
+    mode = Mode()
+    signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    kernel = compile_kernel(nested_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=4)
+    return Case(kernel, mode, 4, ["outer", "inner"])
+
+
+@pytest.fixture(scope="module")
 def gluon_add(compile_kernel) -> Case:
     mode = Mode()
     kernel = compile_kernel(gluon_add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=4)
@@ -305,7 +435,7 @@ def control_flow(compile_kernel) -> Case:
     return Case(kernel, mode, 4, ["outer", "iteration", "branch"])
 
 
-CASES = ["add", "add_warpgroups", "softmax", "matmul", "gluon_add", "control_flow"]
+CASES = ["add", "add_warpgroups", "softmax", "matmul", "nested", "gluon_add", "control_flow"]
 
 
 @pytest.fixture(params=CASES)
@@ -339,30 +469,56 @@ def test_metadata_carries_the_scope_table(case: Case):
 
 def test_no_marker_remains(case: Case):
     assert "pik.marker" not in case.ptx
-    assert "// pik record" in case.ptx
+    assert sites(case.ptx)
 
 
-def test_every_record_costs_five_instructions(case: Case):
-    found = records(case.ptx)
+def test_every_single_record_costs_six_instructions(case: Case):
+    for record in records(case.ptx):
+        assert len(record.instructions) == INSTRUCTIONS_PER_SINGLE, record.instructions
+        assert record.instructions == single_instructions(record.scope, record.is_end, case.mode.capacity)
+
+
+def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case: Case):
+    for pair in pairs(case.ptx):
+        assert len(pair.begin.instructions) == INSTRUCTIONS_PER_PAIR_BEGIN, pair.begin.instructions
+        assert len(pair.end.instructions) == INSTRUCTIONS_PER_PAIR_END, pair.end.instructions
+        assert pair.begin.instructions == [f"mov.u32 \t{pair.register}, %clock;"]
+        assert pair.end.instructions == pair_end_instructions(pair, case.mode.capacity)
+
+
+def test_every_site_is_a_single_or_half_of_a_pair(case: Case):
+    found = sites(case.ptx)
     assert found
-    for record in found:
-        assert len(record.instructions) == INSTRUCTIONS_PER_RECORD, record.instructions
-        assert sum("%clock;" in line for line in record.instructions) == 1
-        assert sum(line.startswith("@%pik_w st.global") for line in record.instructions) == 1
+    assert len(found) == len(records(case.ptx)) + 2 * len(pairs(case.ptx))
+    assert case.ptx.count("add.s32 \t%pik_singles, %pik_singles, 1;") == len(records(case.ptx))
+    assert case.ptx.count("add.s32 \t%pik_n, %pik_n, 1;") == len(records(case.ptx)) + len(pairs(case.ptx))
+
+
+def test_pairs_lie_in_straight_line_code(case: Case):
+    lines = case.ptx.splitlines()
+    for pair in pairs(case.ptx):
+        assert pair.begin.line < pair.end.line
+        assert straight_line(lines, pair.begin.line, pair.end.line)
+
+
+def test_each_pair_has_a_begin_clock_register_of_its_own(case: Case):
+    found = pairs(case.ptx)
+    declared = re.findall(r"^\t\.reg \.b32 \t%pik_b<(\d+)>;$", case.ptx, flags=re.MULTILINE)
+    assert declared == ([str(len(found))] if found else [])
+    assert sorted(p.register for p in found) == sorted(f"%pik_b{k}" for k in range(len(found)))
 
 
 def test_every_scope_is_begun_and_ended(case: Case):
-    found = records(case.ptx)
-    for scope_id in range(len(case.scopes)):
-        assert {r.is_end for r in found if r.scope == scope_id} == {False, True}
-    assert {r.scope for r in found} == set(range(len(case.scopes)))
+    events = {(r.scope, r.is_end) for r in records(case.ptx)}
+    events |= {(p.scope, is_end) for p in pairs(case.ptx) for is_end in (False, True)}
+    assert events == {(scope, is_end) for scope in range(len(case.scopes)) for is_end in (False, True)}
 
 
 def test_records_replace_the_markers_inline_asm(case: Case):
     lines = case.ptx.splitlines()
-    for record in records(case.ptx):
-        assert lines[record.line - 1].strip() == "// begin inline asm"
-        assert lines[record.line + 1 + INSTRUCTIONS_PER_RECORD].strip() == "// end inline asm"
+    for site in sites(case.ptx):
+        assert lines[site.line - 1].strip() == "// begin inline asm"
+        assert lines[site.line + 1 + len(site.instructions)].strip() == "// end inline asm"
 
 
 def test_one_epilogue_and_one_ret(case: Case):
@@ -371,6 +527,18 @@ def test_one_epilogue_and_one_ret(case: Case):
     assert lines.count("ret;") == 1
     assert lines.index(f"{EXIT_LABEL}:") < lines.index("ret;")
     assert sum(line.startswith("@") and line.endswith("ret;") for line in lines) == 0
+
+
+def test_the_unit_counts_are_cleared_and_written_at_entries(case: Case):
+    lines = [line.strip() for line in case.ptx.splitlines()]
+    at_entries = [line for line in lines if f"[%pik_unit_base+{ENTRIES_OFFSET}]" in line]
+    assert at_entries == [
+        f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{0, 0, 0, 0}};",
+        f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
+    ]
+    clear, write = (lines.index(line) for line in at_entries)
+    assert clear < min(site.line for site in sites(case.ptx))
+    assert lines[write + 1] == "ret;"
 
 
 def test_the_prologue_reads_profile_scratch(case: Case):
@@ -388,21 +556,34 @@ def test_matmul_keeps_its_pipelining(matmul: Case, matmul_plain):
     assert matmul.ptx.count("wgmma.mma_async") == plain.count("wgmma.mma_async")
 
 
-def test_matmul_records_sit_in_the_k_loop(matmul: Case):
+def test_the_matmul_k_loop_scope_pairs_in_the_loop(matmul: Case):
+    """The K-loop body is one straight-line block: its scope costs one clock read at the begin
+    and one 16-byte store at the end, and nothing else in the pipelined loop."""
     lines = matmul.ptx.splitlines()
-    assert all(in_loop(lines, r.line) for r in records(matmul.ptx))
+    assert records(matmul.ptx) == []
+    (pair,) = pairs(matmul.ptx)
+    assert pair.scope == 0
+    assert in_loop(lines, pair.begin.line) and in_loop(lines, pair.end.line)
+    cost = sum(len(site.instructions) for site in sites(matmul.ptx))
+    assert cost == INSTRUCTIONS_PER_PAIR_BEGIN + INSTRUCTIONS_PER_PAIR_END
 
 
 def test_scopes_in_loops_branches_and_nested(control_flow: Case):
     outer, iteration, branch = range(3)
     lines = control_flow.ptx.splitlines()
     found = {(r.scope, r.is_end): r.line for r in records(control_flow.ptx)}
-    assert len(found) == 6 == len(records(control_flow.ptx))
+    assert len(found) == 4 == len(records(control_flow.ptx))
+    # Around the loop and around the if: entered and exited in different blocks, so singles.
+    assert set(found) == {(outer, False), (outer, True), (branch, False), (branch, True)}
     assert not in_loop(lines, found[outer, False])
-    assert in_loop(lines, found[iteration, False]) and in_loop(lines, found[iteration, True])
     # Entered in one branch of the if, exited after it on both paths.
     assert conditionally_skipped(lines, found[branch, False])
     assert not conditionally_skipped(lines, found[branch, True])
+    # The loop body is one block: its scope pairs.
+    (pair,) = pairs(control_flow.ptx)
+    assert pair.scope == iteration
+    assert in_loop(lines, pair.begin.line) and in_loop(lines, pair.end.line)
+    found[iteration, False], found[iteration, True] = pair.begin.line, pair.end.line
     order = [
         (outer, False),
         (iteration, False),
@@ -414,11 +595,64 @@ def test_scopes_in_loops_branches_and_nested(control_flow: Case):
     assert [found[key] for key in order] == sorted(found.values())
 
 
+def test_nested_scopes_in_one_block_both_pair(nested: Case):
+    outer, inner = range(2)
+    found = pairs(nested.ptx)
+    assert records(nested.ptx) == []
+    assert [p.scope for p in found] == [inner, outer, outer]
+    first_inner, first_outer, second_outer = found
+    # The inner pair sits inside the first outer one; the second outer one follows.
+    assert first_outer.begin.line < first_inner.begin.line < first_inner.end.line < first_outer.end.line
+    assert first_outer.end.line < second_outer.begin.line
+    assert len({p.register for p in found}) == 3
+
+
+@pytest.mark.parametrize("fixture", ["add", "gluon_add"])
+def test_straight_line_scopes_pair(fixture: str, request):
+    case: Case = request.getfixturevalue(fixture)
+    assert sorted(p.scope for p in pairs(case.ptx)) == list(range(len(case.scopes)))
+    assert records(case.ptx) == []
+
+
+def test_a_scope_over_inlined_code_pairs(softmax: Case):
+    """``tl.max`` and ``tl.sum`` are inlined, and LLVM marks their line info with ``$L__tmpN``
+    labels that only the debug sections name. The reduce scope has no branch and no branch
+    target between its begin and its end, so it must pair like "load" and "store" do."""
+    load, reduce, store = range(3)
+    lines = softmax.ptx.splitlines()
+    begin, end = sorted(
+        [r.line for r in records(softmax.ptx) if r.scope == reduce]
+        + [line for p in pairs(softmax.ptx) if p.scope == reduce for line in (p.begin.line, p.end.line)]
+    )
+    assert straight_line(lines, begin, end)
+    assert any(re.match(r"^\$L__tmp\d+:", line) for line in lines[begin:end])
+    assert sorted(p.scope for p in pairs(softmax.ptx)) == [load, reduce, store]
+    assert records(softmax.ptx) == []
+
+
+def test_pairs_off_gives_only_single_records(compile_kernel, add: Case):
+    mode = Mode(pairs=False)
+    kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=4)
+    ptx = kernel.asm["ptx"]
+    assert pairs(ptx) == [] and not re.search(r"%pik_b[<\d]", ptx)
+    found = records(ptx)
+    assert [(r.scope, r.is_end) for r in found] == [(0, False), (0, True), (1, False), (1, True)]
+    assert all(r.instructions == single_instructions(r.scope, r.is_end, mode.capacity) for r in found)
+    assert kernel.metadata.profile_scratch_size == add.layout.cta_bytes
+    # The same scopes, paired: half the entries, half the instrumentation.
+    assert len(pairs(add.ptx)) == len(found) // 2
+    assert sum(len(site.instructions) for site in sites(add.ptx)) * 2 == sum(
+        len(r.instructions) for r in found
+    )
+
+
 def test_granularity_reaches_the_ptx(add_warpgroups: Case, control_flow: Case):
     assert "shr.u32 \t%pik_unit, %pik_warp, 2;" in add_warpgroups.ptx
-    assert all("and.b32 \t%pik_t, %pik_n, 63;" in r.instructions for r in records(add_warpgroups.ptx))
     assert "setp.eq.u32 \t%pik_w, %pik_tid, 0;" in control_flow.ptx
-    assert all("and.b32 \t%pik_t, %pik_n, 255;" in r.instructions for r in records(control_flow.ptx))
+    for case, mask in ((add_warpgroups, 63), (control_flow, 255)):
+        slots = [site.instructions for site in sites(case.ptx) if site.kind != "pair begin"]
+        assert slots
+        assert all(f"and.b32 \t%pik_t, %pik_n, {mask};" in body for body in slots)
 
 
 def test_a_direct_compile_uses_the_installed_mode():
@@ -438,8 +672,13 @@ def test_inline_asm_with_its_own_braces_and_registers(compile_kernel):
     mode = Mode()
     signature = {"x": "*fp8e4nv", "out": "*bf16", "n": "i32", "BLOCK": "constexpr"}
     kernel = compile_kernel(fp8_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=4)
-    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=1024).cta_bytes
-    assert len(records(kernel.asm["ptx"])) == 2
+    ptx = kernel.asm["ptx"]
+    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=mode.capacity).cta_bytes
+    # The conversion's braces are opaque: the scope around them is one straight-line block.
+    (pair,) = pairs(ptx)
+    inside = [line.strip() for line in ptx.splitlines()[pair.begin.line : pair.end.line]]
+    assert "{" in inside and "}" in inside and ".reg .f16 a<2>;" in inside
+    assert pair.scope == 0 and records(ptx) == []
 
 
 SMALL_SIGNATURE = {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"}
@@ -450,6 +689,7 @@ def test_an_early_return_reaches_the_epilogue(compile_kernel):
     ptx = kernel.asm["ptx"]
     found = records(ptx)
     assert [r.is_end for r in found].count(True) == 2 and len(found) == 3
+    assert pairs(ptx) == []
     lines = [line.strip() for line in ptx.splitlines()]
     assert lines.count("ret;") == 1
     assert lines.count(f"bra \t{EXIT_LABEL};") >= 1
@@ -464,7 +704,8 @@ def test_a_noinline_helper_keeps_its_own_ret(compile_kernel):
     entry_part, func_part = ptx[:func_start], ptx[func_start:]
     assert func_part.count("ret;") == 1 and "pik" not in func_part
     assert entry_part.count("\tret;") == 1
-    assert len(records(entry_part)) == 2
+    # The call returns to the line after it: the scope around it pairs.
+    assert [p.scope for p in pairs(entry_part)] == [0] and records(entry_part) == []
 
 
 def test_call_sequences_keep_their_braces(compile_kernel):
@@ -472,5 +713,5 @@ def test_call_sequences_keep_their_braces(compile_kernel):
     kernel = compile_kernel(print_kernel, SMALL_SIGNATURE, {"BLOCK": 128}, mode=Mode(), num_warps=4)
     ptx = kernel.asm["ptx"]
     assert "callseq" in ptx
-    assert len(records(ptx)) == 2
-    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=1024).cta_bytes
+    assert [p.scope for p in pairs(ptx)] == [0] and records(ptx) == []
+    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=Mode().capacity).cta_bytes

@@ -10,23 +10,34 @@ from pathlib import Path
 
 import pytest
 
-from proton_ik.dialect import parse_module
-from proton_ik.dialect.markers import is_marker
+from proton_ik.dialect import make_context, parse_module
+from proton_ik.dialect.markers import is_marker, marker_text
+from proton_ik.dialect.pik import RecordOp
 from proton_ik.layout import (
     CTA_HEADER_BYTES,
+    ENTRY_BYTES,
     MAGIC,
-    RECORD_BYTES,
     UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
     Granularity,
+    field_offset,
     make_tag,
 )
+from proton_ik.lowering.assign_scope_ids import AssignScopeIds
+from proton_ik.lowering.collect import collect_markers
+from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL, PASS_NAME, lower_to_ptx, plan_ptx
 from proton_ik.lowering.pipeline import instrument
 from proton_ik.mode import Mode
 
-INSTRUCTIONS_PER_RECORD = 5
+# A single record: slot (and, mad), clock, store, count the entry, count the single.
+INSTRUCTIONS_PER_SINGLE = 6
+# A pair: the begin only reads the clock; the end reads it, finds the slot, stores, counts.
+INSTRUCTIONS_PER_PAIR_BEGIN = 1
+INSTRUCTIONS_PER_PAIR_END = 5
+ENTRIES_OFFSET = field_offset(UNIT_HEADER_DTYPE, "entries")
 
 
 def pikgpu_text(sites: list[int], granularity: str = "warp", units: int = 4, capacity: int = 1024) -> str:
@@ -51,19 +62,52 @@ def lower(ptx: str, **layout) -> str:
     return lower_to_ptx(parse_module(pikgpu_text(marker_sites(ptx), **layout)), ptx)
 
 
-def record_blocks(ptx: str) -> list[list[str]]:
-    """Each ``// pik record`` and the lines after it that belong to it."""
+def site_blocks(ptx: str) -> list[tuple[str, list[str]]]:
+    """Each ``// pik record``, ``// pik pair begin`` or ``// pik pair end`` comment, without its
+    ``// pik ``, and the instructions after it that belong to it, in PTX order."""
     lines = ptx.splitlines()
     blocks = []
     for i, line in enumerate(lines):
-        if line.strip() == "// pik record":
+        match = re.fullmatch(r"\s*// pik (record|pair begin|pair end)", line)
+        if match:
             block = []
             for following in lines[i + 1 :]:
                 if "%pik_" not in following:
                     break
                 block.append(following.strip())
-            blocks.append(block)
+            blocks.append((match.group(1), block))
     return blocks
+
+
+def record_blocks(ptx: str) -> list[list[str]]:
+    """The instructions of each single record."""
+    return [block for kind, block in site_blocks(ptx) if kind == "record"]
+
+
+def single(scope: int, is_end: bool, capacity: int) -> list[str]:
+    slot = [f"and.b32 \t%pik_t, %pik_n, {capacity - 1};", "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;"]
+    clock = ["mov.u32 \t%pik_c, %clock;"]
+    return [
+        *(clock + slot if is_end else slot + clock),
+        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}};",
+        "add.s32 \t%pik_n, %pik_n, 1;",
+        "add.s32 \t%pik_singles, %pik_singles, 1;",
+    ]
+
+
+def pair_begin(register: int) -> list[str]:
+    return [f"mov.u32 \t%pik_b{register}, %clock;"]
+
+
+def pair_end(scope: int, register: int, capacity: int) -> list[str]:
+    tags = make_tag(scope, False, paired=True), make_tag(scope, True)
+    return [
+        "mov.u32 \t%pik_c, %clock;",
+        f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
+        f"@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, %pik_b{register}, {tags[1]}, %pik_c}};",
+        "add.s32 \t%pik_n, %pik_n, 1;",
+    ]
 
 
 @pytest.fixture
@@ -95,7 +139,9 @@ def test_declarations_and_prologue_follow_the_kernels_own_registers(lowered: str
     assert lines[last_own + 1].startswith("\t.reg .b32 \t%pik_n, ")
     assert lines[last_own + 2].startswith("\t.reg .b64 \t%pik_scratch, ")
     assert lines[last_own + 3] == "\t.reg .pred \t%pik_w, %pik_h;"
+    # No pairs, so no begin-clock registers.
     assert lines[last_own + 4].startswith("\t// pik prologue")
+    assert not re.search(r"%pik_b[<\d]", lowered)
 
 
 def test_the_prologue_writes_the_layouts_header(lowered: str):
@@ -106,6 +152,24 @@ def test_the_prologue_writes_the_layouts_header(lowered: str):
     assert f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};" in lowered
     assert f"{{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}}" in lowered
     assert "{%pik_nx, %pik_ny, %pik_nz, 4}" in lowered
+
+
+def test_the_prologue_clears_the_unit_counts_at_entries(lowered: str):
+    """A reused pool chunk must not show an earlier launch's counts or end marker: the 16 bytes
+    at ``entries`` (entries, end_magic, singles, reserved) start as zeros."""
+    assert ENTRIES_OFFSET == 32
+    assert [name for name in UNIT_HEADER_DTYPE.names if UNIT_HEADER_DTYPE.fields[name][1] >= 32] == [
+        "entries",
+        "end_magic",
+        "singles",
+        "reserved",
+    ]
+    stripped = [line.strip() for line in lowered.splitlines()]
+    assert stripped.count("mov.u32 \t%pik_n, 0;") == stripped.count("mov.u32 \t%pik_singles, 0;") == 1
+    clears = [line for line in stripped if line.endswith("{0, 0, 0, 0};")]
+    assert clears == [f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{0, 0, 0, 0}};"]
+    prologue_end = stripped.index(clears[0])
+    assert prologue_end < min(i for i, line in enumerate(stripped) if line.startswith("// pik record"))
 
 
 def test_records_sit_at_the_marker_sites(kernel_ptx: str, lowered: str):
@@ -120,7 +184,7 @@ def test_records_sit_at_the_marker_sites(kernel_ptx: str, lowered: str):
     assert len(starts) == 2
     for start in starts:
         assert after[start - 1] == "\t// begin inline asm"
-        assert after[start + 1 + INSTRUCTIONS_PER_RECORD] == "\t// end inline asm"
+        assert after[start + 1 + INSTRUCTIONS_PER_SINGLE] == "\t// end inline asm"
     begin_at, end_at = starts
     assert after[begin_at - 2] == "\t.loc\t1 12 4"
     assert after[end_at - 2] == "\t.loc\t1 14 8"
@@ -140,19 +204,29 @@ def test_the_kernels_own_lines_are_kept_in_order(kernel_ptx: str, lowered: str):
     assert kept == expected
 
 
-def test_a_record_costs_five_instructions(lowered: str):
+def test_a_single_record_costs_six_instructions(lowered: str):
+    """The fixture's begin and end lie on both sides of a ``@%p1 ret``: two single records."""
     begin, end = record_blocks(lowered)
-    assert len(begin) == len(end) == INSTRUCTIONS_PER_RECORD
+    assert len(begin) == len(end) == INSTRUCTIONS_PER_SINGLE
+    assert ENTRY_BYTES == 16
     assert begin == [
         "and.b32 \t%pik_t, %pik_n, 1023;",
-        "mad.wide.u32 \t%pik_a, %pik_t, 8, %pik_rec;",
+        "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
         "mov.u32 \t%pik_c, %clock;",
         f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(0, False)}, %pik_c}};",
         "add.s32 \t%pik_n, %pik_n, 1;",
+        "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]
     # An end reads the clock first, so that its own arithmetic is outside the scope.
-    assert end[0] == "mov.u32 \t%pik_c, %clock;"
-    assert end[3] == f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(0, True)}, %pik_c}};"
+    assert end == [
+        "mov.u32 \t%pik_c, %clock;",
+        "and.b32 \t%pik_t, %pik_n, 1023;",
+        "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
+        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(0, True)}, %pik_c}};",
+        "add.s32 \t%pik_n, %pik_n, 1;",
+        "add.s32 \t%pik_singles, %pik_singles, 1;",
+    ]
+    assert [begin, end] == [single(0, False, 1024), single(0, True, 1024)]
 
 
 def test_every_ret_branches_to_the_one_epilogue(kernel_ptx: str, lowered: str):
@@ -169,7 +243,20 @@ def test_every_ret_branches_to_the_one_epilogue(kernel_ptx: str, lowered: str):
     exit_at = lines.index(f"{EXIT_LABEL}:")
     assert len(rets) == 1 and exit_at < rets[0]
     assert lines[rets[0] + 1] == "$L__func_end0:"
-    assert "{%pik_n, " + str(MAGIC) + "}" in lowered
+
+
+def test_the_epilogue_writes_the_counts_at_entries(lowered: str):
+    lines = lowered.splitlines()
+    exit_at = lines.index(f"{EXIT_LABEL}:")
+    end_clock = field_offset(UNIT_HEADER_DTYPE, "end_clock")
+    assert [line.strip() for line in lines[exit_at + 2 : exit_at + 7]] == [
+        "mov.u64 \t%pik_clk64, %clock64;",
+        "mov.u64 \t%pik_gtime, %globaltimer;",
+        f"@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end_clock}], {{%pik_clk64, %pik_gtime}};",
+        f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
+        "ret;",
+    ]
+    assert lowered.count(f"[%pik_unit_base+{ENTRIES_OFFSET}]") == 2
 
 
 def test_uniform_returns_are_redirected_too(kernel_ptx: str, ptxas, tmp_path: Path):
@@ -248,7 +335,7 @@ def test_inline_asm_blocks_with_their_own_registers(kernel_ptx: str, ptxas, tmp_
     lowered = lower(ptx)
     lines = lowered.splitlines()
     assert lines.index("\t.reg .b64 \t%rd<2>;") + 1 == next(
-        i for i, line in enumerate(lines) if "%pik_n, %pik_t" in line
+        i for i, line in enumerate(lines) if line.startswith("\t.reg .b32 \t%pik_n, ")
     )
     result = ptxas(lowered, tmp_path)
     assert result.returncode == 0, result.stderr
@@ -258,6 +345,197 @@ def test_the_cta_stride_fits_its_32_bit_immediate(kernel_ptx: str):
     """``mul.wide.u32`` takes the CTA stride as a 32-bit immediate; ptxas silently truncates a
     larger one, and CTAs then overwrite each other. Such a layout must be refused."""
     mode = Mode(capacity=1 << 24)
-    assert CTA_HEADER_BYTES + 32 * (UNIT_HEADER_BYTES + mode.capacity * RECORD_BYTES) >= 1 << 32
+    assert CTA_HEADER_BYTES + 32 * (UNIT_HEADER_BYTES + mode.capacity * ENTRY_BYTES) >= 1 << 32
     with pytest.raises(ValueError):
         instrument(kernel_ptx, mode, num_warps=32)
+
+
+# --- pairs -----------------------------------------------------------------------------------
+
+
+def _marker(kind: str, scope: str) -> str:
+    return "\t// begin inline asm\n\t" + marker_text(RecordOp(kind, scope)) + "\n\t// end inline asm"
+
+
+# Scopes "outer" (0) and "inner" (1) nest in one straight-line block; "twice" (2) runs twice in
+# a row there; "if" (3) ends after a forward branch's target; "loop" (4) begins before a loop's
+# header and ends after its back edge; "iteration" (5) is the loop's body.
+PAIRS_PTX = f"""\
+.version 8.7
+.target sm_90a
+.address_size 64
+
+.visible .entry k(
+	.param .u64 .ptr .global .align 1 k_param_0,
+	.param .u32 k_param_1,
+	.param .u64 .ptr .global .align 1 k_param_2
+)
+.reqntid 128
+{{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<2>;
+
+	ld.param.b32 	%r1, [k_param_1];
+	ld.param.b64 	%rd1, [k_param_0];
+{_marker("begin", "outer")}
+{_marker("begin", "inner")}
+	st.global.b32 	[%rd1], %r1;
+{_marker("end", "inner")}
+	add.s32 	%r2, %r1, 1;
+{_marker("end", "outer")}
+{_marker("begin", "twice")}
+	st.global.b32 	[%rd1+4], %r2;
+{_marker("end", "twice")}
+{_marker("begin", "twice")}
+	st.global.b32 	[%rd1+8], %r2;
+{_marker("end", "twice")}
+{_marker("begin", "if")}
+	setp.lt.s32 	%p1, %r1, 1;
+	@%p1 bra 	$L__BB0_2;
+	st.global.b32 	[%rd1+12], %r1;
+$L__BB0_2:
+{_marker("end", "if")}
+	mov.b32 	%r3, 0;
+{_marker("begin", "loop")}
+$L__BB0_3:
+{_marker("begin", "iteration")}
+	add.s32 	%r3, %r3, 1;
+	setp.lt.s32 	%p2, %r3, %r1;
+{_marker("end", "iteration")}
+	@%p2 bra 	$L__BB0_3;
+{_marker("end", "loop")}
+	ret;
+$L__func_end0:
+}}
+"""
+
+CAPACITY = Mode().capacity
+PAIRS_SITES = [
+    ("pair begin", pair_begin(1)),
+    ("pair begin", pair_begin(0)),
+    ("pair end", pair_end(1, 0, CAPACITY)),
+    ("pair end", pair_end(0, 1, CAPACITY)),
+    ("pair begin", pair_begin(2)),
+    ("pair end", pair_end(2, 2, CAPACITY)),
+    ("pair begin", pair_begin(3)),
+    ("pair end", pair_end(2, 3, CAPACITY)),
+    ("record", single(3, False, CAPACITY)),
+    ("record", single(3, True, CAPACITY)),
+    ("record", single(4, False, CAPACITY)),
+    ("pair begin", pair_begin(4)),
+    ("pair end", pair_end(5, 4, CAPACITY)),
+    ("record", single(4, True, CAPACITY)),
+]
+
+
+@pytest.fixture
+def paired() -> str:
+    result = instrument(PAIRS_PTX, Mode(), num_warps=4)
+    assert result is not None
+    return result.ptx
+
+
+def test_the_plain_pairs_kernel_assembles(ptxas, tmp_path: Path):
+    result = ptxas(PAIRS_PTX, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_scopes_in_one_block_pair_and_scopes_across_control_flow_do_not(paired: str):
+    """Nested pairs both pair, each with a begin-clock register of its own; the innermost end
+    stores the latest begin (LIFO); across a branch target or a back edge: two single records."""
+    assert site_blocks(paired) == PAIRS_SITES
+
+
+def test_a_pair_costs_one_instruction_at_the_begin_and_five_at_the_end(paired: str):
+    blocks = site_blocks(paired)
+    assert {len(b) for kind, b in blocks if kind == "pair begin"} == {INSTRUCTIONS_PER_PAIR_BEGIN}
+    assert {len(b) for kind, b in blocks if kind == "pair end"} == {INSTRUCTIONS_PER_PAIR_END}
+    assert {len(b) for kind, b in blocks if kind == "record"} == {INSTRUCTIONS_PER_SINGLE}
+    lines = paired.splitlines()
+    for index, line in enumerate(lines):
+        if re.fullmatch(r"\t// pik (record|pair begin|pair end)", line):
+            assert lines[index - 1] == "\t// begin inline asm"
+    # Every entry is counted once, at a single or at a pair's end; singles are counted again.
+    singles = [b for kind, b in blocks if kind == "record"]
+    pair_ends = [b for kind, b in blocks if kind == "pair end"]
+    assert paired.count("add.s32 \t%pik_singles, %pik_singles, 1;") == len(singles) == 4
+    assert paired.count("add.s32 \t%pik_n, %pik_n, 1;") == len(singles) + len(pair_ends) == 9
+
+
+def test_each_pair_has_a_begin_clock_register(paired: str):
+    lines = paired.splitlines()
+    declaration = lines.index("\t.reg .b32 \t%pik_b<5>;")
+    assert lines[declaration - 1] == "\t.reg .pred \t%pik_w, %pik_h;"
+    assert lines[declaration + 1].startswith("\t// pik prologue")
+    begins = [b[0] for kind, b in site_blocks(paired) if kind == "pair begin"]
+    assert sorted(begins) == [f"mov.u32 \t%pik_b{k}, %clock;" for k in range(5)]
+
+
+def test_the_paired_kernel_assembles(paired: str, ptxas, tmp_path: Path):
+    result = ptxas(paired, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_paired_kernels_own_lines_are_kept_in_order(paired: str):
+    own = [
+        line.replace("ret;", f"bra \t{EXIT_LABEL};") for line in PAIRS_PTX.splitlines() if not is_marker(line)
+    ]
+    func_end = own.index("$L__func_end0:")
+    expected = [*own[:func_end], f"{EXIT_LABEL}:", "\tret;", *own[func_end:]]
+    assert [line for line in paired.splitlines() if not re.search(r"%pik_|// pik ", line)] == expected
+
+
+def lower_without_pairs(ptx: str) -> str:
+    module = collect_markers(ptx)
+    AssignScopeIds().apply(make_context(), module)
+    ConvertPikToPikGPU(pair_scopes=False).apply(make_context(), module)
+    module.verify()
+    return lower_to_ptx(module, ptx)
+
+
+def test_pair_scopes_off_gives_only_single_records(ptxas, tmp_path: Path):
+    lowered = lower_without_pairs(PAIRS_PTX)
+    blocks = site_blocks(lowered)
+    assert [kind for kind, _ in blocks] == ["record"] * 14
+    tags = [re.search(r"\{(\d+), %pik_c\}", b[3]).group(1) for _, b in blocks]
+    scopes = [0, 1, 1, 0, 2, 2, 2, 2, 3, 3, 4, 5, 5, 4]
+    ends = [False, False, True, True, False, True, False, True, False, True, False, False, True, True]
+    assert tags == [str(make_tag(s, e)) for s, e in zip(scopes, ends, strict=True)]
+    assert not re.search(r"%pik_b[<\d]", lowered)
+    assert ptxas(lowered, tmp_path).returncode == 0
+
+
+def _pair_module(begin_site: str, end_site: str) -> str:
+    layout = BufferLayout(units=4, capacity=CAPACITY)
+    tags = make_tag(0, False, paired=True), make_tag(0, True)
+    return (
+        "builtin.module {\n"
+        f'  pikgpu.segment_setup {{granularity = "warp", units = 4 : i64, capacity = {CAPACITY} : i64, '
+        f"cta_bytes = {layout.cta_bytes} : i64, layout_version = {VERSION} : i64}}\n"
+        f"  %0 = pikgpu.read_clock{begin_site} : i32\n"
+        f"  %1 = pikgpu.read_clock{end_site} : i32\n"
+        f"  pikgpu.store_pair %0, %1 tags {tags[0]}, {tags[1]}{end_site}\n"
+        "  pikgpu.finalize\n}"
+    )
+
+
+def test_a_pair_is_planned_at_its_two_sites():
+    plan = plan_ptx(parse_module(_pair_module(" {site = 5 : i64}", " {site = 9 : i64}")), "k_param_3")
+    assert plan.sites == {
+        5: ["\t// pik pair begin", *(f"\t{i}" for i in pair_begin(0))],
+        9: ["\t// pik pair end", *(f"\t{i}" for i in pair_end(0, 0, CAPACITY))],
+    }
+    assert plan.declarations[-1] == "\t.reg .b32 \t%pik_b<1>;"
+
+
+@pytest.mark.parametrize(
+    ("begin_site", "end_site", "message"),
+    [
+        ("", " {site = 9 : i64}", "pikgpu.read_clock without a site"),
+        (" {site = 5 : i64}", "", "pikgpu.store_pair without a site"),
+    ],
+)
+def test_a_pair_needs_its_sites(begin_site: str, end_site: str, message: str):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_ptx(parse_module(_pair_module(begin_site, end_site)), "k_param_3")

@@ -24,9 +24,10 @@ def test_install_and_uninstall_set_the_knobs():
     triton_hook.install(mode)
     try:
         assert triton_hook.active_mode() is mode
-        assert (
-            knobs.compilation.instrumentation_mode == "proton_ik:instrumentation:granularity=warp:capacity=64"
-        )
+        knob = knobs.compilation.instrumentation_mode
+        assert knob.startswith("proton_ik:instrumentation:granularity=warp:capacity=64")
+        assert knob == f"proton_ik:{mode}"
+        assert Mode.from_knob(knob) == mode
         assert knobs.runtime.add_stages_inspection_hook is not None
     finally:
         triton_hook.uninstall()

@@ -1,0 +1,160 @@
+"""Where the cycles of one record go: variants of the emitted PTX, timed on the GPU.
+
+Each variant changes one thing in the PTX that proton_ik emits for single records (pairs=off),
+in a kernel whose loop holds nothing but empty scopes. Cycles per record come from the warps'
+own start and end clocks in the unit headers: (lifetime(n) - lifetime(0)) / records.
+This is the experiment behind docs/PERFORMANCE.md. Run on a GPU: python benchmarks/record_variants.py
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime._allocation import set_profile_allocator
+
+import proton_ik.language as pl
+from proton_ik import layout
+from proton_ik.lowering import triton_hook
+from proton_ik.mode import Mode
+
+SCOPES_PER_ITERATION = 4
+CTAS = 132
+
+
+@triton.jit
+def empty_scopes(out, n):
+    for _ in range(n):
+        pl.enter_scope("a")
+        pl.exit_scope("a")
+        pl.enter_scope("b")
+        pl.exit_scope("b")
+        pl.enter_scope("c")
+        pl.exit_scope("c")
+        pl.enter_scope("d")
+        pl.exit_scope("d")
+    tl.store(out + tl.program_id(0), n)
+
+
+def streaming_stores(ptx: str) -> str:
+    return ptx.replace("@%pik_w st.global.v2.b32", "@%pik_w st.global.cs.v2.b32")
+
+
+def no_clock_read(ptx: str) -> str:
+    return re.sub(r"mov.u32 \t%pik_c, %clock;", "add.u32 \t%pik_c, %pik_n, 7;", ptx)
+
+
+def no_store(ptx: str) -> str:
+    # Keep the clock reads alive: sum them and write the sum where the epilogue writes a zero.
+    ptx = re.sub(
+        r"\t@%pik_w st.global.v2.b32 \t\[%pik_a\], \{\d+, %pik_c\};\n",
+        "\tadd.s32 \t%pik_lane, %pik_lane, %pik_c;\n",
+        ptx,
+    )
+    return ptx.replace("%pik_singles, 0};", "%pik_singles, %pik_lane};")
+
+
+def no_ring_mask(ptx: str) -> str:
+    return re.sub(r"and.b32 \t%pik_t, %pik_n, \d+;", "mov.b32 \t%pik_t, %pik_n;", ptx)
+
+
+def clock64(ptx: str) -> str:
+    return ptx.replace(
+        "mov.u32 \t%pik_c, %clock;", "mov.u64 \t%pik_clk64, %clock64;\n\tcvt.u32.u64 \t%pik_c, %pik_clk64;"
+    )
+
+
+def shared_memory(ptx: str) -> str:
+    ptx = ptx.replace(".address_size 64", ".address_size 64\n.shared .align 16 .b8 pik_stage[16384];", 1)
+    ptx = ptx.replace("\tmov.u32 \t%pik_n, 0;", "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sm, pik_stage;", 1)
+    ptx = re.sub(r"and.b32 \t%pik_t, %pik_n, \d+;", "and.b32 \t%pik_t, %pik_n, 1023;", ptx)
+    ptx = ptx.replace(
+        "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;", "mad.lo.u32 \t%pik_t, %pik_t, 16, %pik_sm;"
+    )
+    return ptx.replace("st.global.v2.b32 \t[%pik_a]", "st.shared.v2.b32 \t[%pik_t]")
+
+
+SINGLES = Mode(capacity=1 << 15, pairs=False)
+VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
+    "single records (pairs=off)": (SINGLES, None),
+    "st.global.cs": (SINGLES, streaming_stores),
+    "no clock read": (SINGLES, no_clock_read),
+    "no store": (SINGLES, no_store),
+    "no ring mask": (SINGLES, no_ring_mask),
+    "%clock64": (SINGLES, clock64),
+    "shared memory": (SINGLES, shared_memory),
+    "pairs=on (default)": (Mode(capacity=1 << 15), None),
+    "granularity=cta, pairs=off": (Mode(granularity="cta", capacity=1 << 15, pairs=False), None),
+    "granularity=cta, pairs=on": (Mode(granularity="cta", capacity=1 << 15), None),
+}
+
+
+def compile_variant(mode: Mode, transform: Callable[[str], str] | None):
+    stages_hook = triton_hook._stages_hook
+
+    def hook(backend, stages, options, language, capability):
+        stages_hook(backend, stages, options, language, capability)
+        if transform is not None:
+            emit = stages["ptx"]
+            stages["ptx"] = lambda src, metadata: transform(emit(src, metadata))
+
+    triton_hook.install(mode)
+    knobs.runtime.add_stages_inspection_hook = hook
+    knobs.compilation.always_compile = True
+    try:
+        options = {"instrumentation_mode": mode.knob, "num_warps": 4}
+        source = ASTSource(empty_scopes, signature={"out": "*i32", "n": "i32"})
+        return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    finally:
+        knobs.runtime.add_stages_inspection_hook = stages_hook
+        triton_hook.uninstall()
+        knobs.compilation.always_compile = False
+
+
+_buffers: dict[int, torch.Tensor] = {}
+
+
+def _allocate(size: int, alignment: int, stream: int) -> torch.Tensor:
+    if size not in _buffers:
+        _buffers[size] = torch.zeros(size, dtype=torch.uint8, device="cuda")
+    return _buffers[size]
+
+
+def median_lifetime(kernel, n: int) -> float:
+    out = torch.zeros(CTAS, dtype=torch.int32, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    for _ in range(3):
+        kernel.run(CTAS, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None, out, n)
+    torch.cuda.synchronize()
+    shape = layout.BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
+    raw = _buffers[CTAS * shape.cta_bytes].cpu().numpy().reshape(CTAS, shape.cta_bytes)
+    spans = []
+    for unit in range(shape.units):
+        offset = shape.unit_offset(unit)
+        header = (
+            raw[:, offset : offset + layout.UNIT_HEADER_BYTES].copy().view(layout.UNIT_HEADER_DTYPE).ravel()
+        )
+        spans.append((header["end_clock"] - header["start_clock"]).astype(np.int64))
+    return float(np.median(np.concatenate(spans)))
+
+
+def main() -> None:
+    set_profile_allocator(_allocate)
+    iterations = 1024
+    records = 2 * SCOPES_PER_ITERATION * iterations
+    print(f"{'variant':30s} cycles/record", flush=True)
+    for name, (mode, transform) in VARIANTS.items():
+        kernel = compile_variant(mode, transform)
+        cycles = (median_lifetime(kernel, iterations) - median_lifetime(kernel, 0)) / records
+        print(f"{name:30s} {cycles:6.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
