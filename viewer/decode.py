@@ -7,6 +7,7 @@ gathered and their clocks extended with whole-array operations.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,16 +15,18 @@ import numpy as np
 from proton_ik.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
+    ENTRY_DTYPE,
     MAGIC,
-    RECORD_DTYPE,
     TAG_END_BIT,
     TAG_KIND_MASK,
     TAG_KIND_SHIFT,
+    TAG_PAIR_BIT,
     TAG_SCOPE_MASK,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
+    records_written,
 )
 
 CLOCK_LOW_MASK = (1 << 32) - 1
@@ -55,7 +58,9 @@ class UnitTable:
     start_time: np.ndarray  # int64, %globaltimer ns at kernel start
     end_clock: np.ndarray  # int64, meaningful where finished
     end_time: np.ndarray  # int64, meaningful where finished
-    count: np.ndarray  # int64, records attempted (as written; garbage where not decoded)
+    entries: np.ndarray  # int64, ring entries written (garbage where not decoded)
+    kept_entries: np.ndarray  # int64, entries still in the ring and decoded
+    count: np.ndarray  # int64, records written (garbage where not decoded)
     kept: np.ndarray  # int64, records still in the ring and decoded
     overwritten: np.ndarray  # int64, count - kept where decoded
     finished: np.ndarray  # bool: the unit reached its epilogue
@@ -67,7 +72,7 @@ class UnitTable:
 
 @dataclass(frozen=True)
 class RecordTable:
-    """One row per decoded record, grouped by unit and in the order the unit wrote them."""
+    """One row per decoded record, grouped by unit and in time order within it."""
 
     unit_row: np.ndarray  # int64, row in the UnitTable
     index: np.ndarray  # int64, record number within the unit, counting overwritten ones
@@ -101,7 +106,7 @@ def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
     num_ctas = raw.size // layout.cta_bytes
     ctas = _decode_ctas(raw, layout, num_ctas)
     units = _decode_units(raw, layout, ctas)
-    records = _decode_records(raw, layout, ctas, units)
+    records, units = _decode_records(raw, layout, ctas, units)
     return DecodedLaunch(layout, ctas, units, records, _problems(layout, ctas, units, records))
 
 
@@ -137,10 +142,12 @@ def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> Unit
     )[ctas.valid].reshape(-1)
     valid_slots = ctas.slot[ctas.valid]
     cta = np.repeat(valid_slots, layout.units)
-    count = headers["count"].astype(np.int64)
+    entries = headers["entries"].astype(np.int64)
+    count = records_written(entries, headers["singles"].astype(np.int64))
     finished = headers["end_magic"] == MAGIC
-    decoded = finished | (count < PLAUSIBLE_COUNT)
-    kept = np.where(decoded, np.minimum(count, layout.capacity), 0)
+    decoded = finished | ((entries < PLAUSIBLE_COUNT) & (count >= 0))
+    kept_entries = np.where(decoded, np.minimum(entries, layout.capacity), 0)
+    # Records kept are known once the kept entries are read (a pair holds two): see below.
     return UnitTable(
         cta=cta,
         smid=np.repeat(ctas.smid[ctas.valid], layout.units),
@@ -149,33 +156,60 @@ def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> Unit
         start_time=headers["start_time"].astype(np.int64),
         end_clock=headers["end_clock"].astype(np.int64),
         end_time=headers["end_time"].astype(np.int64),
+        entries=entries,
+        kept_entries=kept_entries,
         count=count,
-        kept=kept,
-        overwritten=np.where(decoded, count - kept, 0),
+        kept=kept_entries,
+        overwritten=np.zeros_like(count),
         finished=finished,
         decoded=decoded,
     )
 
 
-def _decode_records(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable, units: UnitTable) -> RecordTable:
+def _decode_records(
+    raw: np.ndarray, layout: BufferLayout, ctas: CtaTable, units: UnitTable
+) -> tuple[RecordTable, UnitTable]:
     slots = _view(
         raw,
         (len(ctas.slot), layout.units, layout.capacity),
-        RECORD_DTYPE,
+        ENTRY_DTYPE,
         CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
-        (layout.cta_bytes, layout.unit_bytes, RECORD_DTYPE.itemsize),
+        (layout.cta_bytes, layout.unit_bytes, ENTRY_DTYPE.itemsize),
     )
-    unit_row = np.repeat(np.arange(len(units), dtype=np.int64), units.kept)
-    first = np.cumsum(units.kept) - units.kept
-    # Record i of a unit sits in slot i % capacity; the ring keeps the newest `kept` of them.
-    index = (units.count - units.kept)[unit_row] + np.arange(len(unit_row), dtype=np.int64) - first[unit_row]
-    picked = slots[units.cta[unit_row], units.unit[unit_row], index & (layout.capacity - 1)]
-    tag = picked["tag"]
-    # A finished unit's 64-bit clocks are rebuilt backwards from its end clock, which is read
-    # after its last record; an unfinished one has only its start clock to go forward from.
+    # Entry i of a unit sits in slot i % capacity; the ring keeps the newest `kept_entries`.
+    entry_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
+    first = np.cumsum(units.kept_entries) - units.kept_entries
+    entry_index = (
+        (units.entries - units.kept_entries)[entry_unit] + np.arange(len(entry_unit)) - first[entry_unit]
+    )
+    picked = slots[units.cta[entry_unit], units.unit[entry_unit], entry_index & (layout.capacity - 1)]
+    paired = ((picked["first"]["tag"] >> TAG_PAIR_BIT) & 1).astype(bool)
+
+    # Entries were written in time order, each when its last record was taken (a pair's end),
+    # so those clocks extend to 64 bits like a plain sequence: backwards from a finished unit's
+    # end clock (read after its last record), forwards from an unfinished one's start clock.
+    last_low = np.where(paired, picked["second"]["clock"], picked["first"]["clock"])
     anchor = np.where(units.finished, units.end_clock, units.start_clock)
-    clock = extend_clocks(picked["clock"], unit_row, anchor, units.finished)
-    return RecordTable(
+    last_clock = extend_clocks(last_low, entry_unit, anchor, units.finished)
+    # A pair's begin came before its end, by less than 2**32 cycles.
+    begin_clock = last_clock - ((last_low - picked["first"]["clock"].astype(np.int64)) & CLOCK_LOW_MASK)
+
+    first_clock = np.where(paired, begin_clock, last_clock)
+    unit_row = np.concatenate([entry_unit, entry_unit[paired]])
+    tag = np.concatenate([picked["first"]["tag"], picked["second"]["tag"][paired]]) & ~np.uint32(
+        1 << TAG_PAIR_BIT
+    )
+    clock = np.concatenate([first_clock, last_clock[paired]])
+    # Time order within each unit: a pair's begin may precede entries written before it.
+    written = np.concatenate([2 * np.arange(len(entry_unit)), 2 * np.flatnonzero(paired) + 1])
+    order = np.lexsort((written, clock, unit_row))
+    unit_row, tag, clock = unit_row[order], tag[order], clock[order]
+
+    kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
+    overwritten = np.where(units.decoded, units.count - kept, 0)
+    start = np.cumsum(kept) - kept
+    index = overwritten[unit_row] + np.arange(len(unit_row), dtype=np.int64) - start[unit_row]
+    records = RecordTable(
         unit_row=unit_row,
         index=index,
         tag=tag,
@@ -184,6 +218,7 @@ def _decode_records(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable, units
         is_end=((tag >> TAG_END_BIT) & 1).astype(bool),
         clock=clock,
     )
+    return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
 
 
 def _view(
@@ -252,7 +287,7 @@ def _problems(
     if disagree:
         problems.append(
             f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
-            f"{VERSION}, {layout.units} units of {layout.capacity} records, CTA id = slot); skipped"
+            f"{VERSION}, {layout.units} units of {layout.capacity} entries, CTA id = slot); skipped"
         )
     unfinished = int((~units.finished).sum())
     if unfinished:

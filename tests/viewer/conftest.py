@@ -1,8 +1,9 @@
 """A software model of what an instrumented kernel writes, to build profile buffers in tests.
 
 It writes headers and records the way the device does (layout.py's dtypes and offsets): a CTA
-header once, each unit's start clock and time at its start, record i into slot i % capacity,
-and the end clock, time, count and end magic in the unit's epilogue. Unwritten memory is
+header once, each unit's start clock and time at its start, entry i into slot i % capacity (a
+single record, or a begin and its end as one pair), and the end clock, time, entry and single
+counts and end magic in the unit's epilogue. Unwritten memory is
 filled with 0xCD, as device memory is not cleared.
 """
 
@@ -20,8 +21,9 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 
 from proton_ik.layout import (
     CTA_HEADER_DTYPE,
+    ENTRY_DTYPE,
     MAGIC,
-    RECORD_DTYPE,
+    TAG_END_BIT,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
@@ -41,18 +43,42 @@ class FakeUnit:
         self.layout = launch.layout
         offset = cta * self.layout.cta_bytes + self.layout.unit_offset(unit)
         self.header = np.ndarray((), UNIT_HEADER_DTYPE, launch.buffer, offset)
-        self.slots = np.ndarray(
-            (self.layout.capacity,), RECORD_DTYPE, launch.buffer, offset + UNIT_HEADER_BYTES
-        )
+        entries = np.ndarray((self.layout.capacity,), ENTRY_DTYPE, launch.buffer, offset + UNIT_HEADER_BYTES)
+        # Single records are written into the first half of an entry only.
+        self.slots = entries["first"]
+        self.entries = entries
         self.header["start_clock"] = start_clock
         self.header["start_time"] = start_time
         self.count = 0
+        self.singles = 0
 
     def record(self, scope: int, is_end: bool, clock: int) -> None:
         slot = self.slots[self.count % self.layout.capacity]
         slot["tag"] = make_tag(scope, is_end)
         slot["clock"] = clock & LOW32
         self.count += 1
+        self.singles += 1
+
+    def pair(self, scope: int, begin_clock: int, end_clock: int) -> None:
+        """A begin and its end in straight-line code: one 16-byte entry, written at the end."""
+        entry = self.entries[self.count % self.layout.capacity]
+        entry["first"]["tag"] = make_tag(scope, False, paired=True)
+        entry["first"]["clock"] = begin_clock & LOW32
+        entry["second"]["tag"] = make_tag(scope, True)
+        entry["second"]["clock"] = end_clock & LOW32
+        self.count += 1
+
+    def record_many(self, scope: np.ndarray, is_end: np.ndarray, clock: np.ndarray) -> None:
+        """``record`` for each element in turn, written with whole-array operations."""
+        tags = (np.asarray(is_end, dtype=np.uint32) << np.uint32(TAG_END_BIT)) | np.asarray(scope, np.uint32)
+        slot = (self.count + np.arange(len(tags))) % self.layout.capacity
+        # Later writes to a slot win, as on the device: keep each slot's last write only.
+        last = np.unique(slot[::-1], return_index=True)[1]
+        keep = len(tags) - 1 - last
+        self.slots["tag"][slot[keep]] = tags[keep]
+        self.slots["clock"][slot[keep]] = np.asarray(clock, dtype=np.int64)[keep] & LOW32
+        self.count += len(tags)
+        self.singles += len(tags)
 
     def begin(self, scope: int, clock: int) -> None:
         self.record(scope, False, clock)
@@ -61,7 +87,8 @@ class FakeUnit:
         self.record(scope, True, clock)
 
     def write_count(self) -> None:
-        self.header["count"] = self.count
+        self.header["entries"] = self.count
+        self.header["singles"] = self.singles
 
     def finish(self, end_clock: int, end_time: int) -> None:
         self.header["end_clock"] = end_clock
@@ -71,7 +98,7 @@ class FakeUnit:
 
 
 class FakeLaunch:
-    """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` records."""
+    """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` entries."""
 
     def __init__(self, units: int = 2, capacity: int = 16, num_ctas: int = 1):
         self.layout = BufferLayout(units=units, capacity=capacity)

@@ -156,3 +156,62 @@ def test_extend_clocks_matches_a_random_walk_in_both_directions():
     rebuilt = extend_clocks(full & (WRAP - 1), group, anchor, from_end)
 
     assert np.array_equal(rebuilt, full)
+
+
+def test_pair_entries_expand_into_time_ordered_records(fake_launch):
+    """Nested scopes in straight-line code: the inner pair's entry is written before the outer's,
+    yet the outer begin came first; singles and pairs mix in one ring."""
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=3)
+    unit = fake.unit(0, 0, start_clock=1000, start_time=0)
+    unit.begin(2, 1050)  # a single begin: its end sits in another block
+    unit.pair(1, 1200, 1300)  # inner scope, written at 1300
+    unit.pair(0, 1100, 1400)  # outer scope, written at 1400, begun at 1100
+    unit.end(2, 1500)
+    unit.finish(1600, 100)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    records = decoded.records
+    assert records.clock.tolist() == [1050, 1100, 1200, 1300, 1400, 1500]
+    assert records.scope.tolist() == [2, 0, 1, 1, 0, 2]
+    assert records.is_end.tolist() == [False, False, False, True, True, True]
+    assert records.index.tolist() == [0, 1, 2, 3, 4, 5]
+    # The pair bit is a detail of the entry, not part of the record's tag.
+    assert records.tag.tolist() == [make_tag(s, e) for s, e in zip(records.scope, records.is_end, strict=True)]
+    units = decoded.units
+    assert units.entries.tolist() == [4]
+    assert units.count.tolist() == [6] and units.kept.tolist() == [6] and units.overwritten.tolist() == [0]
+
+
+def test_a_ring_of_pairs_counts_overwritten_records_exactly(fake_launch):
+    fake = fake_launch(units=1, capacity=4)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, start_clock=0, start_time=0)
+    unit.begin(0, 10)  # single: 1 record
+    for i in range(6):  # 6 pairs: 12 records
+        unit.pair(1, 100 + 20 * i, 110 + 20 * i)
+    unit.end(0, 300)  # single: 1 record
+    unit.finish(400, 400)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    units = decoded.units
+    assert units.entries.tolist() == [8] and units.kept_entries.tolist() == [4]
+    # 14 records written; the newest 4 entries hold 3 pairs and the final single: 7 records.
+    assert units.count.tolist() == [14] and units.kept.tolist() == [7] and units.overwritten.tolist() == [7]
+    assert decoded.records.clock.tolist() == [160, 170, 180, 190, 200, 210, 300]
+    assert decoded.records.index.tolist() == list(range(7, 14))
+
+
+def test_pair_clocks_extend_across_a_32_bit_wrap(fake_launch):
+    fake = fake_launch(units=1, capacity=4)
+    fake.cta(0, smid=0)
+    start = WRAP - 100
+    unit = fake.unit(0, 0, start_clock=start, start_time=0)
+    unit.pair(0, WRAP - 50, WRAP + 50)  # begun before the low word wrapped, ended after
+    unit.finish(WRAP + 80, 1)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert decoded.records.clock.tolist() == [WRAP - 50, WRAP + 50]
