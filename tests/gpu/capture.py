@@ -37,7 +37,12 @@ def main(out_dir: Path) -> None:
     n = 16 * 1024
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    capture(out_dir, "add", lambda: kernels.add_kernel[(16,)](x, y, out, n, BLOCK=1024), "instrumentation:capacity=8")
+    capture(
+        out_dir,
+        "add",
+        lambda: kernels.add_kernel[(16,)](x, y, out, n, BLOCK=1024),
+        "instrumentation:capacity=8",
+    )
 
     ring_in = torch.randn(4 * 512, device="cuda")
     ring_out = torch.empty_like(ring_in)

@@ -45,7 +45,9 @@ def test_numerics_unchanged(tmp_path):
         out_softmax = torch.empty_like(rows)
         kernels.softmax_kernel[(rows.shape[0],)](rows, out_softmax, rows.shape[1], rows.stride(0), BLOCK=1024)
         out_mm = torch.empty(1024, 1024, device="cuda", dtype=torch.float16)
-        kernels.matmul_kernel[(8, 8)](a, b, out_mm, 1024, 1024, 1024, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3)
+        kernels.matmul_kernel[(8, 8)](
+            a, b, out_mm, 1024, 1024, 1024, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3
+        )
         return out_add, out_softmax, out_mm
 
     plain = run_all()
@@ -61,7 +63,9 @@ def test_exact_record_counts(tmp_path):
     x = torch.randn(ctas * 512, device="cuda")
     out = torch.empty_like(x)
     _, result = _profiled(
-        tmp_path, "counts", lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=num_warps)
+        tmp_path,
+        "counts",
+        lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=num_warps),
     )
     events = result.events
     per_warp = events.groupby(["cta", "warp", "scope"]).size().unstack()
@@ -84,12 +88,35 @@ def test_ring_keeps_newest_and_counts_the_rest(tmp_path):
         mode="instrumentation:capacity=64",
     )
     stats = result.trace.launches
-    # 2 + 2 * iters records per warp, 64 kept: the rest were overwritten, and we know how many.
-    assert int(stats["overwritten"].sum()) == ctas * 4 * (2 + 2 * iters - 64)
-    # The newest 64: a step end whose begin was overwritten, 31 whole steps, the outer end.
+    # Per warp: a single "outer" begin, `iters` "step" pairs (one entry each), a single end:
+    # 2 + iters entries and 2 + 2 * iters records. The ring keeps the newest 64 entries: 63 step
+    # pairs and the outer end, whose begin was overwritten.
+    assert int(stats["overwritten"].sum()) == ctas * 4 * ((2 + 2 * iters) - (2 * 63 + 1))
     steps = result.events[result.events.scope == "step"].groupby(["cta", "warp"]).size()
-    assert (steps == 31).all()
-    assert int(stats["lost_to_ring"].sum()) == ctas * 4 * 2
+    assert (steps == 63).all()
+    assert int(stats["lost_to_ring"].sum()) == ctas * 4
+
+
+def test_pairs_and_single_records_tell_the_same_story(tmp_path):
+    iters, ctas = 20, 16
+    x = torch.randn(ctas * 512, device="cuda")
+    out = torch.empty_like(x)
+    traces = {}
+    for mode in ("instrumentation:pairs=on", "instrumentation:pairs=off"):
+        _, result = _profiled(
+            tmp_path,
+            mode.split(":")[-1].replace("=", "_"),
+            lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=4),
+            mode=mode,
+        )
+        traces[mode] = result.events.sort_values(["cta", "warp", "begin_cycles"])
+    paired, single = traces.values()
+    assert len(paired) == len(single) == ctas * 4 * (iters + 1)
+    assert (paired.groupby("scope").size() == single.groupby("scope").size()).all()
+    assert (
+        paired[["cta", "warp", "scope", "depth"]].to_numpy().tolist()
+        == single[["cta", "warp", "scope", "depth"]].to_numpy().tolist()
+    )
 
 
 @pytest.mark.parametrize("cycles", [1000, 3000, 10000, 100000])
@@ -135,11 +162,17 @@ def test_complete_trace_files(tmp_path):
     n = 1 << 20
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    _, result = _profiled(tmp_path, "files", lambda: kernels.add_kernel[(n // 1024,)](x, y, out, n, BLOCK=1024))
+    _, result = _profiled(
+        tmp_path, "files", lambda: kernels.add_kernel[(n // 1024,)](x, y, out, n, BLOCK=1024)
+    )
     for key in ("pftrace", "json", "session"):
         assert Path(result.paths[key]).stat().st_size > 0
     chrome = json.loads(Path(result.paths["json"]).read_text())
-    slices = [e for e in chrome["traceEvents"] if e.get("ph") == "X" and e.get("name") in ("load", "compute", "store")]
+    slices = [
+        e
+        for e in chrome["traceEvents"]
+        if e.get("ph") == "X" and e.get("name") in ("load", "compute", "store")
+    ]
     assert len(slices) == len(result.events) == (n // 1024) * 4 * 3
     again = proton_ik.viewer.load(result.paths["session"])
     assert len(again.events) == len(result.events)
@@ -179,7 +212,15 @@ def test_compute_sanitizer_memcheck_is_clean(tmp_path):
         pytest.skip("compute-sanitizer is not installed")
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", PROTON_IK_OUT=str(tmp_path))
     run = subprocess.run(
-        [sanitizer, "--tool", "memcheck", "--error-exitcode", "3", sys.executable, str(HERE / "sanitize_target.py")],
+        [
+            sanitizer,
+            "--tool",
+            "memcheck",
+            "--error-exitcode",
+            "3",
+            sys.executable,
+            str(HERE / "sanitize_target.py"),
+        ],
         capture_output=True,
         text=True,
         env=env,
