@@ -366,13 +366,15 @@ mov.u64 spin_t1, %clock64;
 sub.u64 spin_d, spin_t1, spin_t0;
 setp.lt.u64 spin_p, spin_d, $1;
 @spin_p bra SPIN_AGAIN;
-mov.u64 $0, spin_d;
+mov.u64 spin_t1, %clock64;
+sub.u64 $0, spin_t1, spin_t0;
 }""")
 
 
 @triton.jit(do_not_specialize=["n_cycles"])
 def spin_kernel(out_ptr, n_cycles, BLOCK: tl.constexpr):
-    """One scope around a spin of n_cycles; every thread stores the cycles it really spun."""
+    """One scope around a spin of n_cycles; every thread stores the cycles it really spun, from
+    its first clock read to one after the loop, so that the loop's exit counts as spun."""
     lanes = tl.arange(0, BLOCK)
     target = tl.zeros([BLOCK], dtype=tl.int64) + n_cycles
     with scopes.scope("spin"):

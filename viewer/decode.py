@@ -8,6 +8,7 @@ gathered and their clocks extended with whole-array operations.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,8 @@ PLAUSIBLE_COUNT = 1 << 31
 class CtaTable:
     """One row per CTA slot of the buffer (slot i belongs to linear CTA id i)."""
 
-    slot: np.ndarray  # int64
+    launch: np.ndarray  # int64, which of the buffers decoded together holds it
+    slot: np.ndarray  # int64, within its launch
     ran: np.ndarray  # bool: the header carries MAGIC
     valid: np.ndarray  # bool: ran, and the header agrees with the kernel's layout and slot
     cta: np.ndarray  # int64, linear CTA id from the header
@@ -49,8 +51,9 @@ class CtaTable:
 
 @dataclass(frozen=True)
 class UnitTable:
-    """One row per unit of every valid CTA."""
+    """One row per unit of every valid CTA, in launch, CTA and unit order."""
 
+    launch: np.ndarray  # int64, as in CtaTable
     cta: np.ndarray  # int64
     smid: np.ndarray  # int64
     unit: np.ndarray  # int64
@@ -95,24 +98,62 @@ class DecodedLaunch:
     problems: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class DecodedLaunches:
+    """Buffers of one layout decoded together: one set of tables, each row tagged with its buffer
+    (``launch``)."""
+
+    layout: BufferLayout
+    ctas: CtaTable
+    units: UnitTable
+    records: RecordTable
+    counts: np.ndarray  # int64, per buffer: the PROBLEM_COUNTS
+
+    @property
+    def problems(self) -> list[tuple[str, ...]]:
+        """What went wrong, per buffer."""
+        return [describe_problems(row, self.layout) for row in self.counts.tolist()]
+
+
+# What the decoder counts per buffer, to tell what went wrong: CTA slots, then those without a
+# header, with a header that disagrees, units unfinished, unfinished without a usable count, and
+# units whose records are more than 2**32 cycles apart. Counts of pieces of one launch add up.
+PROBLEM_COUNTS = ("ctas", "never_ran", "disagree", "unfinished", "skipped", "gaps")
+
+
 def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
     """Decode a launch's buffer (``num_ctas * layout.cta_bytes`` uint8) into CTA, unit and record tables."""
-    raw = np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1)
-    if raw.size % layout.cta_bytes:
-        raise ValueError(
-            f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
-            "CTA regions: the buffer and the kernel metadata do not belong together"
-        )
-    num_ctas = raw.size // layout.cta_bytes
-    ctas = _decode_ctas(raw, layout, num_ctas)
+    decoded = decode_buffers([buffer], layout)
+    return DecodedLaunch(layout, decoded.ctas, decoded.units, decoded.records, decoded.problems[0])
+
+
+def decode_buffers(
+    buffers: Sequence[np.ndarray], layout: BufferLayout, first_ctas: Sequence[int] | None = None
+) -> DecodedLaunches:
+    """Decode the buffers of several launches of one layout at once: many small launches cost
+    about what one large one does. A buffer may also be a piece of a launch's buffer, whole CTA
+    regions from CTA ``first_ctas[i]`` on (0 by default): a large launch decodes piece by piece."""
+    raws = [np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1) for buffer in buffers]
+    for raw in raws:
+        if raw.size % layout.cta_bytes:
+            raise ValueError(
+                f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
+                "CTA regions: the buffer and the kernel metadata do not belong together"
+            )
+    raw = raws[0] if len(raws) == 1 else np.concatenate(raws)
+    num_ctas = np.array([raw.size // layout.cta_bytes for raw in raws], dtype=np.int64)
+    first = np.zeros(len(raws), np.int64) if first_ctas is None else np.asarray(first_ctas, np.int64)
+    ctas = _decode_ctas(raw, layout, num_ctas, first)
     units = _decode_units(raw, layout, ctas)
     records, units = _decode_records(raw, layout, ctas, units)
-    return DecodedLaunch(layout, ctas, units, records, _problems(layout, ctas, units, records))
+    return DecodedLaunches(layout, ctas, units, records, _problem_counts(ctas, units, records, len(raws)))
 
 
-def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: int) -> CtaTable:
-    header = _view(raw, (num_ctas,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,))
-    slot = np.arange(num_ctas, dtype=np.int64)
+def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: np.ndarray, first: np.ndarray) -> CtaTable:
+    total = int(num_ctas.sum())
+    header = _view(raw, (total,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,))
+    launch = np.repeat(np.arange(len(num_ctas), dtype=np.int64), num_ctas)
+    slot = np.arange(total, dtype=np.int64) - (np.cumsum(num_ctas) - num_ctas - first)[launch]
     ran = header["magic"] == MAGIC
     valid = (
         ran
@@ -123,6 +164,7 @@ def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: int) -> CtaTab
     )
     nctaid = np.stack([header["nctaid_x"], header["nctaid_y"], header["nctaid_z"]], axis=1)
     return CtaTable(
+        launch=launch,
         slot=slot,
         ran=ran,
         valid=valid,
@@ -142,6 +184,7 @@ def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> Unit
     )[ctas.valid].reshape(-1)
     valid_slots = ctas.slot[ctas.valid]
     cta = np.repeat(valid_slots, layout.units)
+    launch = np.repeat(ctas.launch[ctas.valid], layout.units)
     entries = headers["entries"].astype(np.int64)
     count = records_written(entries, headers["singles"].astype(np.int64))
     finished = headers["end_magic"] == MAGIC
@@ -149,6 +192,7 @@ def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> Unit
     kept_entries = np.where(decoded, np.minimum(entries, layout.capacity), 0)
     # Records kept are known once the kept entries are read (a pair holds two): see below.
     return UnitTable(
+        launch=launch,
         cta=cta,
         smid=np.repeat(ctas.smid[ctas.valid], layout.units),
         unit=np.tile(np.arange(layout.units, dtype=np.int64), len(valid_slots)),
@@ -182,7 +226,8 @@ def _decode_records(
     entry_index = (
         (units.entries - units.kept_entries)[entry_unit] + np.arange(len(entry_unit)) - first[entry_unit]
     )
-    picked = slots[units.cta[entry_unit], units.unit[entry_unit], entry_index & (layout.capacity - 1)]
+    cta_row = np.repeat(np.flatnonzero(ctas.valid), layout.units)  # each unit's CTA slot in the buffer
+    picked = slots[cta_row[entry_unit], units.unit[entry_unit], entry_index & (layout.capacity - 1)]
     paired = ((picked["first"]["tag"] >> TAG_PAIR_BIT) & 1).astype(bool)
 
     # Entries were written in time order, each when its last record was taken (a pair's end),
@@ -200,10 +245,11 @@ def _decode_records(
         1 << TAG_PAIR_BIT
     )
     clock = np.concatenate([first_clock, last_clock[paired]])
-    # Time order within each unit: a pair's begin may precede entries written before it.
-    written = np.concatenate([2 * np.arange(len(entry_unit)), 2 * np.flatnonzero(paired) + 1])
-    order = np.lexsort((written, clock, unit_row))
-    unit_row, tag, clock = unit_row[order], tag[order], clock[order]
+    if paired.any():
+        # Time order within each unit: a pair's begin may precede entries written before it.
+        written = np.concatenate([2 * np.arange(len(entry_unit)), 2 * np.flatnonzero(paired) + 1])
+        order = np.lexsort((written, clock, unit_row))
+        unit_row, tag, clock = unit_row[order], tag[order], clock[order]
 
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
     overwritten = np.where(units.decoded, units.count - kept, 0)
@@ -243,67 +289,66 @@ def extend_clocks(low: np.ndarray, group: np.ndarray, anchor: np.ndarray, from_e
     n = len(low)
     if n == 0:
         return low
-    first_of_group = np.ones(n, dtype=bool)
-    first_of_group[1:] = group[1:] != group[:-1]
-    last_of_group = np.ones(n, dtype=bool)
-    last_of_group[:-1] = first_of_group[1:]
-    anchor_low = anchor[group] & CLOCK_LOW_MASK
-
-    following = np.where(last_of_group, anchor_low, np.roll(low, -1))
-    back_step = (following - low) & CLOCK_LOW_MASK
-    back_total = _segment_sum_from_end(back_step, first_of_group)
-
-    preceding = np.where(first_of_group, anchor_low, np.roll(low, 1))
-    forward_step = (low - preceding) & CLOCK_LOW_MASK
-    forward_total = _segment_sum_from_start(forward_step, first_of_group)
-
-    return np.where(from_end[group], anchor[group] - back_total, anchor[group] + forward_total)
-
-
-def _segment_sum_from_start(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Inclusive running sum that restarts where ``starts`` is True."""
-    total = np.cumsum(values)
-    before = total - values
-    return total - np.maximum.accumulate(np.where(starts, before, 0))
+    first = np.flatnonzero(np.diff(group, prepend=-1))  # each group's first value
+    last = np.append(first[1:], n) - 1
+    # Each value's distance from its group's first value: the running sum of the forward steps.
+    step = (low - np.roll(low, 1)) & CLOCK_LOW_MASK
+    step[first] = 0
+    walk = np.cumsum(step)
+    walk -= np.repeat(walk[first], np.diff(np.append(first, n)))
+    # The first value in full, from the anchor: forwards to it, or backwards from the last one.
+    owner = group[first]
+    anchor_low = anchor[owner] & CLOCK_LOW_MASK
+    forwards = anchor[owner] + ((low[first] - anchor_low) & CLOCK_LOW_MASK)
+    backwards = anchor[owner] - ((anchor_low - low[last]) & CLOCK_LOW_MASK) - walk[last]
+    start = np.where(from_end[owner], backwards, forwards)
+    return np.repeat(start, np.diff(np.append(first, n))) + walk
 
 
-def _segment_sum_from_end(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Sum of each value and all later values of its segment."""
-    reversed_starts = np.ones_like(starts)
-    reversed_starts[1:] = starts[::-1][:-1]
-    return _segment_sum_from_start(values[::-1], reversed_starts)[::-1]
+def _problem_counts(ctas: CtaTable, units: UnitTable, records: RecordTable, buffers: int) -> np.ndarray:
+    """The PROBLEM_COUNTS of each buffer."""
 
+    def per_buffer(rows: np.ndarray, flags: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(rows if flags is None else rows[flags], minlength=buffers)
 
-def _problems(
-    layout: BufferLayout, ctas: CtaTable, units: UnitTable, records: RecordTable
-) -> tuple[str, ...]:
-    problems = []
-    never_ran = int((~ctas.ran).sum())
-    if never_ran:
-        problems.append(
-            f"{never_ran} of {len(ctas.slot)} CTAs have no header (they never ran, or did not write it)"
-        )
-    disagree = int((ctas.ran & ~ctas.valid).sum())
-    if disagree:
-        problems.append(
-            f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
-            f"{VERSION}, {layout.units} units of {layout.capacity} entries, CTA id = slot); skipped"
-        )
-    unfinished = int((~units.finished).sum())
-    if unfinished:
-        problems.append(f"{unfinished} units did not reach their epilogue")
-    skipped = int((~units.decoded).sum())
-    if skipped:
-        problems.append(f"{skipped} unfinished units have no usable record count; their records were skipped")
     # Rebuilt backwards, a gap of 2**32 cycles or more shows up as a first record implausibly
     # far (2**32 or more) after the unit's start.
     first = np.cumsum(units.kept) - units.kept
     has_records = units.finished & (units.kept > 0)
     lead = records.clock[first[has_records]] - units.start_clock[has_records]
-    gaps = int(((lead < 0) | (lead > CLOCK_LOW_MASK)).sum())
+    gapped = np.zeros(len(units), dtype=bool)
+    gapped[has_records] = (lead < 0) | (lead > CLOCK_LOW_MASK)
+    return np.stack(
+        [
+            per_buffer(ctas.launch),
+            per_buffer(ctas.launch, ~ctas.ran),
+            per_buffer(ctas.launch, ctas.ran & ~ctas.valid),
+            per_buffer(units.launch, ~units.finished),
+            per_buffer(units.launch, ~units.decoded),
+            per_buffer(units.launch, gapped),
+        ],
+        axis=1,
+    ).astype(np.int64)
+
+
+def describe_problems(counts: Sequence[int], layout: BufferLayout) -> tuple[str, ...]:
+    """What went wrong in a launch, from its PROBLEM_COUNTS."""
+    ctas, never_ran, disagree, unfinished, skipped, gaps = counts
+    found = []
+    if never_ran:
+        found.append(f"{never_ran} of {ctas} CTAs have no header (they never ran, or did not write it)")
+    if disagree:
+        found.append(
+            f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
+            f"{VERSION}, {layout.units} units of {layout.capacity} entries, CTA id = slot); skipped"
+        )
+    if unfinished:
+        found.append(f"{unfinished} units did not reach their epilogue")
+    if skipped:
+        found.append(f"{skipped} unfinished units have no usable record count; their records were skipped")
     if gaps:
-        problems.append(
+        found.append(
             f"{gaps} units have records more than 2**32 cycles apart; their earlier records' clocks "
             "are off by multiples of 2**32"
         )
-    return tuple(problems)
+    return tuple(found)

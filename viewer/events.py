@@ -40,6 +40,7 @@ class Pairs:
     end_index: np.ndarray
     begin_clock: np.ndarray  # int64
     end_clock: np.ndarray
+    next_clock: np.ndarray  # the unit's next record after the begin (the end, or one inside)
     depth: np.ndarray  # int64, scopes open on the unit when this one began
     lane: np.ndarray  # int64, 0 unless it overlaps an earlier scope without nesting
 
@@ -62,9 +63,13 @@ class Unmatched:
 
 
 def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatched]:
-    """Pair a launch's scope records (records of other kinds are ignored)."""
+    """Pair a launch's scope records (records of other kinds are ignored).
+
+    ``records`` are grouped by unit and in time order within it, as ``decode`` gives them.
+    """
+    # Group by (scope, unit): a stable sort on the 16-bit scope id keeps each unit's order.
     rows = np.flatnonzero(records.kind == RecordKind.SCOPE)
-    rows = rows[np.lexsort((records.index[rows], records.scope[rows], records.unit_row[rows]))]
+    rows = rows[_stable_order(records.scope[rows])]
     is_end = records.is_end[rows]
     starts = _starts(records.unit_row[rows], records.scope[rows])
     running = _segment_cumsum(np.where(is_end, -1, 1), starts)
@@ -74,37 +79,54 @@ def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatch
     group = np.cumsum(starts)
     # An end that finds its scope's stack empty closes nothing.
     live = np.flatnonzero(~(is_end & (stack_before == 0)))
-    live = live[np.lexsort((records.index[rows[live]], level[live], group[live]))]
+    live = live[_stable_order(level[live])]
     opener, closer = live[:-1], live[1:]
     pairs_here = (
         ~is_end[opener] & is_end[closer] & (group[opener] == group[closer]) & (level[opener] == level[closer])
     )
-    matched = np.zeros(len(rows), dtype=bool)
-    matched[opener[pairs_here]] = True
-    matched[closer[pairs_here]] = True
+    matched = np.zeros(len(records), dtype=bool)
+    matched[rows[opener[pairs_here]]] = True
+    matched[rows[closer[pairs_here]]] = True
     pairs = _make_pairs(records, rows[opener[pairs_here]], rows[closer[pairs_here]])
-    return pairs, _make_unmatched(records, units, rows[~matched])
+    scoped = np.zeros(len(records), dtype=bool)
+    scoped[rows] = True
+    return pairs, _make_unmatched(records, units, np.flatnonzero(scoped & ~matched))
 
 
 def _make_pairs(records: RecordTable, begin_pos: np.ndarray, end_pos: np.ndarray) -> Pairs:
-    order = np.lexsort((records.index[begin_pos], records.unit_row[begin_pos]))
+    """Pairs in record order of their begins, given the positions of each pair's records."""
+    n = len(records)
+    pair_at = np.full(n, -1, dtype=np.int64)
+    pair_at[begin_pos] = np.arange(len(begin_pos))
+    order = pair_at[pair_at >= 0]
     begin_pos, end_pos = begin_pos[order], end_pos[order]
     unit_row = records.unit_row[begin_pos]
-    begin_index, end_index = records.index[begin_pos], records.index[end_pos]
+    # Matched pairs open after each record, counted per unit in record order.
+    step = np.zeros(n, dtype=np.int64)
+    step[begin_pos], step[end_pos] = 1, -1
+    open_after = _segment_cumsum(step, _starts(records.unit_row))
+    lane = np.zeros(len(begin_pos), dtype=np.int64)
+    crossed = _units_with_overlaps(records.unit_row, open_after, begin_pos, end_pos)
+    if len(crossed):
+        where = np.flatnonzero(np.isin(unit_row, crossed))
+        index = records.index
+        lane[where] = _assign_lanes(unit_row[where], index[begin_pos[where]], index[end_pos[where]])
     return Pairs(
         unit_row=unit_row,
         scope=records.scope[begin_pos],
-        begin_index=begin_index,
-        end_index=end_index,
+        begin_index=records.index[begin_pos],
+        end_index=records.index[end_pos],
         begin_clock=records.clock[begin_pos],
         end_clock=records.clock[end_pos],
-        depth=_open_at_begin(unit_row, begin_index, end_index),
-        lane=_assign_lanes(unit_row, begin_index, end_index),
+        # The unit's record right after the begin: the end itself, or the first one inside.
+        next_clock=records.clock[begin_pos + 1],
+        depth=open_after[begin_pos] - 1,
+        lane=lane,
     )
 
 
 def _make_unmatched(records: RecordTable, units: UnitTable, rows: np.ndarray) -> Unmatched:
-    rows = rows[np.lexsort((records.index[rows], records.unit_row[rows]))]
+    """Records left without a partner, given their positions in record order."""
     is_end = records.is_end[rows]
     unit_row = records.unit_row[rows]
     # The earliest unmatched ends of a unit, up to the number of records the ring overwrote,
@@ -115,28 +137,15 @@ def _make_unmatched(records: RecordTable, units: UnitTable, rows: np.ndarray) ->
     return Unmatched(unit_row, records.scope[rows], records.index[rows], records.clock[rows], kind)
 
 
-def _open_at_begin(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
-    """How many pairs of the same unit are open when each pair begins."""
-    n = len(unit_row)
-    rows = np.concatenate([unit_row, unit_row])
-    index = np.concatenate([begin_index, end_index])
-    step = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
-    order = np.lexsort((index, rows))
-    open_after = _segment_cumsum(step[order], _starts(rows[order]))
-    depth = np.empty(2 * n, dtype=np.int64)
-    depth[order] = open_after - step[order]
-    return depth[:n]
-
-
 def _assign_lanes(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
     """Lane per pair such that the pairs of one unit and lane nest properly.
 
     A pair that overlaps an earlier-begun pair of its lane without nesting inside it moves to
     the next lane; the earliest pair always stays, so this ends. Only units where pairing by
-    scope differs from plain bracket matching have such overlaps, so only those are searched.
+    scope differs from plain bracket matching have such overlaps, so only those are passed here.
     """
     lane = np.zeros(len(unit_row), dtype=np.int64)
-    active = np.flatnonzero(np.isin(unit_row, _units_with_overlaps(unit_row, begin_index, end_index)))
+    active = np.arange(len(unit_row))
     current = 0
     while active.size:
         moved = _overlaps_earlier(unit_row[active], begin_index[active], end_index[active])
@@ -146,23 +155,20 @@ def _assign_lanes(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.n
     return lane
 
 
-def _units_with_overlaps(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
-    """Units whose pairs do not all nest: there, plain bracket matching (each end closes the most
-    recent open begin, whatever its scope) disagrees with the pairing by scope."""
-    n = len(unit_row)
-    rows = np.concatenate([unit_row, unit_row])
-    index = np.concatenate([begin_index, end_index])
-    is_end = np.arange(2 * n) >= n
-    pair = np.tile(np.arange(n), 2)
-    order = np.lexsort((index, rows))
-    rows, index, is_end, pair = rows[order], index[order], is_end[order], pair[order]
-    open_after = _segment_cumsum(np.where(is_end, -1, 1), _starts(rows))
-    level = np.where(is_end, open_after + 1, open_after)
-    # Sorted by level, each begin is followed by the end that bracket matching gives it.
-    by_level = np.lexsort((index, level, rows))
-    begins = np.flatnonzero(~is_end[by_level])
-    mismatched = pair[by_level][begins] != pair[by_level][begins + 1]
-    return np.unique(rows[by_level][begins[mismatched]])
+def _units_with_overlaps(
+    unit_row: np.ndarray, open_after: np.ndarray, begin_pos: np.ndarray, end_pos: np.ndarray
+) -> np.ndarray:
+    """Units whose pairs do not all nest.
+
+    ``open_after`` counts the pairs open after each record (per unit, in record order). A pair
+    nested in or disjoint from every other leaves as many open behind it as it found: the count
+    after its begin equals the count before its end. Conversely, if that holds for every pair,
+    none cross: were an earlier pair to end inside a pair B, B's counts would balance only with
+    a pair C that begins inside B and ends after it; then B ends inside C, C needs its own such
+    pair, and so on, each ending later than the last, which a finite unit cannot hold.
+    """
+    crossing = open_after[begin_pos] != open_after[end_pos] + 1
+    return np.unique(unit_row[begin_pos[crossing]])
 
 
 def _overlaps_earlier(unit_row: np.ndarray, begin_index: np.ndarray, end_index: np.ndarray) -> np.ndarray:
@@ -198,6 +204,13 @@ def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
         table = levels[level]
         result[q] = np.minimum(table[lo[q]], table[hi[q] - (1 << level)])
     return result
+
+
+def _stable_order(values: np.ndarray) -> np.ndarray:
+    """A stable argsort; radix-sorted (linear time) for values that fit 16 bits, as ids and levels do."""
+    if len(values) and values.min() >= 0 and values.max() < 1 << 16:
+        values = values.astype(np.uint16)
+    return np.argsort(values, kind="stable")
 
 
 def _starts(*keys: np.ndarray) -> np.ndarray:

@@ -14,8 +14,12 @@ file is self-describing and safe to open. A file whose manifest is missing was n
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,19 +57,27 @@ class LaunchCapture:
 
 class StoredLaunch:
     """A launch inside a session file; its buffer is read from the zip each time it is asked for,
-    so that iterating over a long session holds one buffer at a time."""
+    so that iterating over a long session holds one buffer at a time.
 
-    def __init__(self, path: Path, entry: str, meta: Mapping[str, Any]):
+    The buffer is read straight from its place in the file (found once, from the zip's central
+    directory, by ``read_session``): reopening the zip per launch would parse the whole directory
+    each time, which grows with the number of launches.
+    """
+
+    def __init__(self, path: Path, member: zipfile.ZipInfo, meta: Mapping[str, Any]):
         self.path = path
-        self.entry = entry
+        self.member = member
         self.meta = meta
+
+    @property
+    def entry(self) -> str:
+        return self.member.filename
 
     @property
     def buffer(self) -> np.ndarray:
         try:
-            with zipfile.ZipFile(self.path) as archive, archive.open(self.entry) as file:
-                array = np.lib.format.read_array(file, allow_pickle=False)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+            array = _read_npy(_read_member(self.path, self.member))
+        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as error:
             raise SessionFileError(
                 f"{self.path}: the buffer of launch {self.meta.get('launch')} ({self.entry}) is "
                 f"corrupt ({error}); the file was damaged after it was written: capture the session again"
@@ -171,8 +183,8 @@ def read_session(path: str | Path) -> Session:
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            names = set(archive.namelist())
-            if MANIFEST not in names:
+            members = {member.filename: member for member in archive.infolist()}
+            if MANIFEST not in members:
                 raise SessionFileError(
                     f"{path} has no {MANIFEST}: the session was never closed (the capturing process "
                     "stopped before proton_ik.finalize()). Its launches cannot be trusted; capture again"
@@ -203,7 +215,7 @@ def read_session(path: str | Path) -> Session:
     launches = []
     for number, item in enumerate(manifest.get("launches", [])):
         entry, meta = item.get("entry"), item.get("meta")
-        if entry not in names or not isinstance(meta, dict):
+        if not isinstance(entry, str) or entry not in members or not isinstance(meta, dict):
             raise SessionFileError(
                 f"{path}: launch #{number} ({entry}) is listed in the manifest but its buffer or "
                 "metadata is missing; the file is incomplete, capture the session again"
@@ -212,8 +224,66 @@ def read_session(path: str | Path) -> Session:
             check_meta(meta)
         except ValueError as error:
             raise SessionFileError(f"{path}: launch #{number}: {error}") from None
-        launches.append(StoredLaunch(path, entry, meta))
+        launches.append(StoredLaunch(path, members[entry], meta))
     return Session(path, manifest.get("info", {}), launches)
+
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
+
+
+def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
+    """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
+    mapped from the file rather than copied: the decoder reads it where it lies."""
+    if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        with zipfile.ZipFile(path) as archive:
+            return np.frombuffer(archive.read(member), dtype=np.uint8)
+    with open(path, "rb") as file:
+        file.seek(member.header_offset)
+        header = file.read(_LOCAL_HEADER.size)
+        if len(header) < _LOCAL_HEADER.size:
+            raise EOFError("the file ends inside a zip header")
+        signature, name_length, extra_length = _LOCAL_HEADER.unpack(header)
+        if signature != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no zip header where {member.filename} should start")
+        start = member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+        if start + member.compress_size > os.fstat(file.fileno()).st_size:
+            raise EOFError(f"the file ends inside {member.filename}")
+        if member.compress_type == zipfile.ZIP_DEFLATED or not member.compress_size:
+            file.seek(start)
+            stored = file.read(member.compress_size)
+    if member.compress_type == zipfile.ZIP_DEFLATED:
+        data = np.frombuffer(zlib.decompress(stored, -zlib.MAX_WBITS, member.file_size), dtype=np.uint8)
+    elif member.compress_size:
+        mapped = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
+        data = mapped.view(np.ndarray)
+    else:
+        data = np.zeros(0, dtype=np.uint8)
+    if data.size != member.file_size or zlib.crc32(data) != member.CRC:
+        raise zipfile.BadZipFile(f"{member.filename} fails its CRC check")
+    return data
+
+
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
+def _read_npy(data: np.ndarray) -> np.ndarray:
+    """The array in ``.npy`` bytes, as a view of them (no pickles, no copy)."""
+    head = io.BytesIO(data[: min(data.size, 1 << 16)].tobytes())
+    version = np.lib.format.read_magic(head)
+    read_header = _NPY_HEADERS.get(version)
+    if read_header is None:
+        raise ValueError(f"unsupported .npy format version {version}")
+    shape, fortran_order, dtype = read_header(head)
+    if dtype.hasobject:
+        raise ValueError("the buffer holds Python objects")
+    count = int(np.prod(shape))
+    body = data[head.tell() : head.tell() + count * dtype.itemsize]
+    if body.size != count * dtype.itemsize:
+        raise EOFError("the array's data is shorter than its header says")
+    return body.view(dtype).reshape(shape, order="F" if fortran_order else "C")
 
 
 def _to_json(value: Any, what: str) -> str:

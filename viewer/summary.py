@@ -105,6 +105,7 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
         unmatched_end=("unmatched_end", "sum"),
         lost_to_ring=("lost_to_ring", "sum"),
         mhz=("mhz", "median"),
+        time_shift_cycles=("time_shift_cycles", "max"),
     )
     totals["lifetime_ns"] = lifetime.reindex(totals.index).fillna(0).astype(np.int64)
     return totals.reset_index()
@@ -118,7 +119,8 @@ def format_summary(summary: Summary) -> str:
     for kernel in summary.kernels.itertuples():
         lines.append(
             f"{kernel.kernel}: {kernel.launches} launch(es), {kernel.units} units, "
-            f"SM clock {kernel.mhz:.0f} MHz, {kernel.events} events"
+            f"SM clock {kernel.mhz:.0f} MHz, {kernel.events} events; scope begins shifted by "
+            f"{kernel.time_shift_cycles} cycles (the calibrated cost of an empty scope)"
         )
         table = summary.scopes[summary.scopes["kernel"] == kernel.kernel]
         if len(table):

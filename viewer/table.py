@@ -1,4 +1,4 @@
-"""pandas tables of one launch: scope events, unit lifetimes, unmatched records, launch statistics.
+"""pandas tables of a session: scope events, unit lifetimes, unmatched records, launch statistics.
 
 Times are absolute %globaltimer nanoseconds (int64), converted from cycles with the launch's
 per-SM clock fits, so events and lifetimes share one time axis; ``*_rel_ns`` columns, added
@@ -9,17 +9,26 @@ open on the unit when this one began; ``lane`` is 0 unless the scope overlaps an
 without nesting (trace writers put lanes on separate tracks); ``begin_record`` and
 ``end_record`` number the unit's records, overwritten ones included; ``line`` is the source
 line of the scope's first marker.
+
+``begin_cycles`` is the begin record's clock moved later by the session's calibrated time shift
+(``time_shift_cycles`` in the session info: what an empty scope measures, i.e. the recording's
+own cost that lands inside every scope), but never past the unit's next record, so durations
+stay at or above zero and scopes stay nested; ``begin_cycles_raw`` is the clock as recorded.
+
+Columns are built per group of launches decoded together (``LaunchGroup``), as numpy arrays; the
+session's tables are those arrays joined in launch order, made into DataFrames once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from proton_ik.layout import MAX_SCOPES
 from proton_ik.viewer.decode import CtaTable, UnitTable
 from proton_ik.viewer.events import (
     LOST_TO_RING,
@@ -33,9 +42,19 @@ from proton_ik.viewer.timebase import SmClocks
 
 EVENT_COLUMNS = [
     "kernel", "launch", "cta", "sm", "warp", "unit", "lane", "scope", "scope_id", "depth",
-    "begin_cycles", "end_cycles", "dur_cycles", "begin_ns", "end_ns", "dur_ns", "line",
-    "begin_record", "end_record",
+    "begin_cycles", "begin_cycles_raw", "end_cycles", "dur_cycles", "begin_ns", "end_ns", "dur_ns",
+    "line", "begin_record", "end_record",
 ]  # fmt: skip
+UNIT_COLUMNS = [
+    "kernel", "launch", "cta", "sm", "warp", "unit", "start_cycles", "end_cycles", "start_ns", "end_ns",
+    "dur_ns", "globaltimer_start_ns", "globaltimer_end_ns", "count", "kept", "overwritten", "finished",
+    "decoded",
+]  # fmt: skip
+UNMATCHED_COLUMNS = [
+    "kernel", "launch", "cta", "sm", "warp", "unit", "scope", "scope_id", "record", "cycles", "kind", "line",
+]  # fmt: skip
+_INT64_MASKED = {"end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line"}
+_CATEGORIES = {"kernel", "scope"}
 
 
 @dataclass(frozen=True)
@@ -52,150 +71,251 @@ class ScopeTable:
             {int(s["id"]): str(s["name"]) for s in scopes}, {int(s["id"]): s.get("line") for s in scopes}
         )
 
-    def name_of(self, ids: np.ndarray) -> np.ndarray:
-        unique, inverse = np.unique(ids, return_inverse=True)
-        names = np.array([self.names.get(int(i), f"<scope {int(i)}>") for i in unique], dtype=object)
-        return names[inverse]
-
-    def line_of(self, ids: np.ndarray) -> pd.arrays.IntegerArray:
-        unique, inverse = np.unique(ids, return_inverse=True)
-        lines = np.array([self.lines.get(int(i)) for i in unique], dtype=object)
-        return pd.array(lines[inverse], dtype="Int64")
+    def name_of(self, scope_id: int) -> str:
+        return self.names.get(int(scope_id), f"<scope {int(scope_id)}>")
 
     def unknown(self, ids: np.ndarray) -> np.ndarray:
         return ~np.isin(ids, np.fromiter(self.names, dtype=np.int64, count=len(self.names)))
 
+    def line_lookup(self) -> np.ndarray:
+        """Source line by scope id, -1 where there is none."""
+        lines = np.full(MAX_SCOPES, -1, dtype=np.int64)
+        for scope_id, line in self.lines.items():
+            if line is not None:
+                lines[scope_id] = int(line)
+        return lines
 
-def warps_per_unit(meta: Mapping[str, Any]) -> int:
-    return int(meta["profile"].get("warps_per_unit", 1))
+
+class Labels:
+    """The labels of a categorical column, gathered over the session: codes as first seen, and
+    ``categories`` sorted at the end."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def code(self, label: str) -> int:
+        return self.codes.setdefault(label, len(self.codes))
+
+    def categories(self) -> tuple[list[str], np.ndarray]:
+        """Sorted labels, and each first-seen code's position among them."""
+        ordered = sorted(self.codes)
+        remap = np.zeros(max(len(self.codes), 1), dtype=np.int64)
+        for position, label in enumerate(ordered):
+            remap[self.codes[label]] = position
+        return ordered, remap
 
 
-def events_frame(meta: Mapping[str, Any], units: UnitTable, pairs: Pairs, clocks: SmClocks) -> pd.DataFrame:
-    """One row per scope event of a launch."""
-    scopes = ScopeTable.from_profile(meta["profile"])
+@dataclass(frozen=True)
+class LaunchGroup:
+    """Launches of one kernel and profile, decoded and paired together."""
+
+    index: np.ndarray  # each launch's position in the session (0, 1, ...): what the clock fits know
+    number: np.ndarray  # each launch's "launch" number from its metadata
+    kernel: int  # code of the kernel's name among the session's kernel labels
+    scopes: ScopeTable
+    warps_per_unit: int
+    ctas: CtaTable
+    units: UnitTable
+    pairs: Pairs
+    unmatched: Unmatched
+
+
+def scope_codes(group: LaunchGroup, labels: Labels) -> np.ndarray:
+    """Code of each scope id's name (indexed by id) for the ids this group's records use."""
+    used = np.zeros(MAX_SCOPES, dtype=bool)
+    used[group.pairs.scope] = True
+    used[group.unmatched.scope] = True
+    codes = np.zeros(MAX_SCOPES, dtype=np.int64)
+    for scope_id in np.flatnonzero(used).tolist():
+        codes[scope_id] = labels.code(group.scopes.name_of(scope_id))
+    return codes
+
+
+def event_columns(
+    group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray, codes: np.ndarray, shift: int
+) -> dict[str, np.ndarray]:
+    """Event columns of a group; ``unit_rows``: each unit's row in ``clocks``."""
+    pairs, units = group.pairs, group.units
     row = pairs.unit_row
-    sm = units.smid[row]
-    begin_ns = clocks.to_ns(sm, pairs.begin_clock)
-    end_ns = clocks.to_ns(sm, pairs.end_clock)
-    return pd.DataFrame(
-        {
-            "kernel": str(meta["kernel"]),
-            "launch": int(meta["launch"]),
-            "cta": units.cta[row],
-            "sm": sm,
-            "warp": units.unit[row] * warps_per_unit(meta),
-            "unit": units.unit[row],
-            "lane": pairs.lane,
-            "scope": scopes.name_of(pairs.scope),
-            "scope_id": pairs.scope,
-            "depth": pairs.depth,
-            "begin_cycles": pairs.begin_clock,
-            "end_cycles": pairs.end_clock,
-            "dur_cycles": pairs.end_clock - pairs.begin_clock,
-            "begin_ns": begin_ns,
-            "end_ns": end_ns,
-            "dur_ns": end_ns - begin_ns,
-            "line": scopes.line_of(pairs.scope),
-            "begin_record": pairs.begin_index,
-            "end_record": pairs.end_index,
-        },
-        columns=EVENT_COLUMNS,
-    )
+    begin = np.minimum(pairs.begin_clock + shift, np.maximum(pairs.next_clock, pairs.begin_clock))
+    begin_ns = clocks.convert(unit_rows[row], begin)
+    end_ns = clocks.convert(unit_rows[row], pairs.end_clock)
+    line = group.scopes.line_lookup()[pairs.scope]
+    return {
+        "kernel": np.full(len(row), group.kernel),
+        "launch": group.number[units.launch[row]],
+        "cta": units.cta[row],
+        "sm": units.smid[row],
+        "warp": units.unit[row] * group.warps_per_unit,
+        "unit": units.unit[row],
+        "lane": pairs.lane,
+        "scope": codes[pairs.scope],
+        "scope_id": pairs.scope,
+        "depth": pairs.depth,
+        "begin_cycles": begin,
+        "begin_cycles_raw": pairs.begin_clock,
+        "end_cycles": pairs.end_clock,
+        "dur_cycles": pairs.end_clock - begin,
+        "begin_ns": begin_ns,
+        "end_ns": end_ns,
+        "dur_ns": end_ns - begin_ns,
+        "line": line,
+        "line_missing": line < 0,
+        "begin_record": pairs.begin_index,
+        "end_record": pairs.end_index,
+        "order": group.index[units.launch[row]],
+    }
 
 
-def units_frame(meta: Mapping[str, Any], units: UnitTable, clocks: SmClocks) -> pd.DataFrame:
-    """One row per unit of the launch's valid CTAs: when it ran and what it recorded."""
+def unit_columns(group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray) -> dict[str, np.ndarray]:
+    """One row per unit of the group's valid CTAs: when it ran and what it recorded."""
+    units = group.units
     # A unit that failed on an SM where no unit finished has no time conversion.
-    timed = clocks.covers(units.smid)
+    timed = unit_rows >= 0
     start_ns = np.zeros(len(units), dtype=np.int64)
     end_ns = np.zeros(len(units), dtype=np.int64)
-    start_ns[timed] = clocks.to_ns(units.smid[timed], units.start_clock[timed])
-    end_ns[timed] = clocks.to_ns(units.smid[timed], units.end_clock[timed])
+    start_ns[timed] = clocks.convert(unit_rows[timed], units.start_clock[timed])
+    end_ns[timed] = clocks.convert(unit_rows[timed], units.end_clock[timed])
     unfinished = ~units.finished
-    return pd.DataFrame(
-        {
-            "kernel": str(meta["kernel"]),
-            "launch": int(meta["launch"]),
-            "cta": units.cta,
-            "sm": units.smid,
-            "warp": units.unit * warps_per_unit(meta),
-            "unit": units.unit,
-            "start_cycles": units.start_clock,
-            "end_cycles": _masked(units.end_clock, unfinished),
-            "start_ns": _masked(start_ns, ~timed),
-            "end_ns": _masked(end_ns, unfinished),
-            "dur_ns": _masked(end_ns - start_ns, unfinished),
-            "globaltimer_start_ns": units.start_time,
-            "globaltimer_end_ns": _masked(units.end_time, unfinished),
-            "count": _masked(units.count, ~units.decoded),
-            "kept": units.kept,
-            "overwritten": units.overwritten,
-            "finished": units.finished,
-            "decoded": units.decoded,
-        }
-    )
+    return {
+        "kernel": np.full(len(units), group.kernel),
+        "launch": group.number[units.launch],
+        "cta": units.cta,
+        "sm": units.smid,
+        "warp": units.unit * group.warps_per_unit,
+        "unit": units.unit,
+        "start_cycles": units.start_clock,
+        "end_cycles": units.end_clock,
+        "end_cycles_missing": unfinished,
+        "start_ns": start_ns,
+        "start_ns_missing": ~timed,
+        "end_ns": end_ns,
+        "end_ns_missing": unfinished,
+        "dur_ns": end_ns - start_ns,
+        "dur_ns_missing": unfinished,
+        "globaltimer_start_ns": units.start_time,
+        "globaltimer_end_ns": units.end_time,
+        "globaltimer_end_ns_missing": unfinished,
+        "count": units.count,
+        "count_missing": ~units.decoded,
+        "kept": units.kept,
+        "overwritten": units.overwritten,
+        "finished": units.finished,
+        "decoded": units.decoded,
+        "order": group.index[units.launch],
+    }
 
 
-def unmatched_frame(meta: Mapping[str, Any], units: UnitTable, unmatched: Unmatched) -> pd.DataFrame:
+def unmatched_columns(group: LaunchGroup, codes: np.ndarray) -> dict[str, np.ndarray]:
     """One row per record left without a partner, with why."""
-    scopes = ScopeTable.from_profile(meta["profile"])
+    unmatched, units = group.unmatched, group.units
     row = unmatched.unit_row
-    return pd.DataFrame(
-        {
-            "kernel": str(meta["kernel"]),
-            "launch": int(meta["launch"]),
-            "cta": units.cta[row],
-            "sm": units.smid[row],
-            "warp": units.unit[row] * warps_per_unit(meta),
-            "unit": units.unit[row],
-            "scope": scopes.name_of(unmatched.scope),
-            "scope_id": unmatched.scope,
-            "record": unmatched.index,
-            "cycles": unmatched.clock,
-            "kind": pd.Categorical.from_codes(unmatched.kind, categories=list(UNMATCHED_KINDS.values())),
-            "line": scopes.line_of(unmatched.scope),
-        }
-    )
+    line = group.scopes.line_lookup()[unmatched.scope]
+    return {
+        "kernel": np.full(len(row), group.kernel),
+        "launch": group.number[units.launch[row]],
+        "cta": units.cta[row],
+        "sm": units.smid[row],
+        "warp": units.unit[row] * group.warps_per_unit,
+        "unit": units.unit[row],
+        "scope": codes[unmatched.scope],
+        "scope_id": unmatched.scope,
+        "record": unmatched.index,
+        "cycles": unmatched.clock,
+        "kind": unmatched.kind,
+        "line": line,
+        "line_missing": line < 0,
+        "order": group.index[units.launch[row]],
+    }
 
 
-def launch_stats(
+# Counted per launch for the launch table; the counts of pieces of one launch add up.
+LAUNCH_COUNTS = (
+    "ctas", "ctas_missing", "ctas_bad_header", "units", "units_unfinished", "units_skipped", "records",
+    "overwritten", "events", "overlapping", "unmatched_begin", "unmatched_end", "lost_to_ring",
+)  # fmt: skip
+
+
+def launch_counts(group: LaunchGroup, records: np.ndarray) -> np.ndarray:
+    """The LAUNCH_COUNTS of each launch (or piece of one) of a group; ``records``: their records."""
+    n = len(group.index)
+    ctas, units, pairs, unmatched = group.ctas, group.units, group.pairs, group.unmatched
+
+    def count(launch: np.ndarray, flags: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(launch if flags is None else launch[flags], minlength=n)
+
+    pair_launch = units.launch[pairs.unit_row]
+    unmatched_launch = units.launch[unmatched.unit_row]
+    columns = [
+        count(ctas.launch),
+        count(ctas.launch, ~ctas.ran),
+        count(ctas.launch, ctas.ran & ~ctas.valid),
+        count(units.launch),
+        count(units.launch, ~units.finished),
+        count(units.launch, ~units.decoded),
+        records,
+        np.bincount(units.launch, units.overwritten, minlength=n),
+        count(pair_launch),
+        count(pair_launch, pairs.lane > 0),
+        count(unmatched_launch, unmatched.kind == UNMATCHED_BEGIN),
+        count(unmatched_launch, unmatched.kind == UNMATCHED_END),
+        count(unmatched_launch, unmatched.kind == LOST_TO_RING),
+    ]
+    return np.stack(columns, axis=1).astype(np.int64)
+
+
+def first_grid(group: LaunchGroup) -> dict[int, list[int]]:
+    """%nctaid of each launch (or piece) of a group, from its first valid CTA header."""
+    valid = np.flatnonzero(group.ctas.valid)
+    launch, first = np.unique(group.ctas.launch[valid], return_index=True)
+    return dict(zip(launch.tolist(), group.ctas.nctaid[valid[first]].tolist(), strict=True))
+
+
+def launch_row(
     meta: Mapping[str, Any],
-    ctas: CtaTable,
-    units: UnitTable,
-    records: int,
-    pairs: Pairs,
-    unmatched: Unmatched,
-    clocks: SmClocks,
-    problems: list[str],
+    counts: Sequence[int],
+    grid: Sequence[int] | None,
+    mhz: float,
+    clock_source: str,
+    shift: int,
+    problems: Sequence[str],
 ) -> dict[str, Any]:
     """One row of the launch table: what was captured, lost and inferred."""
-    valid = np.flatnonzero(ctas.valid)
-    grid = meta.get("grid") or (ctas.nctaid[valid[0]].tolist() if valid.size else None)
-    kinds = np.bincount(unmatched.kind, minlength=len(UNMATCHED_KINDS))
+    grid = meta.get("grid") or grid
     return {
         "launch": int(meta["launch"]),
         "kernel": str(meta["kernel"]),
         "stream": meta.get("stream"),
-        "grid": None if grid is None else "x".join(str(int(g)) for g in grid),
+        "grid": "x".join(str(int(g)) for g in grid) if grid else None,
         "warps_per_unit": warps_per_unit(meta),
-        "ctas": len(ctas.slot),
-        "ctas_missing": int((~ctas.ran).sum()),
-        "ctas_bad_header": int((ctas.ran & ~ctas.valid).sum()),
-        "units": len(units),
-        "units_unfinished": int((~units.finished).sum()),
-        "units_skipped": int((~units.decoded).sum()),
-        "records": records,
-        "overwritten": int(units.overwritten.sum()),
-        "events": len(pairs),
-        "overlapping": int((pairs.lane > 0).sum()),
-        "unmatched_begin": int(kinds[UNMATCHED_BEGIN]),
-        "unmatched_end": int(kinds[UNMATCHED_END]),
-        "lost_to_ring": int(kinds[LOST_TO_RING]),
-        "mhz": clocks.mhz,
-        "clock_source": clocks.rate_source,
+        **dict(zip(LAUNCH_COUNTS, counts, strict=True)),
+        "mhz": float(mhz),
+        "clock_source": str(clock_source),
+        "time_shift_cycles": shift,
         "problems": list(problems),
     }
 
 
-def _masked(values: np.ndarray, missing: np.ndarray) -> pd.arrays.IntegerArray:
-    return pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing.astype(bool))
+def frame(
+    columns: dict[str, np.ndarray], names: Sequence[str], categories: Mapping[str, list[str]]
+) -> pd.DataFrame:
+    """A DataFrame of the named columns: ``<name>_missing`` masks make nullable Int64 columns,
+    ``categories`` make categoricals of codes, and ``kind`` is the unmatched kind."""
+    data = {}
+    for name in names:
+        values = columns[name]
+        if name in categories:
+            data[name] = pd.Categorical.from_codes(values, categories=categories[name])
+        elif name == "kind":
+            data[name] = pd.Categorical.from_codes(values, categories=list(UNMATCHED_KINDS.values()))
+        elif name in _INT64_MASKED and f"{name}_missing" in columns:
+            missing = columns[f"{name}_missing"]
+            data[name] = pd.arrays.IntegerArray(np.where(missing, 0, values).astype(np.int64), missing.copy())
+        else:
+            data[name] = values
+    # copy=False: one block per column, as built; consolidating would copy every column.
+    return pd.DataFrame(data, columns=list(names), copy=False)
+
+
+def warps_per_unit(meta: Mapping[str, Any]) -> int:
+    return int(meta["profile"].get("warps_per_unit", 1))

@@ -32,7 +32,8 @@ def assert_nested_per_thread(slices):
 
 def test_slices_nest_per_thread_and_keep_exact_durations(tmp_path, busy_launch):
     trace = Trace.from_captures(
-        {"name": "t", "device": "H100"}, [busy_launch(launch=0), busy_launch(launch=1)]
+        {"name": "t", "device": "H100", "time_shift_cycles": 40},
+        [busy_launch(launch=0), busy_launch(launch=1)],
     )
     data, events = read(trace.write_chrome(tmp_path / "t.json"))
 
@@ -94,3 +95,19 @@ def test_overlapping_scopes_get_their_own_thread(tmp_path, fake_launch):
     assert names[(by_scope["a"]["pid"], by_scope["a"]["tid"])] == "CTA 0 warp 0"
     assert names[(by_scope["b"]["pid"], by_scope["b"]["tid"])] == "CTA 0 warp 0 overlap 1"
     assert_nested_per_thread([e for e in events if e["ph"] == "X"])
+
+
+def test_names_are_escaped(tmp_path, fake_launch):
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, 0, 0)
+    for scope, is_end, clock in [(0, False, 100), (0, True, 200), (1, False, 300), (1, True, 400)]:
+        unit.record(scope, is_end, clock)
+    unit.finish(50_000, 30_000)
+    names = ['say "hi"', "tab\tback\\slash \u00fcn\u00efcode"]
+    trace = Trace.from_captures({"name": "t"}, [fake.capture(kernel='k"1', scopes=names)])
+    _, events = read(trace.write_chrome(tmp_path / "t.json"))
+
+    assert {e["name"] for e in events if e["ph"] == "X"} == {LIFETIME, *names}
+    assert {e["cat"] for e in events if e["ph"] == "X"} == {'k"1'}
+    assert [e["args"]["name"] for e in events if e["name"] == "process_name"] == ['launch 0: k"1 / SM 0']

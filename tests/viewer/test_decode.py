@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from proton_ik.layout import BufferLayout, make_tag
-from proton_ik.viewer.decode import decode_buffer, extend_clocks
+from proton_ik.viewer.decode import decode_buffer, decode_buffers, extend_clocks
 
 WRAP = 1 << 32
 
@@ -178,7 +178,9 @@ def test_pair_entries_expand_into_time_ordered_records(fake_launch):
     assert records.is_end.tolist() == [False, False, False, True, True, True]
     assert records.index.tolist() == [0, 1, 2, 3, 4, 5]
     # The pair bit is a detail of the entry, not part of the record's tag.
-    assert records.tag.tolist() == [make_tag(s, e) for s, e in zip(records.scope, records.is_end, strict=True)]
+    assert records.tag.tolist() == [
+        make_tag(s, e) for s, e in zip(records.scope, records.is_end, strict=True)
+    ]
     units = decoded.units
     assert units.entries.tolist() == [4]
     assert units.count.tolist() == [6] and units.kept.tolist() == [6] and units.overwritten.tolist() == [0]
@@ -215,3 +217,33 @@ def test_pair_clocks_extend_across_a_32_bit_wrap(fake_launch):
     decoded = decode_buffer(fake.buffer, fake.layout)
 
     assert decoded.records.clock.tolist() == [WRAP - 50, WRAP + 50]
+
+
+def test_launches_decoded_together_match_each_decoded_alone(busy_launch, fake_launch):
+    broken = fake_launch(units=4, capacity=64, num_ctas=2)  # CTA 1 never ran; one unit crashed
+    broken.cta(0, smid=1)
+    for u in range(4):
+        unit = broken.unit(0, u, 0, 0)
+        unit.begin(0, 10)
+        if u:
+            unit.end(0, 20)
+            unit.finish(30, 30)
+    buffers = [busy_launch(launch=0).buffer, broken.buffer, busy_launch(launch=2, num_ctas=3).buffer]
+
+    together = decode_buffers(buffers, broken.layout)
+
+    rows = 0
+    for launch, buffer in enumerate(buffers):
+        alone = decode_buffer(buffer, broken.layout)
+        assert together.problems[launch] == alone.problems
+        for name, table in (("ctas", alone.ctas), ("units", alone.units)):
+            mine = getattr(together, name).launch == launch
+            for field in set(table.__dataclass_fields__) - {"launch"}:
+                assert np.array_equal(getattr(getattr(together, name), field)[mine], getattr(table, field)), (
+                    field
+                )
+        records = together.units.launch[together.records.unit_row] == launch
+        assert np.array_equal(together.records.clock[records], alone.records.clock)
+        assert np.array_equal(together.records.unit_row[records] - rows, alone.records.unit_row)
+        rows += len(alone.units)
+    assert together.problems[1] and not together.problems[0]

@@ -142,3 +142,10 @@ def test_range_min_matches_brute_force():
     got = _range_min(values, lo, hi)
     expected = [values[a:b].min() if b > a else values.max() for a, b in zip(lo, hi, strict=True)]
     assert got.tolist() == expected
+
+
+def test_each_pair_knows_the_clock_of_the_record_after_its_begin(fake_launch):
+    script = [(A, 0), (B, 0), (B, 1), (A, 1), (C, 0), (C, 1)]
+    _, pairs, _ = pair(fake_launch(units=1, capacity=8), script)
+    assert spans(pairs) == [(A, 0, 3), (B, 1, 2), (C, 4, 5)]
+    assert pairs.next_clock.tolist() == [20, 30, 60]  # B's begin, B's end, C's end

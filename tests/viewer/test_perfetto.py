@@ -73,7 +73,10 @@ def replay(packets: list[TracePacket]) -> Replay:
 
 
 def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace_packets):
-    trace = Trace.from_captures({"name": "t"}, [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)])
+    trace = Trace.from_captures(
+        {"name": "t", "time_shift_cycles": 40}, [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)]
+    )
+    assert (trace.events["begin_cycles"] > trace.events["begin_cycles_raw"]).all()
     path = trace.write_perfetto(tmp_path / "t.pftrace")
     result = replay(pftrace_packets(path))
 
@@ -158,6 +161,32 @@ def test_compressed_and_plain_traces_hold_the_same_packets(tmp_path, busy_launch
     plain = pftrace_packets(write_perfetto(tmp_path / "plain.pftrace", *args, compress=False))
     assert [p.SerializeToString() for p in packed] == [p.SerializeToString() for p in plain]
     assert not any(p.HasField("compressed_packets") for p in plain)
+
+
+def framed(data: bytes) -> list[bytes]:
+    """The bytes of each ``Trace.packet`` field of a trace, in order."""
+    packets, at = [], 0
+    while at < len(data):
+        assert data[at] == 0x0A  # field 1, length-delimited
+        length, shift, at = 0, 0, at + 1
+        while True:
+            byte, at = data[at], at + 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        packets.append(data[at : at + length])
+        at += length
+    return packets
+
+
+def test_packets_are_encoded_exactly_as_protobuf_encodes_them(tmp_path, busy_launch):
+    trace = Trace.from_captures({"name": "t"}, [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)])
+    args = (trace.events, trace.units, trace.launches)
+    packets = framed(write_perfetto(tmp_path / "t.pftrace", *args, compress=False).read_bytes())
+    assert len(packets) > 2 * len(trace.events)
+    for data in packets:
+        assert TracePacket.FromString(data).SerializeToString() == data
 
 
 def test_a_hundred_thousand_events_take_at_most_25_bytes_each(tmp_path, busy_launch):

@@ -1,4 +1,5 @@
 import json
+import struct
 import zipfile
 
 import numpy as np
@@ -96,3 +97,30 @@ def test_the_writer_refuses_what_it_could_not_read_back(tmp_path, busy_launch):
     with pytest.raises(ValueError, match="already closed"):
         writer.add_launch(capture.meta, capture.buffer)
     assert read_session(tmp_path / "s.pik").launches == []
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_buffers_read_back_stored_or_deflated(tmp_path, busy_launch, compress):
+    captures = [busy_launch(launch=i) for i in range(3)]
+    with SessionWriter(tmp_path / "s.pik", INFO, compress=compress) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
+    for launch, capture in zip(read_session(tmp_path / "s.pik"), captures, strict=True):
+        assert np.array_equal(launch.buffer, capture.buffer)
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_a_damaged_buffer_is_named(tmp_path, busy_launch, compress):
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO, compress=compress) as writer:
+        writer.add_launch(busy_launch().meta, busy_launch().buffer)
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo("launches/000000.npy")
+    raw = bytearray(path.read_bytes())
+    name_length, extra_length = struct.unpack_from("<HH", raw, member.header_offset + 26)
+    middle = member.header_offset + 30 + name_length + extra_length + member.compress_size // 2
+    raw[middle] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    (launch,) = read_session(path).launches
+    with pytest.raises(SessionFileError, match=r"launch 0 \(launches/000000\.npy\) is corrupt"):
+        _ = launch.buffer

@@ -25,7 +25,21 @@ def test_a_session_file_loads_and_renders_both_traces(tmp_path, busy_launch, pft
     assert (trace.events["begin_rel_ns"] == trace.events["begin_ns"] - trace.units["start_ns"].min()).all()
 
 
-def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
+def test_launches_decoded_together_or_one_by_one_give_the_same_tables(busy_launch, monkeypatch):
+    # Two kernels, interleaved: each kernel's launches are decoded together, then put in launch order.
+    captures = [busy_launch(launch=i, num_ctas=2 + i % 3) for i in range(6)]
+    together = Trace.from_captures({"name": "t"}, captures)
+    monkeypatch.setattr("proton_ik.viewer.trace.GROUP_BYTES", 0)
+    alone = Trace.from_captures({"name": "t"}, captures)
+
+    assert together.events["launch"].tolist() == sorted(together.events["launch"])
+    assert together.events["kernel"].tolist()[:3] == ["kernel0"] * 3
+    for table in ("events", "units", "unmatched", "launches"):
+        pd.testing.assert_frame_equal(getattr(together, table), getattr(alone, table))
+
+
+def broken_launch(fake_launch):
+    """CTA 0: a finished unit with an unknown scope id, and a crashed one; CTA 1: both crashed; CTA 2 never ran."""
     fake = fake_launch(units=2, capacity=8, num_ctas=3)
     fake.cta(0, smid=0)
     unit = fake.unit(0, 0, 0, T0)
@@ -38,7 +52,11 @@ def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
     fake.cta(1, smid=1)  # CTA 1's units both crash; CTA 2 never runs
     for u in range(2):
         fake.unit(1, u, 0, T0).begin(1, 50)
-    trace = Trace.from_captures({"name": "t"}, [fake.capture(num_ctas=3)])
+    return fake.capture(num_ctas=3)
+
+
+def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
+    trace = Trace.from_captures({"name": "t"}, [broken_launch(fake_launch)])
 
     (launch,) = trace.launches.itertuples()
     assert (launch.ctas, launch.ctas_missing, launch.units_unfinished, launch.units_skipped) == (3, 1, 3, 3)
@@ -49,6 +67,17 @@ def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
     assert "scope ids missing from the kernel's scope table: [9]" in text
     assert trace.write_perfetto(tmp_path / "t.pftrace").stat().st_size > 0
     assert trace.write_chrome(tmp_path / "t.json").stat().st_size > 0
+
+
+def test_a_launch_decoded_in_pieces_gives_the_same_tables_and_problems(fake_launch, monkeypatch):
+    captures = [broken_launch(fake_launch), broken_launch(fake_launch)]
+    whole = Trace.from_captures({"name": "t"}, captures)
+    monkeypatch.setattr("proton_ik.viewer.trace.GROUP_BYTES", 1)  # one CTA per piece
+    pieces = Trace.from_captures({"name": "t"}, captures)
+
+    assert whole.problems == pieces.problems and len(whole.problems) == 2 * 4
+    for table in ("events", "units", "unmatched", "launches"):
+        pd.testing.assert_frame_equal(getattr(whole, table), getattr(pieces, table))
 
 
 def test_a_launch_whose_buffer_does_not_match_its_grid_is_reported(busy_launch):
