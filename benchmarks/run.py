@@ -58,7 +58,7 @@ from triton.experimental.gluon._runtime import GluonJITFunction  # noqa: E402
 from triton.runtime._allocation import set_profile_allocator  # noqa: E402
 
 import proton_ik  # noqa: E402
-from benchmarks import kernels, scopes  # noqa: E402
+from benchmarks import kernels, scopes, targets  # noqa: E402
 from proton_ik.lowering import triton_hook  # noqa: E402
 from proton_ik.mode import Mode  # noqa: E402
 
@@ -970,6 +970,8 @@ def markdown(results: dict[str, Any], variants: list[Variant]) -> str:
         f"{results.get('overhead', {}).get('rounds', '-')} interleaved rounds of "
         "`triton.testing.do_bench(return_mode='median')`; we report the median of the round medians "
         "and, in parentheses, the spread (max - min) / median of the rounds.",
+        "",
+        *targets.markdown(results),
         "",
     ]
     kernels_ = results.get("overhead", {}).get("kernels", {})
