@@ -299,7 +299,7 @@ def _slice_rows(slices: _Slices, ids: _Ids, shared: tuple[Rows, Rows], lo: int, 
         rows.take(args, thread)
         .decimal(slices.cycles[index])
         .constant(b',"line":')
-        .decimal(line, where=has_line)
+        .decimal(np.maximum(line, 0), where=has_line)
         .constant(b"null", ~has_line)
         .constant(b"}}")
     )

@@ -1,8 +1,9 @@
-"""Decode one launch's profile buffer: bytes in, numpy arrays out.
+"""Decode launches' profile buffers: bytes in, numpy arrays out.
 
 Every offset, dtype and constant comes from ``proton_ik.layout``. Nothing here loops over
-records: the buffer is viewed in place with strided structured arrays, and records are
-gathered and their clocks extended with whole-array operations.
+records, units or launches: the buffers are viewed in place with strided structured arrays, and
+records are gathered and their clocks extended with whole-array operations. Buffers of several
+launches of one layout (or pieces of a large one) decode together as one.
 """
 
 from __future__ import annotations

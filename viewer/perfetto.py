@@ -342,6 +342,7 @@ class _Markers:
     delta: np.ndarray
     track: np.ndarray
     slice: np.ndarray
+    scopes: int  # slices below this are scope events, the rest unit lifetimes
     name: np.ndarray
     values: dict[str, np.ndarray]  # per annotation, -1 where a slice does not carry it
     shared: Rows  # per warp track: the annotations all its slices carry (CTA, SM, warp)
@@ -402,6 +403,7 @@ def _markers(events: pd.DataFrame, units: pd.DataFrame, tracks: _Tracks, names: 
         delta=delta,
         track=track,
         slice=slice_of,
+        scopes=n_events,
         name=both(_scope_iids(events, names), np.full(n_lives, names[LIFETIME])),
         shared=_annotations(
             len(tracks.unit),
@@ -493,8 +495,11 @@ def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndar
     a, b = np.searchsorted(markers.row, [lo, hi])
     ends = np.flatnonzero(markers.is_end[a:b]) + a
     begins = np.flatnonzero(~markers.is_end[a:b]) + a
-    if len(begins):
-        kinds.append((_begin_rows(markers, begins), markers.row[begins] - lo))
+    # Scopes and lifetimes carry different annotations: encode each kind on its own.
+    lifetime = markers.slice[begins] >= markers.scopes
+    for kind in (begins[~lifetime], begins[lifetime]):
+        if len(kind):
+            kinds.append((_begin_rows(markers, kind), markers.row[kind] - lo))
     if len(ends):
         event = Rows(len(ends)).constant(_END_EVENT)
         packet = (
@@ -538,8 +543,9 @@ def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
 def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     n = len(index)
     slices = markers.slice[index]
+    carried = _LIFETIME_ANNOTATIONS if slices[0] >= markers.scopes else _SCOPE_ANNOTATIONS
     event = Rows(n).take(markers.shared, markers.track[index])
-    event.rows(_annotations(n, {name: values[slices] for name, values in markers.values.items()}))
+    event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
     event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
     packet = (
         Rows(n)
@@ -551,7 +557,10 @@ def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     return Rows(n).message(_TRACE_PACKET, packet)
 
 
-_OPTIONAL = ("line", "records", "overwritten")  # -1: the slice has no such annotation
+_OPTIONAL = ("line",)  # -1: the slice has no such annotation
+# Besides the CTA, SM and warp every slice of a track shares:
+_SCOPE_ANNOTATIONS = ("cycles", "line")
+_LIFETIME_ANNOTATIONS = ("cycles", "records", "overwritten")
 
 
 def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
@@ -561,11 +570,12 @@ def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
         if annotation not in values:
             continue
         column = values[annotation]
+        present = column >= 0 if annotation in _OPTIONAL else None
+        if present is not None:
+            column = np.maximum(column, 0)  # an absent annotation's value is never written
         body = Rows(n).constant(_with(DebugAnnotation.DESCRIPTOR, "name_iid", _ANNOTATION_IID[annotation]))
         body.field(_key(DebugAnnotation.DESCRIPTOR, "int_value"), column)
-        rows.message(
-            _key(_EVENT, "debug_annotations"), body, column >= 0 if annotation in _OPTIONAL else None
-        )
+        rows.message(_key(_EVENT, "debug_annotations"), body, present)
     return rows
 
 

@@ -14,8 +14,10 @@ file is self-describing and safe to open. A file whose manifest is missing was n
 
 from __future__ import annotations
 
+import functools
 import io
 import json
+import math
 import os
 import struct
 import zipfile
@@ -231,9 +233,12 @@ def read_session(path: str | Path) -> Session:
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
 
 
+MAP_BYTES = 1 << 24  # stored members at least this large are mapped, not read
+
+
 def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
-    """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
-    mapped from the file rather than copied: the decoder reads it where it lies."""
+    """The bytes of one zip member, checked against its CRC. A large stored (uncompressed)
+    member is mapped from the file rather than copied: the decoder reads it where it lies."""
     if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         with zipfile.ZipFile(path) as archive:
             return np.frombuffer(archive.read(member), dtype=np.uint8)
@@ -248,42 +253,57 @@ def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         start = member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
         if start + member.compress_size > os.fstat(file.fileno()).st_size:
             raise EOFError(f"the file ends inside {member.filename}")
-        if member.compress_type == zipfile.ZIP_DEFLATED or not member.compress_size:
+        mapped = member.compress_type == zipfile.ZIP_STORED and member.compress_size >= MAP_BYTES
+        if not mapped:
             file.seek(start)
             stored = file.read(member.compress_size)
-    if member.compress_type == zipfile.ZIP_DEFLATED:
+    if mapped:
+        data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
+        data = data.view(np.ndarray)
+    elif member.compress_type == zipfile.ZIP_DEFLATED:
         data = np.frombuffer(zlib.decompress(stored, -zlib.MAX_WBITS, member.file_size), dtype=np.uint8)
-    elif member.compress_size:
-        mapped = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
-        data = mapped.view(np.ndarray)
     else:
-        data = np.zeros(0, dtype=np.uint8)
+        data = np.frombuffer(stored, dtype=np.uint8)
     if data.size != member.file_size or zlib.crc32(data) != member.CRC:
         raise zipfile.BadZipFile(f"{member.filename} fails its CRC check")
     return data
 
 
 _NPY_HEADERS = {
-    (1, 0): np.lib.format.read_array_header_1_0,
-    (2, 0): np.lib.format.read_array_header_2_0,
+    (1, 0): (np.lib.format.read_array_header_1_0, "<H"),
+    (2, 0): (np.lib.format.read_array_header_2_0, "<I"),
 }
 
 
 def _read_npy(data: np.ndarray) -> np.ndarray:
     """The array in ``.npy`` bytes, as a view of them (no pickles, no copy)."""
-    head = io.BytesIO(data[: min(data.size, 1 << 16)].tobytes())
-    version = np.lib.format.read_magic(head)
-    read_header = _NPY_HEADERS.get(version)
-    if read_header is None:
-        raise ValueError(f"unsupported .npy format version {version}")
-    shape, fortran_order, dtype = read_header(head)
-    if dtype.hasobject:
-        raise ValueError("the buffer holds Python objects")
-    count = int(np.prod(shape))
-    body = data[head.tell() : head.tell() + count * dtype.itemsize]
+    version = (int(data[6]), int(data[7])) if data.size >= 8 else None
+    if version not in _NPY_HEADERS:
+        raise ValueError(f"not an .npy array of a format version this reads ({version})")
+    length_format = _NPY_HEADERS[version][1]
+    start = 8 + struct.calcsize(length_format)
+    if data.size < start:
+        raise EOFError("the .npy header is cut short")
+    header_end = start + struct.unpack_from(length_format, data[:start].tobytes(), 8)[0]
+    if data.size < header_end:
+        raise EOFError("the .npy header is cut short")
+    shape, fortran_order, dtype = _npy_header(data[:header_end].tobytes())
+    count = math.prod(shape)
+    body = data[header_end : header_end + count * dtype.itemsize]
     if body.size != count * dtype.itemsize:
         raise EOFError("the array's data is shorter than its header says")
     return body.view(dtype).reshape(shape, order="F" if fortran_order else "C")
+
+
+@functools.lru_cache(maxsize=64)
+def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """Shape, order and dtype from an .npy header; launches of one kernel share theirs."""
+    file = io.BytesIO(header)
+    read_header = _NPY_HEADERS[np.lib.format.read_magic(file)][0]
+    shape, fortran_order, dtype = read_header(file)
+    if dtype.hasobject:
+        raise ValueError("the buffer holds Python objects")
+    return shape, fortran_order, dtype
 
 
 def _to_json(value: Any, what: str) -> str:

@@ -133,6 +133,7 @@ def format_summary(summary: Summary) -> str:
                     "median ns": _column(table["median_ns"], "{:,.0f}"),
                     "p90 ns": _column(table["p90_ns"], "{:,.0f}"),
                     "mean cyc": _column(table["mean_cycles"], "{:,.0f}"),
+                    "median cyc": _column(table["median_cycles"], "{:,.0f}"),
                     "p90 cyc": _column(table["p90_cycles"], "{:,.0f}"),
                     "share": _column(table["share"], "{:.1%}"),
                     "unmatched": table["unmatched_begin"] + table["unmatched_end"],

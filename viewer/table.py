@@ -107,10 +107,14 @@ class Labels:
 
 @dataclass(frozen=True)
 class LaunchGroup:
-    """Launches of one kernel and profile, decoded and paired together."""
+    """Launches of one kernel and profile (or pieces of them: whole CTAs) decoded and paired together.
 
-    index: np.ndarray  # each launch's position in the session (0, 1, ...): what the clock fits know
-    number: np.ndarray  # each launch's "launch" number from its metadata
+    Rows of ``ctas`` and ``units`` name their piece in ``launch``; ``index`` and ``number`` map a
+    piece to its launch.
+    """
+
+    index: np.ndarray  # each piece's launch, by position in the session (0, 1, ...), as clock fits know it
+    number: np.ndarray  # each piece's launch, by the "launch" number in its metadata
     kernel: int  # code of the kernel's name among the session's kernel labels
     scopes: ScopeTable
     warps_per_unit: int
