@@ -89,7 +89,7 @@ class Session:
     def _start_runtime(self) -> None:
         import torch
 
-        from proton_ik.runtime.calibrate import empty_scope_cycles
+        from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.drain import Drain
         from proton_ik.runtime.hooks import LaunchRecorder
         from proton_ik.runtime.pool import RingPool
@@ -106,7 +106,7 @@ class Session:
             "triton": triton.__version__,
             "torch": torch.__version__,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "time_shift_cycles": empty_scope_cycles(self.mode),
+            "time_shift_cycles": time_shifts(self.mode),
         }
         self._writer = SessionWriter(self.session_path, info, compress=False)
         arena = torch.empty(self.pool_bytes, dtype=torch.uint8, device=device)

@@ -85,6 +85,7 @@ class RecordTable:
     scope: np.ndarray  # int64, scope id
     is_end: np.ndarray  # bool
     clock: np.ndarray  # int64, full %clock64
+    paired: np.ndarray  # bool: written with its partner as one pair entry
 
     def __len__(self) -> int:
         return len(self.unit_row)
@@ -246,11 +247,12 @@ def _decode_records(
         1 << TAG_PAIR_BIT
     )
     clock = np.concatenate([first_clock, last_clock[paired]])
+    from_pair = np.concatenate([paired, np.ones(int(paired.sum()), dtype=bool)])
     if paired.any():
         # Time order within each unit: a pair's begin may precede entries written before it.
         written = np.concatenate([2 * np.arange(len(entry_unit)), 2 * np.flatnonzero(paired) + 1])
         order = np.lexsort((written, clock, unit_row))
-        unit_row, tag, clock = unit_row[order], tag[order], clock[order]
+        unit_row, tag, clock, from_pair = unit_row[order], tag[order], clock[order], from_pair[order]
 
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
     overwritten = np.where(units.decoded, units.count - kept, 0)
@@ -264,6 +266,7 @@ def _decode_records(
         scope=(tag & TAG_SCOPE_MASK).astype(np.int64),
         is_end=((tag >> TAG_END_BIT) & 1).astype(bool),
         clock=clock,
+        paired=from_pair,
     )
     return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
 

@@ -41,6 +41,7 @@ class Pairs:
     begin_clock: np.ndarray  # int64
     end_clock: np.ndarray
     next_clock: np.ndarray  # the unit's next record after the begin (the end, or one inside)
+    paired: np.ndarray  # bool: begin and end were written as one pair entry
     depth: np.ndarray  # int64, scopes open on the unit when this one began
     lane: np.ndarray  # int64, 0 unless it overlaps an earlier scope without nesting
 
@@ -120,6 +121,7 @@ def _make_pairs(records: RecordTable, begin_pos: np.ndarray, end_pos: np.ndarray
         end_clock=records.clock[end_pos],
         # The unit's record right after the begin: the end itself, or the first one inside.
         next_clock=records.clock[begin_pos + 1],
+        paired=records.paired[begin_pos],
         depth=open_after[begin_pos] - 1,
         lane=lane,
     )

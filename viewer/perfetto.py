@@ -55,6 +55,7 @@ from tqdm import tqdm
 
 from proton_ik.viewer.byterows import Rows, assemble, varint_bytes
 from proton_ik.viewer.groups import groups
+from proton_ik.viewer.table import TimeShift
 
 SEQUENCE_ID = 1
 # Clock ids 64..127 are scoped to one packet sequence; only those may be incremental.
@@ -250,7 +251,8 @@ def _launch_description(stats: dict) -> str:
     return (
         f"kernel {stats['kernel']}, grid {stats['grid']}, stream {stats['stream']}; "
         f"SM clock {stats['mhz']:.0f} MHz ({stats['clock_source']}); {stats['events']} events from "
-        f"{stats['records']} records; scope begins shifted by {stats.get('time_shift_cycles', 0)} cycles; "
+        f"{stats['records']} records; scope begins shifted by "
+        f"{TimeShift(stats.get('time_shift_cycles', 0), stats.get('time_shift_pair_cycles', 0))}; "
         f"{stats['overwritten']} records overwritten by the ring, "
         f"{stats['lost_to_ring']} ends lost to it; {stats['unmatched_begin']} unmatched begins, "
         f"{stats['unmatched_end']} unmatched ends; {stats['units_unfinished']} unfinished units; "

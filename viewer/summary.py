@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
+from proton_ik.viewer.table import TimeShift
 
 LOSS_COLUMNS = {
     "unmatched_begin": UNMATCHED_KINDS[UNMATCHED_BEGIN],
@@ -106,6 +107,7 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
         lost_to_ring=("lost_to_ring", "sum"),
         mhz=("mhz", "median"),
         time_shift_cycles=("time_shift_cycles", "max"),
+        time_shift_pair_cycles=("time_shift_pair_cycles", "max"),
     )
     totals["lifetime_ns"] = lifetime.reindex(totals.index).fillna(0).astype(np.int64)
     return totals.reset_index()
@@ -120,7 +122,8 @@ def format_summary(summary: Summary) -> str:
         lines.append(
             f"{kernel.kernel}: {kernel.launches} launch(es), {kernel.units} units, "
             f"SM clock {kernel.mhz:.0f} MHz, {kernel.events} events; scope begins shifted by "
-            f"{kernel.time_shift_cycles} cycles (the calibrated cost of an empty scope)"
+            f"{TimeShift(kernel.time_shift_cycles, kernel.time_shift_pair_cycles)} "
+            "(the calibrated cost of an empty scope)"
         )
         table = summary.scopes[summary.scopes["kernel"] == kernel.kernel]
         if len(table):

@@ -135,13 +135,28 @@ def scope_codes(group: LaunchGroup, labels: Labels) -> np.ndarray:
     return codes
 
 
+@dataclass(frozen=True)
+class TimeShift:
+    """Cycles each scope's begin moves later: what an empty scope measures, for scopes written
+    as single records (the begin's own store lands inside the scope) and as pairs."""
+
+    single: int = 0
+    pair: int = 0
+
+    def __str__(self) -> str:
+        if self.single == self.pair:
+            return f"{self.single} cycles"
+        return f"{self.single} cycles ({self.pair} for paired scopes)"
+
+
 def event_columns(
-    group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray, codes: np.ndarray, shift: int
+    group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray, codes: np.ndarray, shift: TimeShift
 ) -> dict[str, np.ndarray]:
     """Event columns of a group; ``unit_rows``: each unit's row in ``clocks``."""
     pairs, units = group.pairs, group.units
     row = pairs.unit_row
-    begin = np.minimum(pairs.begin_clock + shift, np.maximum(pairs.next_clock, pairs.begin_clock))
+    moved = pairs.begin_clock + np.where(pairs.paired, shift.pair, shift.single)
+    begin = np.minimum(moved, np.maximum(pairs.next_clock, pairs.begin_clock))
     begin_ns = clocks.convert(unit_rows[row], begin)
     end_ns = clocks.convert(unit_rows[row], pairs.end_clock)
     line = group.scopes.line_lookup()[pairs.scope]
@@ -281,7 +296,7 @@ def launch_row(
     grid: Sequence[int] | None,
     mhz: float,
     clock_source: str,
-    shift: int,
+    shift: TimeShift,
     problems: Sequence[str],
 ) -> dict[str, Any]:
     """One row of the launch table: what was captured, lost and inferred."""
@@ -295,7 +310,8 @@ def launch_row(
         **dict(zip(LAUNCH_COUNTS, counts, strict=True)),
         "mhz": float(mhz),
         "clock_source": str(clock_source),
-        "time_shift_cycles": shift,
+        "time_shift_cycles": shift.single,
+        "time_shift_pair_cycles": shift.pair,
         "problems": list(problems),
     }
 

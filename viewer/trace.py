@@ -35,6 +35,7 @@ from proton_ik.viewer.table import (
     Labels,
     LaunchGroup,
     ScopeTable,
+    TimeShift,
     event_columns,
     first_grid,
     frame,
@@ -95,7 +96,7 @@ class Trace:
         return str(self.info.get("device", "unknown GPU"))
 
     @property
-    def time_shift_cycles(self) -> int:
+    def time_shift_cycles(self) -> TimeShift:
         return time_shift_cycles(self.info)
 
     @property
@@ -136,15 +137,19 @@ def load(path: str | Path) -> Trace:
     return Trace.from_captures(session.info, session.launches)
 
 
-def time_shift_cycles(info: Mapping[str, Any]) -> int:
-    """The session's calibrated cost of an empty scope (0 in files from before it was measured)."""
+def time_shift_cycles(info: Mapping[str, Any]) -> TimeShift:
+    """The session's calibrated cost of an empty scope, for single records and for pairs: one
+    number for both, or ``{"single": s, "pair": p}`` (0 in files from before it was measured)."""
     shift = info.get(TIME_SHIFT_KEY, 0)
-    if isinstance(shift, bool) or not isinstance(shift, int) or shift < 0:
-        raise ValueError(
-            f"the session info's {TIME_SHIFT_KEY} is {shift!r}, not a whole number of cycles >= 0; "
-            "the runtime that wrote the session is broken: capture again"
-        )
-    return shift
+    values = shift if isinstance(shift, Mapping) else {"single": shift, "pair": shift}
+    for kind in ("single", "pair"):
+        value = values.get(kind)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(
+                f"the session info's {TIME_SHIFT_KEY} is {shift!r}, not a whole number of cycles >= 0 "
+                "for single records and pairs; the runtime that wrote the session is broken: capture again"
+            )
+    return TimeShift(single=values["single"], pair=values["pair"])
 
 
 def _prepare(capture: Capture) -> tuple[tuple[str, str], BufferLayout, np.ndarray]:
@@ -178,7 +183,7 @@ def _pieces(buffer: np.ndarray, layout: BufferLayout) -> list[tuple[int, np.ndar
 class _Builder:
     """Takes launches one by one, in launch order; makes the session's tables at the end."""
 
-    def __init__(self, shift: int):
+    def __init__(self, shift: TimeShift):
         self.shift = shift
         self.kernels = Labels()
         self.metas: list[Mapping[str, Any]] = []

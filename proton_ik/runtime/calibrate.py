@@ -1,11 +1,14 @@
 """Measure what an empty scope costs on this device, so the viewer can shift it out of every scope.
 
-A begin record's clock read comes before its own store and count update, which therefore land
-inside the scope. Timing empty scopes (begin followed at once by end) measures exactly that,
-on the device at hand, for the mode at hand.
+A single begin record's clock read comes before its own store and count updates, which
+therefore land inside the scope; a paired begin is a bare clock read, so only the two clock
+reads themselves do. Timing empty scopes (a begin followed at once by its end) measures exactly
+that, for each kind, on the device at hand and for the mode at hand.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import triton
@@ -29,6 +32,14 @@ def _empty_scopes(out, REPEATS: tl.constexpr):
     tl.store(out + tl.program_id(0), 0)
 
 
+def time_shifts(mode: Mode) -> dict[str, int]:
+    """The empty-scope cost of single records and of pairs, in cycles, for the viewer."""
+    return {
+        "single": empty_scope_cycles(dataclasses.replace(mode, pairs=False)),
+        "pair": empty_scope_cycles(dataclasses.replace(mode, pairs=True)),
+    }
+
+
 def empty_scope_cycles(mode: Mode) -> int:
     """Median cycles between the begin and end records of an empty scope, on the current GPU."""
     import torch
@@ -42,7 +53,7 @@ def empty_scope_cycles(mode: Mode) -> int:
         buffers.append(torch.zeros(size, dtype=torch.uint8, device="cuda"))
         return buffers[-1]
 
-    calibration_mode = Mode(granularity=mode.granularity, capacity=max(2 * EMPTY_SCOPES, 2))
+    calibration_mode = dataclasses.replace(mode, capacity=2 * EMPTY_SCOPES)
     triton_hook.install(calibration_mode)
     set_profile_allocator(allocate)
     try:

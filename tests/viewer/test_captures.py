@@ -48,6 +48,7 @@ from proton_ik.layout import (
 )
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer.table import TimeShift
 
 DATA = Path(__file__).parents[1] / "data"
 SM_COUNT = 132  # H200
@@ -419,8 +420,8 @@ def test_spin_scope_covers_the_spin_each_cta_measured_with_a_small_bias():
     events = trace.events.sort_values("cta")
     assert events["cta"].tolist() == list(range(len(reference)))
     assert (reference >= 20_000).all()
-    assert trace.time_shift_cycles == 2
-    assert ((events["begin_cycles"] - events["begin_cycles_raw"]) == trace.time_shift_cycles).all()
+    assert trace.time_shift_cycles == TimeShift(single=2, pair=2)
+    assert ((events["begin_cycles"] - events["begin_cycles_raw"]) == trace.time_shift_cycles.single).all()
     raw_bias = (events["end_cycles"] - events["begin_cycles_raw"]).to_numpy() - reference
     assert raw_bias.tolist() == [23] * len(reference)
     bias = events["dur_cycles"].to_numpy() - reference

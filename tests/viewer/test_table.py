@@ -1,6 +1,7 @@
 import pytest
 
-from proton_ik.viewer import Trace
+from proton_ik.viewer import LaunchCapture, Trace
+from proton_ik.viewer.table import TimeShift
 
 T0 = 1_700_000_000_000_000_000
 A, B, C = 0, 1, 2
@@ -41,7 +42,7 @@ def test_scope_begins_move_later_by_the_time_shift(fake_launch):
 def test_the_shift_is_reported_per_launch_and_in_the_summary(fake_launch):
     trace = shifted_trace(fake_launch, {"time_shift_cycles": 30})
     assert trace.launches["time_shift_cycles"].tolist() == [30]
-    assert trace.time_shift_cycles == 30
+    assert trace.time_shift_cycles == TimeShift(single=30, pair=30)
     assert "scope begins shifted by 30 cycles" in trace.summary_text()
 
 
@@ -57,3 +58,22 @@ def test_sessions_from_before_the_calibration_are_not_shifted(fake_launch):
 def test_a_shift_that_is_not_a_cycle_count_is_refused(fake_launch, shift):
     with pytest.raises(ValueError, match=r"time_shift_cycles is .* not a whole number of cycles"):
         shifted_trace(fake_launch, {"time_shift_cycles": shift})
+
+
+def test_single_records_and_pairs_shift_by_their_own_amounts(fake_launch):
+    """A single begin carries its own store inside the scope; a paired begin is a bare clock read."""
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, start_clock=0, start_time=0)
+    unit.begin(0, 100)
+    unit.end(0, 400)
+    unit.pair(1, 500, 800)
+    unit.finish(1000, 1000)
+    info = {"name": "t", "time_shift_cycles": {"single": 20, "pair": 2}}
+    trace = Trace.from_captures(info, [LaunchCapture(fake.meta(scopes=["single", "paired"]), fake.buffer)])
+    events = trace.events.set_index("scope")
+    assert events.loc["single", "begin_cycles"] == 120 and events.loc["single", "dur_cycles"] == 280
+    assert events.loc["paired", "begin_cycles"] == 502 and events.loc["paired", "dur_cycles"] == 298
+    assert trace.time_shift_cycles == TimeShift(single=20, pair=2)
+    assert trace.launches["time_shift_pair_cycles"].tolist() == [2]
+    assert "20 cycles (2 for paired scopes)" in trace.summary_text()
