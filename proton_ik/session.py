@@ -108,7 +108,7 @@ class Session:
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
         }
-        self._writer = SessionWriter(self.session_path, info, compress=False)
+        self._writer = SessionWriter(self.session_path, info, compress=False, trim=True)
         arena = torch.empty(self.pool_bytes, dtype=torch.uint8, device=device)
         pool = RingPool(self.pool_bytes)
         self._drain = Drain(pool, arena, self._writer.add_launch)

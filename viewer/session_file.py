@@ -29,10 +29,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from proton_ik.layout import BufferLayout
+from proton_ik.viewer.trim import inflate
+from proton_ik.viewer.trim import trim as trim_buffer
+
 FORMAT_NAME = "proton_ik-session"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REQUIRED_META = ("launch", "kernel", "profile")
+STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored by viewer.trim, not raw
 
 
 class SessionFileError(ValueError):
@@ -89,7 +94,16 @@ class StoredLaunch:
                 f"{self.path}: {self.entry} holds a {array.dtype} array of shape {array.shape}, not "
                 "the 1-D uint8 buffer a launch needs; this is not a proton_ik session file"
             )
-        return array
+        if self.meta.get(STORED_KEY) != TRIMMED:
+            return array
+        try:
+            layout = BufferLayout.from_dict(self.meta["profile"]["layout"])
+            return inflate(array, layout, int(self.meta["num_ctas"]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise SessionFileError(
+                f"{self.path}: the trimmed buffer of launch {self.meta.get('launch')} ({self.entry}) "
+                f"does not decode ({error}); capture the session again"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -117,13 +131,16 @@ def check_meta(meta: Mapping[str, Any]) -> None:
 class SessionWriter:
     """Streams launches into a session file as they come, so memory stays bounded.
 
-    ``add_launch`` writes the buffer straight into the zip; ``close`` writes the manifest. Use it
-    as a context manager, or call ``close`` in a ``finally``: without a manifest the file is
-    unreadable.
+    ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
+    kept ring entries: see ``viewer.trim``); ``close`` writes the manifest. Use it as a context
+    manager, or call ``close`` in a ``finally``: without a manifest the file is unreadable.
     """
 
-    def __init__(self, path: str | Path, info: Mapping[str, Any], *, compress: bool = True):
+    def __init__(
+        self, path: str | Path, info: Mapping[str, Any], *, compress: bool = True, trim: bool = False
+    ):
         self.path = Path(path)
+        self.trim = trim
         self.info = dict(info)
         _to_json(self.info, "session info")
         self._entries: list[dict[str, Any]] = []
@@ -145,6 +162,11 @@ class SessionWriter:
         array = np.asarray(buffer)
         if array.dtype != np.uint8:
             raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
+        if self.trim:
+            # Only the headers and the kept ring entries: a mostly empty ring costs nothing.
+            layout = BufferLayout.from_dict(meta["profile"]["layout"])
+            meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
+            array = trim_buffer(array, layout)
         entry = f"launches/{len(self._entries):06d}.npy"
         with self._archive.open(entry, "w", force_zip64=True) as file:
             np.lib.format.write_array(file, np.ascontiguousarray(array).reshape(-1), allow_pickle=False)
