@@ -1240,6 +1240,12 @@ def final_table(results: dict[str, Any], variants: list[Variant]) -> str:
     return "\n".join(lines)
 
 
+def public_command() -> str:
+    """The command line, with the output folder (a path on the machine that ran it) left out."""
+    words = [Path(sys.executable).name, *sys.argv]
+    return " ".join("DIR" if i > 0 and words[i - 1] == "--out" else word for i, word in enumerate(words))
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1285,7 +1291,7 @@ def main() -> int:
     ctx.results = {
         "environment": environment(num_sms),
         "quick": args.quick,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": public_command(),
         "variants": [v.__dict__ for v in ctx.variants],
     }
     log(f"{ctx.results['environment']['device']}, {num_sms} SMs; sections {args.sections}; scratch {scratch}")
