@@ -149,6 +149,19 @@ class TimeShift:
         return f"{self.single} cycles ({self.pair} for paired scopes)"
 
 
+def _where(group: LaunchGroup, row: np.ndarray) -> dict[str, np.ndarray]:
+    """Kernel, launch, CTA, SM, warp and unit of each of ``row``'s units."""
+    units = group.units
+    return {
+        "kernel": np.full(len(row), group.kernel),
+        "launch": group.number[units.launch[row]],
+        "cta": units.cta[row],
+        "sm": units.smid[row],
+        "warp": units.unit[row] * group.warps_per_unit,
+        "unit": units.unit[row],
+    }
+
+
 def event_columns(
     group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray, codes: np.ndarray, shift: TimeShift
 ) -> dict[str, np.ndarray]:
@@ -161,12 +174,7 @@ def event_columns(
     end_ns = clocks.convert(unit_rows[row], pairs.end_clock)
     line = group.scopes.line_lookup()[pairs.scope]
     return {
-        "kernel": np.full(len(row), group.kernel),
-        "launch": group.number[units.launch[row]],
-        "cta": units.cta[row],
-        "sm": units.smid[row],
-        "warp": units.unit[row] * group.warps_per_unit,
-        "unit": units.unit[row],
+        **_where(group, row),
         "lane": pairs.lane,
         "scope": codes[pairs.scope],
         "scope_id": pairs.scope,
@@ -231,12 +239,7 @@ def unmatched_columns(group: LaunchGroup, codes: np.ndarray) -> dict[str, np.nda
     row = unmatched.unit_row
     line = group.scopes.line_lookup()[unmatched.scope]
     return {
-        "kernel": np.full(len(row), group.kernel),
-        "launch": group.number[units.launch[row]],
-        "cta": units.cta[row],
-        "sm": units.smid[row],
-        "warp": units.unit[row] * group.warps_per_unit,
-        "unit": units.unit[row],
+        **_where(group, row),
         "scope": codes[unmatched.scope],
         "scope_id": unmatched.scope,
         "record": unmatched.index,
