@@ -142,11 +142,10 @@ class Session:
             from proton_ik import viewer
 
             trace = viewer.load(self.session_path)
-            stem = self.out_dir / self.name
             if "pftrace" in self.formats:
-                result.paths["pftrace"] = str(trace.write_perfetto(stem.with_suffix(".pftrace")))
+                result.paths["pftrace"] = str(trace.write_perfetto(self.out_dir / f"{self.name}.pftrace"))
             if "json" in self.formats:
-                result.paths["json"] = str(trace.write_chrome(stem.with_suffix(".json")))
+                result.paths["json"] = str(trace.write_chrome(self.out_dir / f"{self.name}.json"))
             result.trace = trace
             result.records = trace.record_count
         result.finalize_seconds = time.perf_counter() - began
