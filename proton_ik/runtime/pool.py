@@ -51,6 +51,8 @@ class RingPool:
                 "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
             )
         with self._lock:
+            if self._used == 0:  # an empty ring starts over: no need to skip to the end
+                self._head = 0
             skip = self.capacity - self._head if self._head + need > self.capacity else 0
             if self._used + skip + need > self.capacity:
                 return None

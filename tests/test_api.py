@@ -1,0 +1,129 @@
+"""The user-facing API on a machine with no GPU: compile-time hooks, clear errors, the pool."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import triton
+import triton.language as tl
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+import proton_ik
+import proton_ik.language as pl
+from proton_ik.lowering import triton_hook
+from proton_ik.runtime.pool import PoolTooSmall, RingPool
+
+
+@triton.jit
+def scaled(x, out, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    with pl.scope("scale"):
+        tl.store(out + offsets, tl.load(x + offsets) * 2)
+
+
+@pytest.fixture(autouse=True)
+def _no_session_left():
+    yield
+    if proton_ik._session is not None:
+        proton_ik.finalize()
+    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+
+
+def _start(*args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = proton_ik.start(*args, **kwargs)
+    return session, caught
+
+
+def test_start_without_a_gpu_warns_and_still_compiles_instrumented(tmp_path):
+    session, caught = _start("compile_only", out_dir=tmp_path)
+    assert any("no CUDA GPU" in str(w.message) for w in caught)
+    assert knobs.compilation.instrumentation_mode == session.mode.knob
+    source = ASTSource(
+        scaled, signature={"x": "*fp32", "out": "*fp32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 256}
+    )
+    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+    assert kernel.metadata.profile_scratch_size > 0
+    assert [s["name"] for s in kernel.metadata.proton_ik["scopes"]] == ["scale"]
+    result = proton_ik.finalize()
+    assert result.launches == 0 and result.paths == {} and result.events.empty
+
+
+def test_start_twice_names_the_running_session_and_where_it_started(tmp_path):
+    _start("first", out_dir=tmp_path)
+    with pytest.raises(
+        RuntimeError, match=r"session 'first' is already running \(started at test_api.py:\d+\)"
+    ):
+        proton_ik.start("second", out_dir=tmp_path)
+
+
+@pytest.mark.parametrize("action", [proton_ik.finalize, proton_ik.activate, proton_ik.deactivate])
+def test_actions_without_a_session_say_to_start_one(action):
+    with pytest.raises(RuntimeError, match=r"needs a running session: call proton_ik.start\(\) first"):
+        action()
+
+
+def test_deactivate_compiles_plain_until_activate(tmp_path):
+    session, _ = _start("toggle", out_dir=tmp_path)
+    proton_ik.deactivate()
+    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+    proton_ik.activate()
+    assert triton_hook.active_mode() == session.mode
+
+
+def test_bad_arguments_are_refused_before_anything_is_installed(tmp_path):
+    with pytest.raises(ValueError, match="one backend, 'instrumentation'"):
+        proton_ik.start("x", backend="cupti", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="capacity=3: entries per unit must be a power of two"):
+        proton_ik.start("x", mode="instrumentation:capacity=3", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown trace format 'svg'"):
+        proton_ik.start("x", formats=("svg",), out_dir=tmp_path)
+    assert proton_ik._session is None
+
+
+def test_triton_profiler_call_sites_work_unchanged(tmp_path):
+    _start("swap", context="shadow", data="trace", hook=None, out_dir=tmp_path)
+    proton_ik.finalize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with proton_ik.profile("block", out_dir=tmp_path) as context:
+            assert triton_hook.active_mode() is not None
+    assert context.result is not None and context.result.name == "block"
+
+
+def test_the_ring_pool_hands_out_in_order_wraps_and_reclaims_oldest_first():
+    pool = RingPool(1024, align=128)
+    first, second = pool.try_allocate(300), pool.try_allocate(300)
+    assert (first.offset, second.offset) == (0, 384)
+    assert pool.try_allocate(300) is None  # 768 used, a 384-byte chunk needs a wrap: no room yet
+    pool.release(second)  # out of order: nothing is reclaimed before the oldest goes
+    assert pool.in_use == 768
+    pool.release(first)
+    assert pool.in_use == 0
+    assert pool.try_allocate(900).offset == 0  # an empty ring starts over
+    pool.release(pool._live[0])
+    third, fourth = pool.try_allocate(512), pool.try_allocate(256)
+    assert (third.offset, fourth.offset) == (0, 512)
+    pool.release(third)
+    wrapped = pool.try_allocate(384)  # 256 free at the end is too little: it wraps to 0
+    assert wrapped.offset == 0 and pool.in_use == 256 + 256 + 384
+
+
+def test_a_full_pool_waits_for_the_oldest_copy_and_a_too_large_launch_is_refused():
+    pool = RingPool(1024, align=128)
+    held = pool.try_allocate(1000)
+    waits = []
+
+    def wait_for_oldest() -> bool:
+        waits.append(True)
+        pool.release(held)
+        return True
+
+    chunk = pool.allocate(512, wait_for_oldest)
+    assert waits == [True] and chunk.size == 512
+    with pytest.raises(PoolTooSmall, match="pass a larger pool_bytes"):
+        pool.allocate(4096, wait_for_oldest)
