@@ -12,7 +12,20 @@ CONVERSIONS = {"perfetto": ".pftrace", "chrome": ".json"}
 
 
 def _show(args: argparse.Namespace) -> int:
-    trace = viewer.load(args.file)
+    from proton_ik.viewer import readback
+
+    # By content, not suffix: a session is a zip, a Chrome trace a JSON object, else try Perfetto.
+    path = Path(args.file)
+    head = b""
+    if path.is_file():
+        with open(path, "rb") as file:
+            head = file.read(64)
+    if not path.is_file() or head.startswith(b"PK"):
+        trace = viewer.load(path)
+    elif head.lstrip().startswith(b"{"):
+        trace = readback.read_chrome(path)
+    else:
+        trace = readback.read_perfetto(path)
     print(trace.summary_text())
     return 0
 

@@ -251,10 +251,6 @@ def test_demo_creates_its_output_directory(tmp_path, capsys):
     assert (out_dir / "proton_ik_demo.json").is_file()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the issue says show summarises .pik, .pftrace and .json; today show reads only session files",
-)
 @pytest.mark.parametrize("kind, suffix", [("perfetto", ".pftrace"), ("chrome", ".json")])
 def test_show_summarises_a_trace_file_like_its_session(kind, suffix, tmp_path, capsys):
     output = tmp_path / f"add{suffix}"

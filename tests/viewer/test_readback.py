@@ -1,0 +1,83 @@
+"""Trace files read back: the same per-scope summary as the session they were written from."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from proton_ik import viewer
+from proton_ik.viewer import Trace, readback
+from proton_ik.viewer.perfetto import write_perfetto
+
+DATA = Path(__file__).parents[1] / "data"
+CAPTURES = sorted(DATA.glob("*.pik"))
+STATS = ["line", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles", "p90_cycles"]
+READERS = {
+    ".json": (Trace.write_chrome, readback.read_chrome),
+    ".pftrace": (Trace.write_perfetto, readback.read_perfetto),
+}
+
+
+def read_back(trace: Trace, suffix: str, tmp_path: Path) -> readback.TraceFile:
+    write, read = READERS[suffix]
+    return read(write(trace, tmp_path / f"trace{suffix}"))
+
+
+@pytest.mark.parametrize("suffix", READERS)
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda path: path.stem)
+def test_per_scope_statistics_match_the_session(capture, suffix, tmp_path):
+    session = viewer.load(capture)
+    expected = session.summary().scopes.set_index(["kernel", "scope"]).sort_index()
+    got = read_back(session, suffix, tmp_path).summary().scopes.set_index(["kernel", "scope"]).sort_index()
+    assert list(got.index) == list(expected.index)
+    pd.testing.assert_frame_equal(got[STATS], expected[STATS], check_dtype=False)
+    assert got["share"].to_numpy() == pytest.approx(expected["share"].to_numpy(), rel=1e-12)
+
+
+@pytest.mark.parametrize("suffix", READERS)
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda path: path.stem)
+def test_the_summary_text_is_the_sessions(capture, suffix, tmp_path):
+    session = viewer.load(capture)
+    assert read_back(session, suffix, tmp_path).summary_text() == session.summary_text()
+
+
+@pytest.mark.parametrize("suffix", READERS)
+def test_per_scope_unmatched_counts_are_unknown_where_the_kernel_lost_records(suffix, fake_launch, tmp_path):
+    fake = fake_launch(units=1, capacity=16)
+    fake.cta(0, smid=3)
+    unit = fake.unit(0, 0, start_clock=1_000, start_time=1_000_000)
+    unit.begin(0, 1_100)
+    unit.end(0, 1_300)
+    unit.begin(1, 1_400)  # never ends
+    unit.finish(2_000, 2_000_000)
+    session = Trace.from_captures({"name": "t"}, [fake.capture()])
+    assert session.summary().kernels["unmatched_begin"].tolist() == [1]
+    summary = read_back(session, suffix, tmp_path).summary()
+    assert summary.kernels["unmatched_begin"].tolist() == [1]
+    row = summary.scopes.set_index("scope").loc["a"]
+    assert row["count"] == 1
+    assert pd.isna(row["unmatched_begin"])
+    assert "<NA>" in str(summary)
+
+
+def test_a_json_file_from_elsewhere_is_refused_with_the_reason(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text('{"traceEvents": []}')
+    with pytest.raises(ValueError, match="not a Chrome trace written by proton_ik"):
+        readback.read_chrome(path)
+
+
+def test_a_launch_description_it_cannot_read_is_refused(tmp_path):
+    session = viewer.load(DATA / "add.pik")
+    path = write_perfetto(
+        tmp_path / "t.pftrace", session.events, session.units, session.launches, compress=False
+    )
+    assert readback.read_perfetto(path).summary().kernels["launches"].tolist() == [1]
+    path.write_bytes(path.read_bytes().replace(b"SM clock", b"SM speed"))
+    with pytest.raises(
+        ValueError, match=re.escape("launch 0 (add_kernel) has no statistics proton_ik can read")
+    ):
+        readback.read_perfetto(path)
