@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
 import subprocess
+import sys
 import zipfile
 import zlib
 from collections import Counter
@@ -22,7 +22,8 @@ from proton_ik.session import gpu_available
 from proton_ik.viewer.perfetto import LIFETIME
 
 DATA = Path(__file__).parent / "data"
-SCRIPT = Path(os.environ.get("VIRTUAL_ENV", "/work/venv")) / "bin" / "proton-ik"
+# The console script installed beside this interpreter (pip puts both in one bin folder).
+SCRIPT = Path(sys.executable).parent / "proton-ik"
 DEMO_EVENTS = {"k_step": 2 * 64 * 8 * 16, "epilogue": 2 * 64 * 8}
 
 SHIFTED = "scope begins shifted by 2 cycles"  # the captures' calibrated time shift

@@ -21,6 +21,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,7 +102,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
     parser.add_argument("--records", type=int, default=2_000_000)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/proton_ik_finalize_speed"))
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "proton_ik_finalize_speed"
+    )
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one run, in a fresh process
     args = parser.parse_args()
