@@ -8,18 +8,17 @@ import struct
 import subprocess
 import sys
 import zipfile
-import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import demo, viewer
 from proton_ik.cli import main
 from proton_ik.session import gpu_available
 from proton_ik.viewer.perfetto import LIFETIME
+from proton_ik.viewer.readback import read_packets
 
 DATA = Path(__file__).parent / "data"
 # The console script installed beside this interpreter (pip puts both in one bin folder).
@@ -75,23 +74,9 @@ def cell(text: str, scope: str, column: str) -> str:
     return row[: match.end()].split()[-1]
 
 
-def read_pftrace(path: Path) -> list[TracePacket]:
-    trace = TraceProto()
-    trace.ParseFromString(path.read_bytes())
-    packets = []
-    for packet in trace.packet:
-        if packet.HasField("compressed_packets"):
-            inner = TraceProto()
-            inner.ParseFromString(zlib.decompress(packet.compressed_packets))
-            packets.extend(inner.packet)
-        else:
-            packets.append(packet)
-    return packets
-
-
 def pftrace_scope_counts(path: Path) -> Counter:
     names, counts = {}, Counter()
-    for packet in read_pftrace(path):
+    for packet in read_packets(path):
         names.update({entry.iid: entry.name for entry in packet.interned_data.event_names})
         if packet.HasField("track_event") and packet.track_event.type == TrackEvent.TYPE_SLICE_BEGIN:
             counts[names[packet.track_event.name_iid]] += 1

@@ -114,7 +114,7 @@ def read_perfetto(path: str | Path) -> TraceFile:
     """Read a ``.pftrace`` written by ``perfetto.write_perfetto``, replaying its packets: interned
     names, per-track incremental clocks, slice begins and ends on each warp track's stack."""
     path = Path(path)
-    packets = _packets(path)
+    packets = read_packets(path)
     tracks: dict[int, Any] = {}
     names: dict[int, str] = {}
     annotation_names: dict[int, str] = {}
@@ -178,12 +178,12 @@ def read_perfetto(path: str | Path) -> TraceFile:
     return _trace_file(info, columns, launches)
 
 
-def _packets(path: Path) -> list[TracePacket]:
+def read_packets(path: str | Path) -> list[TracePacket]:
     """Every packet in file order, with compressed bundles inflated in place."""
     packets = []
     try:
         trace = TraceProto()
-        trace.ParseFromString(path.read_bytes())
+        trace.ParseFromString(Path(path).read_bytes())
         for packet in trace.packet:
             if packet.HasField("compressed_packets"):
                 inner = TraceProto()

@@ -10,13 +10,11 @@ filled with 0xCD, as device memory is not cleared.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 
 from proton_ik.layout import (
@@ -31,6 +29,7 @@ from proton_ik.layout import (
     make_tag,
 )
 from proton_ik.viewer import LaunchCapture
+from proton_ik.viewer.readback import read_packets
 
 UNWRITTEN = 0xCD
 LOW32 = (1 << 32) - 1
@@ -166,21 +165,6 @@ class SmTimer:
         return self.time0 + round((clock - self.clock0) / self.ghz)
 
 
-def read_pftrace(path: Path) -> list[TracePacket]:
-    """All packets of a .pftrace in order, with compressed bundles inflated in place."""
-    trace = TraceProto()
-    trace.ParseFromString(Path(path).read_bytes())
-    packets = []
-    for packet in trace.packet:
-        if packet.HasField("compressed_packets"):
-            inner = TraceProto()
-            inner.ParseFromString(zlib.decompress(packet.compressed_packets))
-            packets.extend(inner.packet)
-        else:
-            packets.append(packet)
-    return packets
-
-
 @pytest.fixture
 def fake_launch() -> type[FakeLaunch]:
     return FakeLaunch
@@ -193,7 +177,7 @@ def sm_timer() -> type[SmTimer]:
 
 @pytest.fixture
 def pftrace_packets() -> Callable[[Path], list[TracePacket]]:
-    return read_pftrace
+    return read_packets
 
 
 @pytest.fixture
