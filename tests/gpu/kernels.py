@@ -52,20 +52,6 @@ def softmax_kernel(x, out, n_cols, stride, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def matmul_kernel(a, b, c, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    rk = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_K):
-        with pl.scope("k_step"):
-            x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-            y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-            acc = tl.dot(x, y, acc)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
-
-
-@triton.jit
 def spin_kernel(out, CYCLES: tl.constexpr):
     """A scope around a spin of at least CYCLES cycles. Launch with num_warps=1: ``out[cta]``
     gets the spin's own clock64 span, the reference for the scope's measured duration."""

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import proton_ik
+from proton_ik.demo import matmul_kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -45,7 +46,7 @@ def test_numerics_unchanged(tmp_path):
         out_softmax = torch.empty_like(rows)
         kernels.softmax_kernel[(rows.shape[0],)](rows, out_softmax, rows.shape[1], rows.stride(0), BLOCK=1024)
         out_mm = torch.empty(1024, 1024, device="cuda", dtype=torch.float16)
-        kernels.matmul_kernel[(8, 8)](
+        matmul_kernel[(8, 8)](
             a, b, out_mm, 1024, 1024, 1024, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3
         )
         return out_add, out_softmax, out_mm
