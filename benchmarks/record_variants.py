@@ -157,14 +157,22 @@ def measure(name: str) -> float:
     )
 
 
-def main() -> None:
-    """Each variant in a process of its own: a variant that faults must not take the others down."""
-    print("| variant | cycles/record |\n|---|---|", flush=True)
+def measure_all() -> dict[str, dict[str, float | str]]:
+    """Every variant, each in a process of its own: one that faults must not take the others down."""
+    results: dict[str, dict[str, float | str]] = {}
     for name in VARIANTS:
-        run = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True)
-        lines = (run.stdout.strip() or run.stderr.strip() or "no output").splitlines()
+        run = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True, timeout=300)
+        last = (run.stdout.strip() or run.stderr.strip() or "no output").splitlines()[-1]
+        results[name] = {"cycles_per_record": float(last)} if run.returncode == 0 else {"error": last[:200]}
+    return results
+
+
+def main() -> None:
+    print("| variant | cycles/record |\n|---|---|")
+    for name, result in measure_all().items():
         print(
-            f"| {name} | {lines[-1] if run.returncode == 0 else 'failed: ' + lines[-1][:120]} |", flush=True
+            f"| {name} | {result.get('cycles_per_record', 'failed: ' + str(result.get('error')))} |",
+            flush=True,
         )
 
 

@@ -62,7 +62,7 @@ from benchmarks import kernels, scopes, targets  # noqa: E402
 from proton_ik.lowering import triton_hook  # noqa: E402
 from proton_ik.mode import Mode  # noqa: E402
 
-SECTIONS = ("overhead", "record", "accuracy", "counts", "host")
+SECTIONS = ("overhead", "record", "breakdown", "accuracy", "counts", "host")
 PROTON_DEFAULT_MODES = {"proton_global": "default:buffer_type=global", "proton_shared": "default"}
 HOST_LAUNCHES = 1000
 HOST_ELEMENTS = 1 << 18  # the short kernel: GELU over 256K floats, 64 CTAs
@@ -811,6 +811,14 @@ def timed_session(
     return timing, result
 
 
+def section_breakdown(ctx: Context) -> dict[str, Any]:
+    """Where one record's cycles go: benchmarks/record_variants.py, each variant of the emitted
+    PTX in a process of its own."""
+    from benchmarks import record_variants
+
+    return record_variants.measure_all()
+
+
 def section_host(ctx: Context) -> dict[str, Any]:
     """1000 launches of a short kernel, unprofiled, under proton_ik and under Proton, wall clock
     from start to finalize (trace written); trace bytes and finalize cost per million."""
@@ -1183,6 +1191,29 @@ def markdown(results: dict[str, Any], variants: list[Variant]) -> str:
             "Proton synchronizes, copies and parses after every launch, inside the loop. Ours writes the "
             "session file (.pik) and both traces (.pftrace, .json); bytes per million events for each.",
         ]
+    breakdown = results.get("breakdown", {})
+    if breakdown and "error" not in breakdown:
+        lines += [
+            "",
+            "## Where one record's cycles go",
+            "",
+            "`benchmarks/record_variants.py`: each variant changes one thing in the PTX emitted for single "
+            "records, in a loop of empty scopes (132 CTAs x 4 warps); cycles per record from the warps' "
+            "own clocks. See docs/PERFORMANCE.md.",
+            "",
+        ]
+        lines += table(
+            ["variant", "cycles/record"],
+            [
+                [
+                    name,
+                    fmt(r.get("cycles_per_record"), ".1f")
+                    if "error" not in r
+                    else f"failed: {r['error'][:80]}",
+                ]
+                for name, r in breakdown.items()
+            ],
+        )
     failed = {name: r["error"] for name, r in results.items() if isinstance(r, dict) and "error" in r}
     if failed:
         lines += ["", "## Sections that failed", ""] + [f"- {name}: {e}" for name, e in failed.items()]
@@ -1243,7 +1274,8 @@ def final_table(results: dict[str, Any], variants: list[Variant]) -> str:
 def public_command() -> str:
     """The command line, with the output folder (a path on the machine that ran it) left out."""
     words = [Path(sys.executable).name, *sys.argv]
-    return " ".join("DIR" if i > 0 and words[i - 1] == "--out" else word for i, word in enumerate(words))
+    hidden = {"--out", "--benchmarks-md"}
+    return " ".join("PATH" if i > 0 and words[i - 1] in hidden else word for i, word in enumerate(words))
 
 
 def parse_args() -> argparse.Namespace:
@@ -1262,6 +1294,9 @@ def parse_args() -> argparse.Namespace:
         "--reuse-cache",
         action="store_true",
         help="use Triton's usual cache; by default a fresh one, so no stale instrumented binary",
+    )
+    parser.add_argument(
+        "--benchmarks-md", default="", help="also write the report here (the repository's BENCHMARKS.md)"
     )
     parser.add_argument("--keep-traces", action="store_true", help="keep the traces and session files")
     args = parser.parse_args()
@@ -1299,6 +1334,7 @@ def main() -> int:
     sections = {
         "overhead": section_overhead,
         "record": section_record_cost,
+        "breakdown": section_breakdown,
         "accuracy": section_accuracy,
         "counts": section_counts,
         "host": section_host,
@@ -1323,7 +1359,10 @@ def main() -> int:
             float(np.median([mhz for _, mhz in ctx.clock.samples])) if ctx.clock.samples else None
         )
         (out_dir / "results.json").write_text(json.dumps(ctx.results, indent=2, default=str))
-        (out_dir / "results.md").write_text(markdown(ctx.results, ctx.variants))
+        report = markdown(ctx.results, ctx.variants)
+        (out_dir / "results.md").write_text(report)
+        if args.benchmarks_md:
+            Path(args.benchmarks_md).write_text(report)
         if not args.keep_traces:
             shutil.rmtree(scratch, ignore_errors=True)
         log(f"wrote {out_dir / 'results.json'} and {out_dir / 'results.md'}")
