@@ -3,8 +3,8 @@
 Each ``pik.record`` becomes a ``pikgpu.read_clock`` and a ``pikgpu.store_record`` of the tag
 (scope id, begin/end), except that a begin and its end in one straight-line block become two
 clock reads and one ``pikgpu.store_pair`` at the end. The module gets a
-``pikgpu.segment_setup`` first, carrying the buffer layout for the mode (granularity, ring
-entries per unit), and a ``pikgpu.finalize`` last.
+``pikgpu.segment_setup`` first, carrying the buffer layout (granularity, entries per unit),
+and a ``pikgpu.finalize`` last.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from xdsl.rewriter import Rewriter
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 from proton_ik.layout import BufferLayout, Granularity, make_tag
+from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 
 def find_pairs(records: list[RecordOp]) -> dict[RecordOp, RecordOp]:
@@ -39,24 +40,29 @@ def find_pairs(records: list[RecordOp]) -> dict[RecordOp, RecordOp]:
     return pairs
 
 
+def unit_count(granularity: Granularity, num_warps: int) -> int:
+    """Recording units per CTA: warps, warpgroups or the one CTA."""
+    warps_per_unit = granularity.warps_per_unit(num_warps)
+    if num_warps % warps_per_unit:
+        raise ValueError(
+            f"granularity={granularity.value} needs a multiple of {warps_per_unit} warps, "
+            f"the kernel has {num_warps}"
+        )
+    return num_warps // warps_per_unit
+
+
 @dataclass(frozen=True)
 class ConvertPikToPikGPU(ModulePass):
     name = "convert-pik-to-pikgpu"
 
     granularity: str = Granularity.WARP.value
-    capacity: int = 512
+    capacity: int = DEFAULT_RING_CAPACITY
     num_warps: int = 4
     pair_scopes: bool = True
 
     def layout(self) -> BufferLayout:
-        granularity = Granularity(self.granularity)
-        warps_per_unit = granularity.warps_per_unit(self.num_warps)
-        if self.num_warps % warps_per_unit:
-            raise ValueError(
-                f"granularity={self.granularity} needs a multiple of {warps_per_unit} warps, "
-                f"the kernel has {self.num_warps}"
-            )
-        return BufferLayout(units=self.num_warps // warps_per_unit, capacity=self.capacity)
+        units = unit_count(Granularity(self.granularity), self.num_warps)
+        return BufferLayout(units=units, capacity=self.capacity)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         records = [o for o in op.walk() if isinstance(o, RecordOp)]

@@ -1,21 +1,66 @@
-"""The whole lowering, PTX in and PTX out: collect, assign, check, convert, splice."""
+"""The whole lowering, PTX in and PTX out: collect, assign, check, bound, convert, splice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.dialect import make_context
 from proton_ik.layout import CTA_ALIGN, BufferLayout
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
+from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
-from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU
+from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, unit_count
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
-from proton_ik.mode import Mode
+from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
 
 METADATA_KEY = "proton_ik"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Entries per unit, and what decided them.
+
+    ``source`` is "bound" (capacity=auto, sized from the code's bound), "ring" (capacity=auto,
+    but the code gives no bound that fits: the default ring) or "option" (capacity=N)."""
+
+    entries: int
+    source: Literal["bound", "ring", "option"]
+    bound: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"entries": self.entries, "source": self.source, "bound": self.bound, "reason": self.reason}
+
+
+def next_power_of_two(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n`` <= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
+    """Entries per unit under ``mode``, for a kernel whose units write at most ``bound``.
+
+    With capacity=auto a segment holds the bound rounded up to a power of two, since the PTX
+    finds a slot with one AND (``count & (capacity - 1)``): at most twice the bound, and no
+    entry is ever overwritten."""
+    if mode.capacity != AUTO:
+        return Capacity(
+            mode.capacity, "option", bound.entries, f"capacity={mode.capacity} is set in the mode"
+        )
+    ring = f"a ring of {DEFAULT_RING_CAPACITY} entries keeps the newest"
+    if bound.entries is None:
+        return Capacity(DEFAULT_RING_CAPACITY, "ring", None, f"{bound.reason}; {ring}")
+    entries = next_power_of_two(bound.entries)
+    try:
+        BufferLayout(units=units, capacity=entries)
+    except ValueError as error:
+        # The layout is the one place that knows its limits (the 32-bit CTA stride).
+        return Capacity(DEFAULT_RING_CAPACITY, "ring", bound.entries, f"{bound.reason}, but {error}; {ring}")
+    return Capacity(entries, "bound", bound.entries, bound.reason)
 
 
 @dataclass
@@ -24,10 +69,14 @@ class Instrumented:
     layout: BufferLayout
     scopes: list[dict[str, object]]
     pik: ModuleOp
+    capacity: Capacity
 
 
-def instrument(ptx: str, mode: Mode, num_warps: int) -> Instrumented | None:
-    """Instrument a kernel's PTX, or return None if it has no scopes (then the PTX is untouched)."""
+def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) -> Instrumented | None:
+    """Instrument a kernel's PTX, or return None if it has no scopes (then the PTX is untouched).
+
+    ``ttir`` is the kernel's TTIR text where the compile had one: it bounds the entries of
+    scopes inside loops with a constant trip count, which the PTX alone cannot."""
     module = collect_markers(ptx)
     if not any(True for _ in module.body.block.ops):
         return None
@@ -37,10 +86,12 @@ def instrument(ptx: str, mode: Mode, num_warps: int) -> Instrumented | None:
     module.verify()
     scopes = scope_table(module)
     pik_text = module.clone()
-    convert = ConvertPikToPikGPU(mode.granularity.value, mode.capacity, num_warps, pair_scopes=mode.pairs)
+    bound = entry_bound(ptx, entry_records(module, mode.pairs), ttir)
+    capacity = choose_capacity(mode, bound, unit_count(mode.granularity, num_warps))
+    convert = ConvertPikToPikGPU(mode.granularity.value, capacity.entries, num_warps, pair_scopes=mode.pairs)
     convert.apply(context, module)
     module.verify()
-    return Instrumented(lower_to_ptx(module, ptx), convert.layout(), scopes, pik_text)
+    return Instrumented(lower_to_ptx(module, ptx), convert.layout(), scopes, pik_text, capacity)
 
 
 def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> dict[str, object]:
@@ -50,6 +101,7 @@ def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> dict[st
         "num_warps": num_warps,
         "warps_per_unit": mode.granularity.warps_per_unit(num_warps),
         "layout": result.layout.to_dict(),
+        "capacity": result.capacity.to_dict(),
         "scopes": result.scopes,
     }
 

@@ -9,18 +9,33 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 from proton_ik.layout import Granularity
 
 PREFIX = "proton_ik"
-
+AUTO = "auto"  # capacity=auto: each unit's segment is sized from the kernel's code
+DEFAULT_RING_CAPACITY = 512  # entries per unit where capacity=auto finds no bound in the code
+MAX_CAPACITY = 1 << 24
 
 _SWITCHES = {"on": True, "off": False}
 
 
+def _capacity_value(value: str) -> int | str:
+    if value == AUTO:
+        return AUTO
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(
+            f"capacity={value!r}: use capacity=auto (sized from the kernel's code) or a power of "
+            "two, e.g. capacity=512"
+        ) from None
+
+
 def _option_value(key: str, value: str) -> object:
     if key == "capacity":
-        return int(value)
+        return _capacity_value(value)
     if key == "pairs":
         if value not in _SWITCHES:
             raise ValueError(f"pairs={value!r}: use pairs=on or pairs=off")
@@ -28,26 +43,37 @@ def _option_value(key: str, value: str) -> object:
     return value
 
 
+def _is_capacity(entries: int) -> bool:
+    return 1 <= entries <= MAX_CAPACITY and not entries & (entries - 1)
+
+
 @dataclass(frozen=True)
 class Mode:
     """One instrumentation configuration.
 
-    ``instrumentation:granularity=warp:capacity=512:pairs=on`` is the default.
-    ``capacity`` is ring entries per unit. An entry holds one record, or both records of a
-    scope whose begin and end sit in straight-line code. When a unit writes more, the ring
-    keeps the newest entries and the trace reports exactly how many records were overwritten.
+    ``instrumentation:granularity=warp:capacity=auto:pairs=on`` is the default.
+    ``capacity`` is entries per unit. An entry holds one record, or both records of a scope
+    whose begin and end sit in straight-line code. ``auto`` sizes each kernel's segments from
+    its code: the most entries a unit can write, rounded up to a power of two, or a ring of
+    ``DEFAULT_RING_CAPACITY`` entries where the code gives no bound (a scope in a loop whose
+    trip count is known only at run time). A number ``N`` is a ring of ``N`` entries. When a
+    unit writes more than its ring holds, the ring keeps the newest entries and the trace
+    reports exactly how many records were overwritten.
     """
 
     granularity: Granularity = Granularity.WARP
-    capacity: int = 512
+    capacity: int | Literal["auto"] = AUTO
     pairs: bool = True  # a begin and its end in straight-line code share one 16-byte store
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
-        if self.capacity < 1 or self.capacity & (self.capacity - 1) or self.capacity > 1 << 24:
+        if self.capacity == AUTO:
+            return
+        capacity = self.capacity
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or not _is_capacity(capacity):
             raise ValueError(
-                f"capacity={self.capacity}: entries per unit must be a power of two between 1 and "
-                f"{1 << 24}, e.g. capacity=512"
+                f"capacity={capacity}: entries per unit must be a power of two between 1 and "
+                f"{MAX_CAPACITY}, e.g. capacity=512, or capacity=auto to size them from the kernel's code"
             )
 
     def __str__(self) -> str:
@@ -71,7 +97,7 @@ class Mode:
         if not parts or parts[0] != "instrumentation":
             raise ValueError(
                 f"unknown mode {text!r}: proton_ik has one mode, 'instrumentation', with options "
-                "like 'instrumentation:granularity=warp:capacity=512'"
+                "like 'instrumentation:granularity=warp:capacity=auto'"
             )
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, object] = {}

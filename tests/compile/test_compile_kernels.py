@@ -31,7 +31,8 @@ from proton_ik.layout import (
 )
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
-from proton_ik.mode import Mode
+from proton_ik.lowering.pipeline import next_power_of_two
+from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
 
 TARGET = GPUTarget("cuda", 90, 32)
 # A single record: slot (and, mad), clock, store, count the entry, count the single.
@@ -196,6 +197,8 @@ class Case:
     mode: Mode
     num_warps: int
     scopes: list[str]
+    capacity: int  # entries per unit the kernel should get
+    source: str  # what decided them: "bound", "ring" or "option"
 
     @property
     def ptx(self) -> str:
@@ -204,7 +207,17 @@ class Case:
     @property
     def layout(self) -> BufferLayout:
         units = self.num_warps // self.mode.granularity.warps_per_unit(self.num_warps)
-        return BufferLayout(units=units, capacity=self.mode.capacity)
+        return BufferLayout(units=units, capacity=self.capacity)
+
+
+def explicit(mode: Mode) -> tuple[int, str]:
+    """The capacity and source of a mode with capacity=N: a ring of N entries."""
+    return mode.capacity, "option"
+
+
+def one_pair_per_scope(scopes: list[str]) -> tuple[int, str]:
+    """capacity=auto for a kernel whose scopes each pair once in straight-line code."""
+    return next_power_of_two(len(scopes)), "bound"
 
 
 def first_line(fn, name: str) -> int:
@@ -355,16 +368,16 @@ def conditionally_skipped(lines: list[str], index: int) -> bool:
 
 @pytest.fixture(scope="module")
 def add(compile_kernel) -> Case:
-    mode = Mode()
+    mode, scopes = Mode(), ["load", "store"]
     kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=4)
-    return Case(kernel, mode, 4, ["load", "store"])
+    return Case(kernel, mode, 4, scopes, *one_pair_per_scope(scopes))
 
 
 @pytest.fixture(scope="module")
 def add_warpgroups(compile_kernel) -> Case:
     mode = Mode(granularity=Granularity.WARPGROUP, capacity=64)
     kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 2048}, mode=mode, num_warps=8)
-    return Case(kernel, mode, 8, ["load", "store"])
+    return Case(kernel, mode, 8, ["load", "store"], *explicit(mode))
 
 
 @pytest.fixture(scope="module")
@@ -379,7 +392,8 @@ def softmax(compile_kernel) -> Case:
         "BLOCK": "constexpr",
     }
     kernel = compile_kernel(softmax_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=4)
-    return Case(kernel, mode, 4, ["load", "reduce", "store"])
+    scopes = ["load", "reduce", "store"]
+    return Case(kernel, mode, 4, scopes, *one_pair_per_scope(scopes))
 
 
 MATMUL_CONSTANTS = {"BM": 128, "BN": 128, "BK": 64}
@@ -397,7 +411,8 @@ def matmul(compile_kernel) -> Case:
         num_warps=8,
         num_stages=3,
     )
-    return Case(kernel, mode, 8, ["k_step"])
+    # The K loop's trip count is known only at run time: the default ring.
+    return Case(kernel, mode, 8, ["k_step"], DEFAULT_RING_CAPACITY, "ring")
 
 
 @pytest.fixture(scope="module")
@@ -417,14 +432,15 @@ def nested(compile_kernel) -> Case:
     mode = Mode()
     signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
     kernel = compile_kernel(nested_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=4)
-    return Case(kernel, mode, 4, ["outer", "inner"])
+    # outer(inner), then outer again: three pairs in straight-line code.
+    return Case(kernel, mode, 4, ["outer", "inner"], next_power_of_two(3), "bound")
 
 
 @pytest.fixture(scope="module")
 def gluon_add(compile_kernel) -> Case:
-    mode = Mode()
+    mode, scopes = Mode(), ["load", "store"]
     kernel = compile_kernel(gluon_add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=4)
-    return Case(kernel, mode, 4, ["load", "store"])
+    return Case(kernel, mode, 4, scopes, *one_pair_per_scope(scopes))
 
 
 @pytest.fixture(scope="module")
@@ -432,7 +448,7 @@ def control_flow(compile_kernel) -> Case:
     mode = Mode(granularity=Granularity.CTA, capacity=256)
     signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "iters": "i32", "BLOCK": "constexpr"}
     kernel = compile_kernel(control_flow_kernel, signature, {"BLOCK": 256}, mode=mode, num_warps=4)
-    return Case(kernel, mode, 4, ["outer", "iteration", "branch"])
+    return Case(kernel, mode, 4, ["outer", "iteration", "branch"], *explicit(mode))
 
 
 CASES = ["add", "add_warpgroups", "softmax", "matmul", "nested", "gluon_add", "control_flow"]
@@ -456,7 +472,9 @@ def test_profile_scratch_is_the_layouts_cta_bytes(case: Case):
 
 def test_metadata_carries_the_scope_table(case: Case):
     fn = case.kernel.src.fn
-    assert case.kernel.metadata.proton_ik == {
+    metadata = dict(case.kernel.metadata.proton_ik)
+    capacity = metadata.pop("capacity")
+    assert metadata == {
         "mode": str(case.mode),
         "num_warps": case.num_warps,
         "warps_per_unit": case.mode.granularity.warps_per_unit(case.num_warps),
@@ -465,6 +483,7 @@ def test_metadata_carries_the_scope_table(case: Case):
             {"id": i, "name": name, "line": first_line(fn, name)} for i, name in enumerate(case.scopes)
         ],
     }
+    assert (capacity["entries"], capacity["source"]) == (case.capacity, case.source)
 
 
 def test_no_marker_remains(case: Case):
@@ -475,7 +494,7 @@ def test_no_marker_remains(case: Case):
 def test_every_single_record_costs_six_instructions(case: Case):
     for record in records(case.ptx):
         assert len(record.instructions) == INSTRUCTIONS_PER_SINGLE, record.instructions
-        assert record.instructions == single_instructions(record.scope, record.is_end, case.mode.capacity)
+        assert record.instructions == single_instructions(record.scope, record.is_end, case.capacity)
 
 
 def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case: Case):
@@ -483,7 +502,7 @@ def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case:
         assert len(pair.begin.instructions) == INSTRUCTIONS_PER_PAIR_BEGIN, pair.begin.instructions
         assert len(pair.end.instructions) == INSTRUCTIONS_PER_PAIR_END, pair.end.instructions
         assert pair.begin.instructions == [f"mov.u32 \t{pair.register}, %clock;"]
-        assert pair.end.instructions == pair_end_instructions(pair, case.mode.capacity)
+        assert pair.end.instructions == pair_end_instructions(pair, case.capacity)
 
 
 def test_every_site_is_a_single_or_half_of_a_pair(case: Case):
@@ -637,8 +656,10 @@ def test_pairs_off_gives_only_single_records(compile_kernel, add: Case):
     assert pairs(ptx) == [] and not re.search(r"%pik_b[<\d]", ptx)
     found = records(ptx)
     assert [(r.scope, r.is_end) for r in found] == [(0, False), (0, True), (1, False), (1, True)]
-    assert all(r.instructions == single_instructions(r.scope, r.is_end, mode.capacity) for r in found)
-    assert kernel.metadata.profile_scratch_size == add.layout.cta_bytes
+    # Four single records in straight-line code: four entries per warp.
+    capacity = len(found)
+    assert all(r.instructions == single_instructions(r.scope, r.is_end, capacity) for r in found)
+    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=capacity).cta_bytes
     # The same scopes, paired: half the entries, half the instrumentation.
     assert len(pairs(add.ptx)) == len(found) // 2
     assert sum(len(site.instructions) for site in sites(add.ptx)) * 2 == sum(
@@ -673,8 +694,9 @@ def test_inline_asm_with_its_own_braces_and_registers(compile_kernel):
     signature = {"x": "*fp8e4nv", "out": "*bf16", "n": "i32", "BLOCK": "constexpr"}
     kernel = compile_kernel(fp8_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=4)
     ptx = kernel.asm["ptx"]
-    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=mode.capacity).cta_bytes
-    # The conversion's braces are opaque: the scope around them is one straight-line block.
+    # The conversion's braces are opaque: the scope around them is one straight-line block, whose
+    # one pair is the only entry.
+    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=1).cta_bytes
     (pair,) = pairs(ptx)
     inside = [line.strip() for line in ptx.splitlines()[pair.begin.line : pair.end.line]]
     assert "{" in inside and "}" in inside and ".reg .f16 a<2>;" in inside
@@ -714,4 +736,5 @@ def test_call_sequences_keep_their_braces(compile_kernel):
     ptx = kernel.asm["ptx"]
     assert "callseq" in ptx
     assert [p.scope for p in pairs(ptx)] == [0] and records(ptx) == []
-    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=Mode().capacity).cta_bytes
+    # The one pair is the only entry.
+    assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=1).cta_bytes

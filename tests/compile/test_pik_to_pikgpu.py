@@ -10,7 +10,7 @@ from proton_ik.dialect.pikgpu import SegmentSetupOp, StorePairOp, StoreRecordOp
 from proton_ik.layout import TAG_PAIR_BIT, VERSION, BufferLayout, make_tag
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, find_pairs
-from proton_ik.mode import Mode
+from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 # No ``block``: as if collected before blocks existed, so nothing may pair.
 PIK = """\
@@ -34,7 +34,8 @@ builtin.module attributes {pik.kernel = "k"} {
   pik.record "end" "store" {line = 19 : i64, site = 52 : i64, block = 2 : i64, scope_id = 1 : i64}
 }"""
 
-DEFAULT_LAYOUT = BufferLayout(units=4, capacity=Mode().capacity)
+# The pass on its own, as a command-line pass would run it: the default ring, 4 warps.
+DEFAULT_LAYOUT = BufferLayout(units=4, capacity=DEFAULT_RING_CAPACITY)
 
 
 def setup_text(granularity: str, layout: BufferLayout) -> str:
@@ -91,7 +92,7 @@ def test_pass_name_and_defaults():
     convert_pass = ConvertPikToPikGPU()
     assert convert_pass.name == "convert-pik-to-pikgpu"
     assert (convert_pass.granularity, convert_pass.capacity, convert_pass.num_warps) == ("warp", 512, 4)
-    assert convert_pass.capacity == Mode().capacity
+    assert convert_pass.capacity == DEFAULT_RING_CAPACITY
     assert convert_pass.pair_scopes is True
 
 

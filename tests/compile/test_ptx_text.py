@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from proton_ik.lowering.ptx_text import entry_body, straight_line_blocks
+from proton_ik.lowering.ptx_text import (
+    branch_target_lists,
+    control_flow,
+    entry_body,
+    line_locations,
+    straight_line_blocks,
+)
 
 HEADER = [
     ".version 8.7",
@@ -158,3 +164,99 @@ def test_a_label_no_branch_targets_does_not_split_a_block(label: str):
         ]
     )
     assert got == expected
+
+
+def test_a_branch_target_list_on_one_line_names_its_targets():
+    """``brx.idx`` jumps to any label of its ``.branchtargets`` list. A target that the code
+    above also falls into still starts a block, so no pair spans it."""
+    got, expected = blocks_of(
+        [
+            ("{", 0),
+            ("\t$L_brx_0: .branchtargets $L__BB0_2, $L__BB0_3;", 1),
+            ("\tbrx.idx \t%r1, $L_brx_0;", 1),
+            ("$L__BB0_2:", 3),
+            ("\tmov.u32 \t%r2, 1;", 3),
+            ("$L__BB0_3:", 4),
+            ("\tret;", 4),
+            ("}", 5),
+        ]
+    )
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "declaration",
+    [
+        ["\t$L_brx_0: .branchtargets $L__BB0_2, $L__BB0_3, $L__BB0_2;"],
+        ["\t$L_brx_0: .branchtargets", "\t\t$L__BB0_2,", "\t\t$L__BB0_3,", "\t\t$L__BB0_2;"],
+    ],
+)
+def test_branch_target_lists_on_one_line_or_several(declaration: list[str]):
+    lines = [*HEADER, "{", *declaration, "\tbrx.idx \t%r1, $L_brx_0;", "}", *TRAILER]
+    assert branch_target_lists(lines, *entry_body(lines)) == {
+        "$L_brx_0": ["$L__BB0_2", "$L__BB0_3", "$L__BB0_2"]
+    }
+
+
+def test_control_flow_follows_branches_returns_calls_and_jump_tables():
+    body = [
+        "{",  # block 0
+        "\tmov.u32 \t%r1, 0;",
+        "$L__BB0_1:",  # block 1: a loop
+        "\tadd.s32 \t%r1, %r1, 1;",
+        "\t@%p1 bra \t$L__BB0_1;",
+        "\t@%p2 ret;",  # block 2: an early return
+        "\tcall.uni \thelper, (param0);",  # block 3
+        "\t$L_brx_0: .branchtargets $L__BB0_5, $L__BB0_6;",  # block 5 (4 is empty)
+        "\tbrx.idx \t%r1, $L_brx_0;",
+        "$L__BB0_5:",  # block 7 (6 is empty)
+        "\tbra.uni \t$L__BB0_6;",
+        "$L__BB0_6:",  # block 9 (8 is empty)
+        "\tret;",
+        "}",  # block 10
+    ]
+    lines = [*HEADER, *body, *TRAILER]
+    start, end = entry_body(lines)
+    flow = control_flow(lines, start, end)
+    assert flow.entry == 0
+    assert [flow.blocks[start + i] for i in (0, 2, 5, 6, 7, 9, 11, 13)] == [0, 1, 2, 3, 5, 7, 9, 10]
+    assert flow.successors == {
+        0: [1],
+        1: [1, 2],
+        2: [3],
+        3: [4],
+        4: [5],
+        5: [7, 9],
+        6: [7],
+        7: [9],
+        8: [9],
+        9: [],
+        10: [],
+    }
+    assert flow.returns == {2, 9}
+    assert flow.transfers == {
+        1: start + 4,
+        2: start + 5,
+        3: start + 6,
+        5: start + 8,
+        7: start + 10,
+        9: start + 12,
+    }
+
+
+def test_a_branch_to_an_unknown_label_is_refused():
+    lines = [*HEADER, "{", "\tbra.uni \t$L__BB0_9;", "}", *TRAILER]
+    with pytest.raises(ValueError, match=r"branches to unknown labels \['\$L__BB0_9'\]"):
+        control_flow(lines, *entry_body(lines))
+
+
+def test_line_locations_follow_the_last_loc():
+    lines = [
+        '.file 1 "/src/k.py"',
+        "\tmov.u32 \t%r1, 0;",
+        "\t.loc\t1 12 4",
+        "\tadd.s32 \t%r1, %r1, 1;",
+        "\t.loc\t1 0 0",
+        "\tret;",
+    ]
+    assert line_locations(lines) == [None, None, "k.py:12", "k.py:12", "k.py:12", "k.py:12"]

@@ -9,7 +9,7 @@ from triton import knobs
 
 from proton_ik.layout import CTA_ALIGN, BufferLayout
 from proton_ik.lowering import triton_hook
-from proton_ik.lowering.pipeline import METADATA_KEY
+from proton_ik.lowering.pipeline import METADATA_KEY, next_power_of_two
 from proton_ik.mode import Mode
 
 
@@ -47,13 +47,59 @@ def test_the_stage_instruments_and_fills_the_metadata(kernel_ptx: str):
     assert "// pik record" in ptx and "pik.marker" not in ptx
     assert metadata["profile_scratch_size"] == layout.cta_bytes
     assert metadata["profile_scratch_align"] == CTA_ALIGN
+    # "load" is entered, the kernel may return, then "load" is exited: two single records.
+    bound = 2
     assert metadata[METADATA_KEY] == {
         "mode": str(mode),
         "num_warps": 8,
         "warps_per_unit": 1,
         "layout": layout.to_dict(),
+        "capacity": {
+            "entries": 256,
+            "source": "option",
+            "bound": bound,
+            "reason": "capacity=256 is set in the mode",
+        },
         "scopes": [{"id": 0, "name": "load", "line": 12}],
     }
+
+
+class FakeModule:
+    """What Triton's "ttir" stage returns: an MLIR module whose ``str`` is its text."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir: str):
+    """The PTX of a loop shows no trip count; the TTIR does. The text travels in the metadata
+    from one stage to the next, and is gone when Triton writes the metadata."""
+    module = FakeModule(loop_ttir)
+    stages = {"ttir": lambda src, md: module, "ptx": lambda src, md: loop_ptx}
+    metadata: dict = {"num_warps": 4}
+    triton_hook.install(Mode())
+    try:
+        knobs.runtime.add_stages_inspection_hook(
+            None, stages, SimpleNamespace(instrumentation_mode=""), None, None
+        )
+        assert stages["ttir"]("ast", metadata) is module
+        stages["ptx"](module, metadata)
+    finally:
+        triton_hook.uninstall()
+    assert sorted(metadata) == sorted(
+        ["num_warps", "profile_scratch_size", "profile_scratch_align", METADATA_KEY]
+    )
+    bound = 8 * 2  # for i in range(8): enter and exit "step"
+    assert metadata[METADATA_KEY]["capacity"] == {
+        "entries": next_power_of_two(bound),
+        "source": "bound",
+        "bound": bound,
+        "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} entries",
+    }
+    assert metadata["profile_scratch_size"] == BufferLayout(4, next_power_of_two(bound)).cta_bytes
 
 
 def test_the_options_mode_wins_over_the_installed_one(kernel_ptx: str):

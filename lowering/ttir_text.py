@@ -1,0 +1,113 @@
+"""Small facts read off Triton's TTIR text (``str(module)``): its ops as a tree, integer
+constants, and the source line of an op from its ``loc``.
+
+MLIR prints one op a line. An op with regions ends its first line with ``{``; each further
+region starts on a line ``} else {``, ``} do {`` or ``}, {``; its last line starts with ``}`` and
+carries the op's trailing attributes and ``loc``. Location aliases (``#loc3 = loc(...)``) follow
+the module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+_OP_NAME = re.compile(r'^(?:%[^=]*=\s*)?"?(?P<name>[A-Za-z_][\w.]*)')
+_ALIAS = re.compile(r"^(?P<alias>#loc\d*)\s*=\s*loc\((?P<loc>.*)\)\s*$")
+_CONSTANT = re.compile(r"^(?P<value>%[\w$.-]+)\s*=\s*arith\.constant\s+(?P<int>-?\d+)\s*:\s*(?:i\d+|index)\b")
+_LOC_ATOM = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+)(?::\d+)?|(?P<alias>#loc\d*)(?!\w)')
+
+
+@dataclass
+class Op:
+    """One op: its name, its first and last line (stripped), and its regions' ops."""
+
+    name: str
+    text: str
+    regions: list[list[Op]] = field(default_factory=list)
+    last_line: str = ""
+
+    @property
+    def loc(self) -> str | None:
+        """The text inside the ``loc(...)`` that ends the op, if it has one."""
+        line = self.last_line or self.text
+        at = line.rfind(" loc(")
+        return line[at + len(" loc(") : -1] if at >= 0 and line.endswith(")") else None
+
+    def walk(self):
+        """This op and every op nested in it, in program order."""
+        yield self
+        for region in self.regions:
+            for op in region:
+                yield from op.walk()
+
+
+def parse_ops(text: str) -> list[Op]:
+    """The top-level ops of a TTIR module (normally one ``module``), with their regions."""
+    top: list[Op] = []
+    open_ops: list[tuple[Op | None, list[Op]]] = [(None, top)]
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("^", "#")):
+            continue  # block labels, location aliases
+        if line.startswith("}"):
+            op, _ = open_ops.pop()
+            if op is None:
+                raise ValueError(f"unbalanced '}}' in the TTIR: {line}")
+            if line.endswith("{"):
+                op.regions.append([])
+                open_ops.append((op, op.regions[-1]))
+            else:
+                op.last_line = line
+            continue
+        name = _OP_NAME.match(line)
+        op = Op(name.group("name") if name else line.split()[0], line)
+        open_ops[-1][1].append(op)
+        if line.endswith("{"):
+            op.regions.append([])
+            open_ops.append((op, op.regions[-1]))
+    if len(open_ops) != 1:
+        raise ValueError(f"the TTIR ends inside {open_ops[-1][0].name}: it is cut short")
+    return top
+
+
+def loc_aliases(text: str) -> dict[str, str]:
+    """``#locN`` -> the text inside its ``loc(...)``."""
+    aliases = {}
+    for line in text.splitlines():
+        match = _ALIAS.match(line.strip())
+        if match is not None:
+            aliases[match.group("alias")] = match.group("loc")
+    return aliases
+
+
+def source_line(loc: str | None, aliases: dict[str, str]) -> str | None:
+    """``file:line`` (base name) of a ``loc``: the first file position it names, following
+    aliases, names (``loc("acc"(#loc4))``) and call sites (``callsite(#callee at #caller)``)."""
+    seen: set[str] = set()
+
+    def resolve(text: str) -> str | None:
+        for atom in _LOC_ATOM.finditer(text):
+            if atom.group("file") is not None:
+                return f"{os.path.basename(atom.group('file'))}:{atom.group('line')}"
+            alias = atom.group("alias")
+            if alias in aliases and alias not in seen:
+                seen.add(alias)
+                found = resolve(aliases[alias])
+                if found is not None:
+                    return found
+        return None
+
+    return None if loc is None else resolve(loc)
+
+
+def integer_constants(op: Op) -> dict[str, int]:
+    """SSA name -> value of every scalar integer ``arith.constant`` in ``op`` (a function: its
+    value names are unique)."""
+    constants = {}
+    for inner in op.walk():
+        match = _CONSTANT.match(inner.text) if inner.name == "arith.constant" else None
+        if match is not None:
+            constants[match.group("value")] = int(match.group("int"))
+    return constants
