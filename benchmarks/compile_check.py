@@ -75,12 +75,17 @@ def main() -> int:
 
     jobs = [
         (p.name, p.fn, p.signature, p.constexprs, p.options, p.records_per_warp)
-        for p in kernels.suite(args.quick, H100_SMS)
+        for p in [*kernels.suite(args.quick, H100_SMS), *kernels.buffer_problems()]
     ]
     jobs += [
         (name, fn, signature, constexprs, kernels.MICRO_OPTIONS, None)
         for name, (fn, signature, constexprs) in kernels.MICRO_KERNELS.items()
     ]
+    jobs += [
+        (f"tuned_add[{c.kwargs['BLOCK']}]", kernels.tuned_add_kernel, kernels.TUNED_ADD_SIGNATURE, c.kwargs,
+         {"num_warps": c.num_warps}, None)
+        for c in kernels.tuned_add_configs()
+    ]  # fmt: skip
     failures = 0
     for name, fn, signature, constexprs, options, records in jobs:
         for mode in modes:

@@ -3,7 +3,8 @@ with Triton's Proton, in one process, following ../shared/BENCHMARKING.md.
 
     python benchmarks/run.py                    # the full run: a few minutes on an H100 or H200
     python benchmarks/run.py --quick            # small sizes and few rounds: a smoke test
-    python benchmarks/run.py --only overhead    # sections: overhead, record, accuracy, counts, host
+    python benchmarks/run.py --only overhead    # sections: overhead, record, accuracy, counts, host, buffers
+    python benchmarks/run.py --only buffers     # issue 7 alone (benchmarks/buffers.py)
     python benchmarks/run.py --ik-mode instrumentation:granularity=warpgroup   # another mode of ours
 
 Sections:
@@ -18,6 +19,9 @@ Sections:
 - counts: records per warp in our trace against the exact count the scope structure implies.
 - host: wall time of 1000 profiled launches including finalize, trace bytes per million events,
   and finalize seconds per million records, for proton_ik and for Proton.
+- buffers: buffers sized from the code (issue 7), benchmarks/buffers.py: the default mode on
+  every kernel, device bytes against bytes written, host time per launch, end to end on a
+  16384-CTA grid, finalize rate, CUDA graph replays and autotuning.
 
 Results go to --out (default benchmarks/results/) as results.json and results.md; the summary
 table is printed last. Every number there is computed here.
@@ -58,11 +62,11 @@ from triton.experimental.gluon._runtime import GluonJITFunction  # noqa: E402
 from triton.runtime._allocation import set_profile_allocator  # noqa: E402
 
 import proton_ik  # noqa: E402
-from benchmarks import kernels, scopes, targets  # noqa: E402
+from benchmarks import buffers, kernels, scopes, targets  # noqa: E402
 from proton_ik.lowering import triton_hook  # noqa: E402
-from proton_ik.mode import Mode  # noqa: E402
+from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode  # noqa: E402
 
-SECTIONS = ("overhead", "record", "breakdown", "accuracy", "counts", "host")
+SECTIONS = ("overhead", "record", "breakdown", "accuracy", "counts", "host", "buffers")
 PROTON_DEFAULT_MODES = {"proton_global": "default:buffer_type=global", "proton_shared": "default"}
 HOST_LAUNCHES = 1000
 HOST_ELEMENTS = 1 << 18  # the short kernel: GELU over 256K floats, 64 CTAs
@@ -753,7 +757,7 @@ def section_counts(ctx: Context) -> dict[str, Any]:
             per_warp = result.events.groupby(["cta", "warp"], observed=True).size()
             for (cta, warp), count in per_warp.items():
                 measured[int(cta), int(warp)] = 2 * int(count)
-            capacity = Mode().capacity
+            capacity = compiled.metadata.proton_ik["layout"]["capacity"]
             results[problem.name] = {
                 "expected_total": int(expected.sum()),
                 "trace_total": int(measured.sum()),
@@ -809,6 +813,12 @@ def timed_session(
         "per_launch_ms": 1e3 * (ended - began) / done,
     }
     return timing, result
+
+
+def section_buffers(ctx: Context) -> dict[str, Any]:
+    """Buffers sized from the code (issue 7): benchmarks/buffers.py."""
+    settings = buffers.Settings(ctx.args.quick, ctx.num_sms, ctx.scratch / "buffers", ctx.rounds, log)
+    return buffers.measure(settings)
 
 
 def section_breakdown(ctx: Context) -> dict[str, Any]:
@@ -1004,7 +1014,7 @@ def markdown(results: dict[str, Any], variants: list[Variant]) -> str:
         lines += table(
             ["kernel", "type", "size", "scopes", "grid", "records/warp min/mean/max", "records/launch"], rows
         )
-        capacity = Mode().capacity
+        capacity = DEFAULT_RING_CAPACITY
         over = [
             name for name, e in kernels_.items() if e.get("records_per_warp", {}).get("max", 0) > capacity
         ]
@@ -1012,8 +1022,9 @@ def markdown(results: dict[str, Any], variants: list[Variant]) -> str:
             lines += [
                 "",
                 f"In {', '.join(over)}, some warps write more than {capacity} records per launch, more than "
-                f"the default ring of {capacity} entries may hold when their scopes do not pair: the ring "
-                "keeps the newest ones, and the trace counts the rest as overwritten.",
+                f"the ring of {capacity} entries that capacity=auto gives a kernel whose records its code "
+                "does not bound may hold when their scopes do not pair: the ring keeps the newest ones, "
+                "and the trace counts the rest as overwritten.",
             ]
         lines += ["", "## Kernel overhead (instrumented / plain - 1)", ""]
         lines += overhead_table(results, variants)
@@ -1214,6 +1225,7 @@ def markdown(results: dict[str, Any], variants: list[Variant]) -> str:
                 for name, r in breakdown.items()
             ],
         )
+    lines += buffers.markdown(results.get("buffers", {}))
     failed = {name: r["error"] for name, r in results.items() if isinstance(r, dict) and "error" in r}
     if failed:
         lines += ["", "## Sections that failed", ""] + [f"- {name}: {e}" for name, e in failed.items()]
@@ -1265,6 +1277,7 @@ def final_table(results: dict[str, Any], variants: list[Variant]) -> str:
                 f"trace bytes/M events {', '.join(f'{k} {v / 1e6:.1f} MB' for k, v in h['bytes_per_million_events'].items())}; "
                 f"finalize {fmt(h['finalize_s_per_million_records'], '.2f')} s/M records"
             )
+    lines += buffers.summary_lines(results.get("buffers", {}))
     failed = [name for name, r in results.items() if isinstance(r, dict) and "error" in r]
     if failed:
         lines.append(f"FAILED sections: {', '.join(failed)} (see above)")
@@ -1338,6 +1351,7 @@ def main() -> int:
         "accuracy": section_accuracy,
         "counts": section_counts,
         "host": section_host,
+        "buffers": section_buffers,
     }
     try:
         for name in args.sections:

@@ -56,7 +56,11 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "goal": goal,
                 "measured": measured,
                 "met": met,
-                "why_not": "" if met else WHY_NOT.get(key, "not measured in this run"),
+                "why_not": ""
+                if met
+                else WHY_NOT.get(key, "")
+                if met is False
+                else "not measured in this run",
             }
         )
 
@@ -136,7 +140,192 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{_fmt(None if per_million is None else 10 * per_million)} s per 10M",
         None if per_million is None else 10 * per_million <= 1.0,
     )
-    return rows
+    return rows + buffer_rows(results.get("buffers", {}))
+
+
+# --- buffers sized from the code (issue 7): benchmarks/buffers.py -----------------------------------
+# Here the reasons are computed from the run's numbers too.
+
+BYTES_RATIO_MAX = 2.0  # device bytes per launch / (headers + entries written)
+HOST_ADDED_US_MAX = 25.0
+E2E_RATIO_MAX = 1.2  # against plain, or against the records' copy time where that is longer
+FINALIZE_MIN_RECORDS_PER_S = 10e6
+
+
+def _row(key: str, goal: str, measured: str, met: bool | None, why_not: str) -> dict[str, Any]:
+    return {"key": key, "goal": goal, "measured": measured, "met": met, "why_not": "" if met else why_not}
+
+
+def _unmeasured(key: str, goal: str, step: dict[str, Any]) -> dict[str, Any]:
+    why = f"failed: {step['error'][:200]}" if "error" in step else "not measured in this run"
+    return _row(key, goal, "-", None, why)
+
+
+def buffer_rows(buffers: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of issue 7, one row each, from results["buffers"]."""
+    return [
+        _default_mode_row(buffers),
+        _bytes_row(buffers),
+        _host_row(buffers),
+        _e2e_row(buffers),
+        _finalize_row(buffers),
+        _graph_row(buffers),
+        _autotune_row(buffers),
+    ]
+
+
+def _kernel_failure(kernel: dict[str, Any]) -> str:
+    if kernel.get("error"):
+        return kernel["error"][:200]
+    if kernel["launches_in_trace"] != 1:
+        return f"{kernel['launches_in_trace']} launches in the trace for the one made"
+    if kernel["records"] != kernel["records_expected"]:
+        return f"{kernel['records']:,} records in the trace; the scopes give {kernel['records_expected']:,}"
+    return f"output differs from torch: {kernel['output_error'][:150]}"
+
+
+def _default_mode_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_default_mode"
+    goal = "default mode, no options: every suite kernel and four_scopes (16384 CTAs x 8 warps) profiled, records exact"
+    step = buffers.get("default_mode", {})
+    kernels = step.get("kernels", {})
+    if not kernels:
+        return _unmeasured(key, goal, step)
+    failed = {name: _kernel_failure(k) for name, k in kernels.items() if not k.get("worked")}
+    measured = f"{len(kernels) - len(failed)} of {len(kernels)} kernels"
+    return _row(key, goal, measured, not failed, "; ".join(f"{n}: {why}" for n, why in failed.items()))
+
+
+def _bytes_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_bytes"
+    goal = f"device bytes per launch <= {BYTES_RATIO_MAX:g}x the headers and entries written (kernels with a bound)"
+    rows = buffers.get("device_bytes", {}).get("kernels", {})
+    if not rows:
+        step = buffers.get("default_mode", {})
+        if step.get("kernels"):
+            return _row(key, goal, "-", None, "no kernel of the run had a bound the compiler could see")
+        return _unmeasured(key, goal, step)
+    measured = ", ".join(f"{name} {r['ratio']:.2f}x" for name, r in rows.items())
+    over = {name: r for name, r in rows.items() if r["ratio"] > BYTES_RATIO_MAX}
+    why = "; ".join(
+        f"{name}: {r['capacity_entries']} entries per warp for {r['entries_per_unit']:.2f} written, "
+        f"{r['bytes']:,} bytes for {r['written']:,} written"
+        for name, r in over.items()
+    )
+    return _row(key, goal, measured, not over, why)
+
+
+def _host_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_host"
+    goal = f"host time added per launch (launch + synchronize, finalize excluded) <= {HOST_ADDED_US_MAX:g} us"
+    host = buffers.get("host", {})
+    added = host.get("added_us", {})
+    ours = added.get("proton_ik")
+    if ours is None:
+        errors = host.get("errors", {}).get("proton_ik")
+        return _unmeasured(key, goal, {"error": errors[0]} if errors else host)
+    timing = host["us_per_launch"]
+    plain, profiled = timing["plain"]["median"], timing["proton_ik"]["median"]
+    theirs = added.get("proton")
+    measured = f"proton_ik +{ours:.1f} us, Proton +{_fmt(theirs, '.1f')} us (plain {plain:.1f} us)"
+    copied = max(host.get("proton_ik_copied_bytes_in_loop", []), default=0)
+    why = (
+        f"a launch and its synchronize take {profiled:.1f} us in a session against {plain:.1f} us plain: "
+        f"{ours - HOST_ADDED_US_MAX:.1f} us over"
+        + (f"; the drain copied {copied / 2**20:.1f} MiB during a loop" if copied else "")
+    )
+    return _row(key, goal, measured, ours <= HOST_ADDED_US_MAX, why)
+
+
+def _e2e_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_end_to_end"
+    goal = (
+        f"end to end, 100 launches of four_scopes, hooks on: <= {E2E_RATIO_MAX:g}x plain, or <= "
+        f"{E2E_RATIO_MAX:g}x the copy time of the records where they cannot cross in the kernel's time"
+    )
+    e2e = buffers.get("end_to_end", {})
+    if "flushed_ms" not in e2e:
+        return _unmeasured(key, goal, e2e)
+    plain, profiled = e2e["plain_ms"]["median"], e2e["flushed_ms"]["median"]
+    copy = e2e["copy_ms"]["median"]
+    bound, against = (copy, "copy") if copy > plain else (plain, "plain kernel")
+    measured = (
+        f"{profiled / plain:.2f}x plain, {profiled / copy:.2f}x copy ({profiled:.3f} ms per launch; "
+        f"plain {plain:.3f} ms, copy {copy:.3f} ms)"
+    )
+    why = (
+        f"{profiled:.3f} ms per launch against {E2E_RATIO_MAX * bound:.3f} ms allowed ({E2E_RATIO_MAX:g} x the "
+        f"{against}); the drain moved {e2e['copied_bytes_per_launch'] / 2**20:.1f} MiB a launch at "
+        f"{e2e['drain_gb_per_s']:.1f} GB/s where one pinned copy runs at {e2e['copy_gb_per_s']:.1f} GB/s"
+    )
+    return _row(key, goal, measured, profiled <= E2E_RATIO_MAX * bound, why)
+
+
+def _finalize_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_finalize"
+    goal = f"finalize (.pik + .pftrace) >= {FINALIZE_MIN_RECORDS_PER_S / 1e6:g}M records/s"
+    fin = buffers.get("finalize", {})
+    if "records_per_s" not in fin:
+        return _unmeasured(key, goal, fin)
+    rate, records = fin["records_per_s"], fin["records"]
+    seconds = fin["flush_s"] + fin["finalize_s"]
+    measured = f"{rate / 1e6:.2f}M records/s ({records / 1e6:.1f}M records in {seconds:.2f} s)"
+    pftrace = fin.get("bytes_per_event", {}).get("pftrace")
+    why = (
+        f"flush {fin['flush_s']:.2f} s + finalize {fin['finalize_s']:.2f} s for {records / 1e6:.1f}M records, "
+        f"where {FINALIZE_MIN_RECORDS_PER_S / 1e6:g}M records/s allows {records / FINALIZE_MIN_RECORDS_PER_S:.2f} s"
+        + (f"; .pftrace {pftrace:.1f} bytes per event" if pftrace is not None else "")
+    )
+    return _row(key, goal, measured, rate >= FINALIZE_MIN_RECORDS_PER_S, why)
+
+
+def _graph_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_graph"
+    goal = "CUDA graph replayed 10 times: 10 launch rows, replay 0..9, exact records"
+    graph = buffers.get("graph", {})
+    if "exact" not in graph:
+        return _unmeasured(key, goal, graph)
+    expected, records = graph["records_expected"], graph["records_per_replay"]
+    measured = (
+        f"{graph['replay_rows']} replay rows of {graph['launch_rows']}, replays {graph['replay_indices']}"
+    )
+    wrong = [r for r in records if r != expected]
+    problems = [
+        f"the launch table lacks {graph['missing_columns']}" if graph["missing_columns"] else "",
+        f"replays {graph['replay_indices']} for 0..{graph['replays_made'] - 1}"
+        if graph["replay_indices"] != list(range(graph["replays_made"]))
+        else "",
+        f"{len(wrong)} replays with {sorted(set(wrong))} records for {expected:,}" if wrong else "",
+        f"{graph['overwritten']:,} records overwritten" if graph["overwritten"] else "",
+        f"output: {graph['output_error'][:120]}" if graph["output_error"] else "",
+    ]
+    return _row(key, goal, measured, graph["exact"], "; ".join(p for p in problems if p))
+
+
+def _autotune_row(buffers: dict[str, Any]) -> dict[str, Any]:
+    key = "buffers_autotune"
+    goal = "autotune in a session: the config chosen outside it, and exactly the user's calls recorded"
+    tune = buffers.get("autotune", {})
+    if "same_config" not in tune:
+        return _unmeasured(key, goal, tune)
+    measured = (
+        f"{tune['config_inside']} in the session, {tune['config_outside']} outside; "
+        f"{tune['launch_rows']} launches recorded for {tune['calls']} calls"
+    )
+    expected = tune["records_expected"]
+    wrong = [r for r in tune["records_per_launch"] if r != expected]
+    problems = [
+        ""
+        if tune["same_config"]
+        else f"benchmarked in the session {tune['timings_inside_ms']}, outside {tune['timings_outside_ms']} (ms)",
+        f"{tune['launch_rows']} launches recorded for {tune['calls']} calls"
+        if tune["launch_rows"] != tune["calls"]
+        else "",
+        f"{len(wrong)} launches with {sorted(set(wrong))} records for {expected:,}" if wrong else "",
+        f"output: {tune['output_error']}" if tune["output_error"] else "",
+    ]
+    met = tune["same_config"] and tune["exact"]
+    return _row(key, goal, measured, met, "; ".join(p for p in problems if p))
 
 
 def markdown(results: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ import contextlib
 from pathlib import Path
 
 from proton_ik.mode import Mode
-from proton_ik.session import DEFAULT_POOL_BYTES, FORMATS, Result, Session
+from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Result, Session
 
 __all__ = ["Mode", "Result", "activate", "deactivate", "finalize", "profile", "start"]
 
@@ -30,14 +30,15 @@ def start(
     backend: str | None = "instrumentation",
     out_dir: str | Path | None = None,
     pool_bytes: int = DEFAULT_POOL_BYTES,
-    formats: tuple[str, ...] = FORMATS,
+    formats: str | tuple[str, ...] = DEFAULT_FORMATS,
     **triton_profiler_options: object,
 ) -> Session:
     """Start profiling: annotated kernels compiled from now on record their scopes.
 
     ``mode`` is ``"instrumentation"`` with options, e.g.
     ``"instrumentation:granularity=warpgroup:capacity=4096"``. ``pool_bytes`` bounds the device
-    memory that holds records in flight. ``triton.profiler``'s ``context``, ``data`` and
+    memory that holds records in flight. ``formats`` names the traces finalize writes besides
+    the session file: ``"pftrace"`` (the default) and ``"json"`` (Chrome). ``triton.profiler``'s ``context``, ``data`` and
     ``hook`` arguments are accepted and ignored, so its call sites work unchanged.
     """
     global _session
@@ -51,6 +52,13 @@ def start(
     unknown = set(triton_profiler_options) - {"context", "data", "hook"}
     if unknown:
         raise TypeError(f"proton_ik.start() got unexpected arguments {sorted(unknown)}")
+    if isinstance(formats, str):
+        formats = (formats,)
+    if not isinstance(pool_bytes, int) or pool_bytes < 1 << 20:
+        raise ValueError(
+            f"pool_bytes={pool_bytes!r}: the device pool for profile buffers takes a byte count of "
+            f"at least 1 MiB, e.g. pool_bytes={DEFAULT_POOL_BYTES} (the default)"
+        )
     for unsupported in (fmt for fmt in formats if fmt not in FORMATS):
         raise ValueError(f"unknown trace format {unsupported!r}; choose from {FORMATS}")
     session = Session(

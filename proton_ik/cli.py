@@ -9,6 +9,7 @@ from pathlib import Path
 from proton_ik import viewer
 
 CONVERSIONS = {"perfetto": ".pftrace", "chrome": ".json"}
+OUTPUTS = {"perfetto": "pftrace", "chrome": "json"}  # viewer.render_session's names for them
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -31,10 +32,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    trace = viewer.load(args.file)
     output = Path(args.output) if args.output else Path(args.file).with_suffix(CONVERSIONS[args.to])
-    written = trace.write_perfetto(output) if args.to == "perfetto" else trace.write_chrome(output)
-    print(f"wrote {written}")
+    # Streamed: the session's tables are never built, so any session converts in bounded memory.
+    viewer.render_session(args.file, {OUTPUTS[args.to]: output})
+    print(f"wrote {output}")
     return 0
 
 

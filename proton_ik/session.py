@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import threading
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,20 +20,32 @@ from proton_ik.lowering import triton_hook
 from proton_ik.mode import Mode
 
 DEFAULT_POOL_BYTES = 512 << 20
-FORMATS = ("pftrace", "json")
+FORMATS = ("pftrace", "json")  # the trace formats finalize can write
+DEFAULT_FORMATS = ("pftrace",)  # Chrome JSON is large: written only when asked for
 SESSION_SUFFIX = ".pik"
 
 
 @dataclass
 class Result:
-    """What ``finalize`` returns: the files written and the decoded events."""
+    """What ``finalize`` returns: the files written, and the decoded events on demand (the
+    session is decoded again, from its file, the first time they are asked for)."""
 
     name: str
     paths: dict[str, str] = field(default_factory=dict)
     launches: int = 0
     records: int = 0
     finalize_seconds: float = 0.0
-    trace: Any = None  # proton_ik.viewer.Trace, or None when nothing ran
+    session_path: Path | None = None
+    _trace: Any = field(default=None, repr=False)
+
+    @property
+    def trace(self):
+        """The whole session as a ``proton_ik.viewer.Trace``, or None when nothing ran."""
+        if self._trace is None and self.launches and self.session_path is not None:
+            from proton_ik import viewer
+
+            self._trace = viewer.load(self.session_path)
+        return self._trace
 
     @property
     def events(self):
@@ -72,7 +87,8 @@ class Session:
         self.session_path = out_dir / f"{name}{SESSION_SUFFIX}"
         self.active = False
         self._recorder = None
-        self._drain = None
+        self._graphs = None
+        self._autotune = None
         self._writer = None
 
     def start(self) -> None:
@@ -89,10 +105,10 @@ class Session:
     def _start_runtime(self) -> None:
         import torch
 
+        from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
-        from proton_ik.runtime.drain import Drain
+        from proton_ik.runtime.graphs import GraphFollower
         from proton_ik.runtime.hooks import LaunchRecorder
-        from proton_ik.runtime.pool import RingPool
         from proton_ik.viewer.session_file import SessionWriter
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -108,12 +124,35 @@ class Session:
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
         }
-        self._writer = SessionWriter(self.session_path, info, compress=False, trim=True)
-        arena = torch.empty(self.pool_bytes, dtype=torch.uint8, device=device)
-        pool = RingPool(self.pool_bytes)
-        self._drain = Drain(pool, arena, self._writer.add_launch)
-        self._recorder = LaunchRecorder(pool, arena, self._drain)
+        # Launches arrive raw when sized from the code (at most twice what they wrote) and trimmed
+        # on the device otherwise: the writer stores them as they come.
+        self._writer = SessionWriter(self.session_path, info, compress=False, trim=False)
+        writing = threading.Lock()  # one drain thread per device
+
+        def sink(meta, data, trimmed_on_device):
+            with writing:
+                self._writer.add_launch(meta, data, trimmed_on_device=trimmed_on_device)
+
+        self._recorder = LaunchRecorder(self.pool_bytes, sink)
+        self._recorder.drain_for(device)
+        self._graphs = GraphFollower(self._recorder)
+        self._autotune = AutotuneFollower(self.plain)
+        self._recorder.current_config = self._autotune.current_config
         self._recorder.install()
+        self._graphs.install()
+        self._autotune.install()
+
+    @contextlib.contextmanager
+    def plain(self) -> Iterator[None]:
+        """Kernels compile and run plain, and nothing is recorded, inside this block."""
+        if not self.active:
+            yield
+            return
+        self.deactivate()
+        try:
+            yield
+        finally:
+            self.activate()
 
     def activate(self) -> None:
         triton_hook.install(self.mode)
@@ -133,20 +172,26 @@ class Session:
         result = Result(self.name)
         if self._recorder is None:
             return result
+        self._autotune.uninstall()
+        self._graphs.uninstall()
         self._recorder.uninstall()
-        self._drain.close()
-        self._writer.close()
+        try:
+            self._recorder.close()
+        finally:
+            # Whatever was drained is kept: the manifest is written even if a drain failed.
+            unrecorded = self._recorder.unrecorded_info()
+            if unrecorded:
+                self._writer.info["unrecorded"] = unrecorded
+            self._writer.close()
         result.launches = self._recorder.launches
         result.paths["session"] = str(self.session_path)
+        result.session_path = self.session_path
         if result.launches:
             from proton_ik import viewer
 
-            trace = viewer.load(self.session_path)
-            if "pftrace" in self.formats:
-                result.paths["pftrace"] = str(trace.write_perfetto(self.out_dir / f"{self.name}.pftrace"))
-            if "json" in self.formats:
-                result.paths["json"] = str(trace.write_chrome(self.out_dir / f"{self.name}.json"))
-            result.trace = trace
-            result.records = trace.record_count
+            outputs = {fmt: self.out_dir / f"{self.name}.{fmt}" for fmt in self.formats}
+            stats = viewer.render_session(self.session_path, outputs)
+            result.paths.update({fmt: str(path) for fmt, path in outputs.items()})
+            result.records = stats.records
         result.finalize_seconds = time.perf_counter() - began
         return result

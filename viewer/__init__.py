@@ -6,10 +6,13 @@
     trace.events                             # pandas: one row per scope event
     print(trace.summary())                   # per-scope statistics, and what was lost
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
+    viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
 
-The modules, in data-flow order: ``session_file`` (the raw capture), ``decode`` (bytes to
-arrays), ``events`` (begin/end pairing), ``timebase`` (cycles to ns), ``table`` (pandas),
-``summary``, ``perfetto`` and ``chrome`` (trace files), ``trace`` (the pipeline). Helpers:
+The modules, in data-flow order: ``session_file`` (the raw capture), ``trim`` (its stored
+form), ``decode`` (bytes to arrays), ``events`` (begin/end pairing), ``timebase`` (cycles to
+ns), ``table`` (columns and pandas), ``pipeline`` (launches to chunks of columns, in bounded
+memory), ``summary``, ``perfetto`` and ``chrome`` (trace writers, chunk by chunk), ``trace``
+(the tables of a whole session), ``render`` (a session straight to trace files). Helpers:
 ``groups`` (numbering tracks, threads and SMs) and ``byterows`` (encoding millions of packets or
 JSON objects at once). Nothing loops in Python per record, event or unit, so a session of
 millions of records finalizes in seconds; ``tests/viewer/finalize_speed.py`` measures it.
@@ -20,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from proton_ik.viewer.render import RenderStats, render_session
 from proton_ik.viewer.session_file import (
     LaunchCapture,
     SessionFileError,
@@ -32,6 +36,7 @@ from proton_ik.viewer.trace import Trace, load
 
 __all__ = [
     "LaunchCapture",
+    "RenderStats",
     "Rendered",
     "SessionFileError",
     "SessionWriter",
@@ -40,6 +45,7 @@ __all__ = [
     "load",
     "read_session",
     "render",
+    "render_session",
     "write_session",
 ]
 
@@ -51,10 +57,8 @@ class Rendered(NamedTuple):
 
 def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | None = None) -> Rendered:
     """Decode a session file and write ``<out_stem>.pftrace`` and ``<out_stem>.json``."""
-    trace = load(session_path)
     stem = Path(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    return Rendered(
-        trace.write_perfetto(stem.parent / f"{stem.name}.pftrace", progress=progress),
-        trace.write_chrome(stem.parent / f"{stem.name}.json", progress=progress),
-    )
+    rendered = Rendered(stem.parent / f"{stem.name}.pftrace", stem.parent / f"{stem.name}.json")
+    render_session(session_path, {"pftrace": rendered.perfetto, "json": rendered.chrome}, progress=progress)
+    return rendered

@@ -1,4 +1,4 @@
-"""Events in, Chrome JSON trace out (for chrome://tracing and tools that read the legacy format).
+"""Session chunks in, Chrome JSON trace out (for chrome://tracing and tools that read the legacy format).
 
 One process per (launch, SM), named "launch N: kernel / SM s"; one thread per (CTA, warp, lane),
 named "CTA c warp w". Slices are complete ("X") events with ``ts``/``dur`` in microseconds
@@ -7,12 +7,15 @@ numbers stay exact as doubles. Slices on one thread must nest; scopes that overl
 nesting sit on their own "overlap" threads. Within a thread, slices are written by start time,
 and those starting together outermost first, as both importers want.
 
-The text is built column by column with ``byterows``: one JSON object per line, no per-event
-Python.
+The trace is written chunk by chunk (``pipeline.Chunk``); the session info and the launch table
+go last, in ``otherData``. Processes and threads are numbered as they first appear, so a launch
+whose pieces span chunks keeps its processes. The text is built column by column with
+``byterows``: one JSON object per line, no per-event Python.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,8 +29,12 @@ from tqdm import tqdm
 from proton_ik.viewer.byterows import Rows, join
 from proton_ik.viewer.groups import groups
 from proton_ik.viewer.perfetto import LIFETIME, PROGRESS_EVENTS
+from proton_ik.viewer.pipeline import Chunk, Columns, chunk_from_tables
 
 CHUNK_ROWS = 1 << 15
+_LIFE_COLUMNS = (
+    "kernel", "launch", "sm", "cta", "unit", "warp", "start_rel_ns", "dur_ns", "start_cycles", "end_cycles",
+)  # fmt: skip
 
 
 def write_chrome(
@@ -39,35 +46,103 @@ def write_chrome(
     *,
     progress: bool | None = None,
 ) -> Path:
-    """Write events (and unit lifetimes) as Chrome JSON; ``progress=None`` shows a bar past 1e6 events."""
-    path = Path(path)
-    slices = _slices(events, units)
-    ids = _ids(slices, launches)
-    shared = _shared_by_thread(ids, slices)
-    other = {"proton_ik": dict(info), "launches": json.loads(launches.to_json(orient="records"))}
-    parts = [
-        (len(ids.process_launch), lambda lo, hi: _process_rows(ids, slices.kernels, lo, hi)),
-        (len(ids.thread_pid), lambda lo, hi: _thread_rows(ids, lo, hi)),
-        (len(slices.ts), lambda lo, hi: _slice_rows(slices, ids, shared, lo, hi)),
-    ]
-    total = sum(rows for rows, _ in parts)
+    """Write a session's tables (events, unit lifetimes, launches) as Chrome JSON;
+    ``progress=None`` shows a bar past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
-    written = 0
-    with open(path, "wb") as file:
-        file.write(
-            b'{"displayTimeUnit":"ns","otherData":' + json.dumps(other).encode() + b',"traceEvents":[\n'
-        )
-        with tqdm(total=total, desc="chrome json", unit="event", unit_scale=True, disable=not show) as bar:
-            for rows, build in parts:
-                for lo in range(0, rows, CHUNK_ROWS):
-                    hi = min(rows, lo + CHUNK_ROWS)
-                    # Every object but the last is followed by a comma.
-                    comma = np.arange(written + lo, written + hi) < total - 1
-                    file.write(join(build(lo, hi).constant(b",", comma).constant(b"\n")))
-                    bar.update(hi - lo)
-                written += rows
-        file.write(b"]}\n")
-    return path
+    with (
+        tqdm(desc="chrome json", unit="event", unit_scale=True, disable=not show) as bar,
+        ChromeWriter(path, info, bar=bar) as writer,
+    ):
+        writer.add(chunk_from_tables(events, units, launches))
+    return Path(path)
+
+
+@dataclass
+class _OpenLaunch:
+    """A launch whose pieces go on into the next chunk: the pid and next tid of each of its SMs."""
+
+    number: int
+    processes: dict[int, tuple[int, int]]
+
+
+class ChromeWriter:
+    """Writes chunks of a session, in launch order, to a Chrome JSON file; use it as a context manager."""
+
+    def __init__(self, path: str | Path, info: Mapping[str, Any], *, bar: tqdm | None = None):
+        self.path = Path(path)
+        self.info = dict(info)
+        self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
+        self._file.write(b'{"displayTimeUnit":"ns","traceEvents":[\n')
+        self._bar = bar
+        self._written = 0  # objects so far: every one after the first starts with a comma
+        self._pids = 0
+        self._open: _OpenLaunch | None = None
+        self._launches: list[dict[str, Any]] = []
+
+    def add(self, chunk: Chunk) -> None:
+        """Write a chunk's processes, threads and slices."""
+        slices = _slices(chunk)
+        ids = self._ids(slices, chunk)
+        shared = _shared_by_thread(ids, chunk.kernels)
+        new = np.flatnonzero(ids.process_new)
+        self._write(len(new), lambda lo, hi: _process_rows(ids, new[lo:hi], chunk.kernels))
+        self._write(len(ids.thread_pid), lambda lo, hi: _thread_rows(ids, lo, hi))
+        self._write(len(slices.ts), lambda lo, hi: _slice_rows(slices, ids, shared, lo, hi))
+        self._launches.extend(chunk.launches)
+
+    def close(self) -> Path:
+        """Write the session info and the launch table, and close the file."""
+        launches = pd.DataFrame(self._launches).to_json(orient="records") if self._launches else "[]"
+        other = b'{"proton_ik":' + json.dumps(self.info).encode() + b',"launches":' + launches.encode() + b"}"
+        self._file.write(b'\n],"otherData":' + other + b"}\n")
+        self._file.close()
+        return self.path
+
+    def __enter__(self) -> ChromeWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _write(self, rows: int, build) -> None:
+        for lo in range(0, rows, CHUNK_ROWS):
+            hi = min(rows, lo + CHUNK_ROWS)
+            lines = Rows(hi - lo).constant(b",\n", np.arange(self._written, self._written + hi - lo) > 0)
+            self._file.write(join(lines.rows(build(lo, hi))))
+            self._written += hi - lo
+            if self._bar is not None:
+                self._bar.update(hi - lo)
+
+    def _ids(self, slices: _Slices, chunk: Chunk) -> _Ids:
+        """Number the chunk's processes and threads after the last chunk's; a launch continued
+        from it keeps its processes, and their threads count on."""
+        ids = _ids(slices, chunk.widths)
+        open_launch = self._open
+        n = len(ids.process_launch)
+        pid = np.zeros(n, dtype=np.int64)
+        tid_base = np.zeros(n, dtype=np.int64)
+        new = np.ones(n, dtype=bool)
+        if open_launch is not None:
+            for i in np.flatnonzero(ids.process_launch == open_launch.number).tolist():
+                known = open_launch.processes.get(int(ids.process_sm[i]))
+                if known is not None:
+                    (pid[i], tid_base[i]), new[i] = known, False
+        pid[new] = self._pids + 1 + np.arange(int(new.sum()))
+        self._pids += int(new.sum())
+        threads = np.bincount(ids.thread_process, minlength=n)
+        ending = {int(row["launch"]) for row in chunk.launches}
+        before, self._open = self._open, None
+        for i in range(n):
+            number = int(ids.process_launch[i])
+            if number not in ending:  # at most one launch: pieces come in launch order
+                if self._open is None:
+                    # The SMs of all its pieces so far: a later piece may run on any of them again.
+                    kept = before.processes if before is not None and before.number == number else {}
+                    self._open = _OpenLaunch(number, dict(kept))
+                self._open.processes[int(ids.process_sm[i])] = (int(pid[i]), int(tid_base[i] + threads[i]))
+        if self._open is None and before is not None and before.number not in ending:
+            self._open = before  # a piece that left no slices: the launch goes on
+        return ids.numbered(pid, tid_base, new)
 
 
 @dataclass(frozen=True)
@@ -75,8 +150,7 @@ class _Slices:
     """Scope events and finished units' lifetimes, as columns, with times relative to the session start."""
 
     launch: np.ndarray
-    kernel: np.ndarray  # index into kernels
-    kernels: list[str]
+    kernel: np.ndarray  # index into the chunk's kernels
     sm: np.ndarray
     cta: np.ndarray
     unit: np.ndarray
@@ -91,50 +165,31 @@ class _Slices:
     line: np.ndarray  # -1 where none
 
 
-def _slices(events: pd.DataFrame, units: pd.DataFrame) -> _Slices:
-    finished = units[units["finished"]]
-    kernels = sorted({*_labels(events["kernel"]), *_labels(finished["kernel"])})
-    scope_names = _labels(events["scope"])
-    names = [LIFETIME, *scope_names]
+def _slices(chunk: Chunk) -> _Slices:
+    events = chunk.events
+    finished = chunk.units["finished"]
+    lives: Columns = {name: chunk.units[name][finished] for name in _LIFE_COLUMNS}
+    n_lives = int(finished.sum())
 
-    def both(scoped: Any, lives: Any) -> np.ndarray:
-        return np.concatenate([np.asarray(scoped, dtype=np.int64), np.asarray(lives, dtype=np.int64)])
+    def both(scoped: Any, lived: Any) -> np.ndarray:
+        return np.concatenate([np.asarray(scoped, dtype=np.int64), np.asarray(lived, dtype=np.int64)])
 
     return _Slices(
-        launch=both(events["launch"], finished["launch"]),
-        kernel=both(_codes(events["kernel"], kernels), _codes(finished["kernel"], kernels)),
-        kernels=kernels,
-        sm=both(events["sm"], finished["sm"]),
-        cta=both(events["cta"], finished["cta"]),
-        unit=both(events["unit"], finished["unit"]),
-        warp=both(events["warp"], finished["warp"]),
-        lane=both(events["lane"], np.zeros(len(finished))),
-        name=both(1 + _codes(events["scope"], scope_names), np.zeros(len(finished))),
-        names=names,
-        ts=both(events["begin_rel_ns"], finished["start_rel_ns"].astype(np.int64)),
-        dur=both(events["dur_ns"], finished["dur_ns"].astype(np.int64)),
-        cycles=both(
-            events["dur_cycles"], (finished["end_cycles"] - finished["start_cycles"]).astype(np.int64)
-        ),
-        depth=both(events["depth"] + 1, np.zeros(len(finished))),
-        line=both(events["line"].fillna(-1), np.full(len(finished), -1)),
+        launch=both(events["launch"], lives["launch"]),
+        kernel=both(events["kernel"], lives["kernel"]),
+        sm=both(events["sm"], lives["sm"]),
+        cta=both(events["cta"], lives["cta"]),
+        unit=both(events["unit"], lives["unit"]),
+        warp=both(events["warp"], lives["warp"]),
+        lane=both(events["lane"], np.zeros(n_lives)),
+        name=both(1 + events["scope"], np.zeros(n_lives)),
+        names=[LIFETIME, *chunk.scopes],
+        ts=both(events["begin_rel_ns"], lives["start_rel_ns"]),
+        dur=both(events["dur_ns"], lives["dur_ns"]),
+        cycles=both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
+        depth=both(events["depth"] + 1, np.zeros(n_lives)),
+        line=both(events["line"], np.full(n_lives, -1)),
     )
-
-
-def _labels(column: pd.Series) -> list[str]:
-    """The distinct values of a column of names, as strings, sorted."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return sorted(str(c) for c in column.cat.categories)
-    return sorted(str(c) for c in pd.unique(column))
-
-
-def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
-    """Each value's index in ``labels``."""
-    position = {label: i for i, label in enumerate(labels)}
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        lookup = np.array([position[str(c)] for c in column.cat.categories] or [0], dtype=np.int64)
-        return lookup[column.cat.codes.to_numpy()]
-    return pd.Categorical(column.astype(str), categories=list(labels)).codes.astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -145,8 +200,8 @@ class _Ids:
     process_launch: np.ndarray  # per process: launch, kernel, SM
     process_kernel: np.ndarray
     process_sm: np.ndarray
-    thread_pid: np.ndarray  # per thread: pid, tid, kernel, CTA, first warp, warps per unit, lane
-    thread_tid: np.ndarray
+    thread_process: np.ndarray  # per thread: its process, tid within it, kernel, CTA, first warp,
+    thread_rank: np.ndarray  # warps per unit, lane
     thread_kernel: np.ndarray
     thread_cta: np.ndarray
     thread_warp: np.ndarray
@@ -154,9 +209,22 @@ class _Ids:
     thread_lane: np.ndarray
     slice_thread: np.ndarray
     order: np.ndarray
+    process_pid: np.ndarray | None = None  # set by ``numbered``
+    process_new: np.ndarray | None = None  # not named by an earlier chunk
+    thread_pid: np.ndarray | None = None
+    thread_tid: np.ndarray | None = None
+
+    def numbered(self, pid: np.ndarray, tid_base: np.ndarray, new: np.ndarray) -> _Ids:
+        return dataclasses.replace(
+            self,
+            process_pid=pid,
+            process_new=new,
+            thread_pid=pid[self.thread_process],
+            thread_tid=tid_base[self.thread_process] + self.thread_rank,
+        )
 
 
-def _ids(slices: _Slices, launches: pd.DataFrame) -> _Ids:
+def _ids(slices: _Slices, widths: Mapping[int, int]) -> _Ids:
     launch_numbers = np.unique(slices.launch)
     launch = np.searchsorted(launch_numbers, slices.launch)
     process, process_first = groups(launch, slices.sm)
@@ -164,15 +232,13 @@ def _ids(slices: _Slices, launches: pd.DataFrame) -> _Ids:
     thread_process = process[thread_first]
     # Threads are numbered in (launch, SM, CTA, unit, lane) order, so each process's are contiguous.
     process_start = np.searchsorted(thread_process, np.arange(len(process_first)))
-    thread_tid = np.arange(len(thread_first)) - process_start[thread_process] + 1
-    wide = dict(zip(launches["launch"].tolist(), launches["warps_per_unit"].tolist(), strict=True))
-    width = np.array([int(wide.get(int(n), 1)) for n in launch_numbers], dtype=np.int64)
+    width = np.array([int(widths.get(int(n), 1)) for n in launch_numbers], dtype=np.int64)
     return _Ids(
         process_launch=slices.launch[process_first],
         process_kernel=slices.kernel[process_first],
         process_sm=slices.sm[process_first],
-        thread_pid=thread_process + 1,
-        thread_tid=thread_tid,
+        thread_process=thread_process,
+        thread_rank=np.arange(len(thread_first)) - process_start[thread_process] + 1,
         thread_kernel=slices.kernel[thread_first],
         thread_cta=slices.cta[thread_first],
         thread_warp=slices.warp[thread_first],
@@ -196,10 +262,9 @@ def _thread_time_order(thread: np.ndarray, ts: np.ndarray, depth: np.ndarray) ->
     return np.lexsort((depth, ts, thread))
 
 
-def _process_rows(ids: _Ids, kernels: list[str], lo: int, hi: int) -> Rows:
-    """A name and a sort index per process, two lines each: rows ``lo`` to ``hi`` of processes."""
-    index = np.arange(lo, hi)
-    pid = index + 1
+def _process_rows(ids: _Ids, index: np.ndarray, kernels: Sequence[str]) -> Rows:
+    """A name and a sort index per process (the given ones), two lines each."""
+    pid = ids.process_pid[index]
     kernel_text = [json.dumps(kernel)[1:-1].encode() for kernel in kernels]
     n = len(index)
     name = (
@@ -252,14 +317,14 @@ def _thread_rows(ids: _Ids, lo: int, hi: int) -> Rows:
     )
 
 
-def _shared_by_thread(ids: _Ids, slices: _Slices) -> tuple[Rows, Rows]:
+def _shared_by_thread(ids: _Ids, kernels: Sequence[str]) -> tuple[Rows, Rows]:
     """The parts of a slice's text that all slices of a thread share, one row per thread:
     up to its name, and from its arguments up to its cycles."""
     n = len(ids.thread_pid)
     head = (
         Rows(n)
         .constant(b'{"ph":"X","cat":')
-        .pick(ids.thread_kernel, [json.dumps(kernel).encode() for kernel in slices.kernels])
+        .pick(ids.thread_kernel, [json.dumps(kernel).encode() for kernel in kernels])
         .constant(b',"pid":')
         .decimal(ids.thread_pid)
         .constant(b',"tid":')
@@ -271,7 +336,7 @@ def _shared_by_thread(ids: _Ids, slices: _Slices) -> tuple[Rows, Rows]:
         .constant(b',"args":{"cta":')
         .decimal(ids.thread_cta)
         .constant(b',"sm":')
-        .decimal(ids.process_sm[ids.thread_pid - 1])
+        .decimal(ids.process_sm[ids.thread_process])
         .constant(b',"warp":')
         .decimal(ids.thread_warp)
         .constant(b',"cycles":')

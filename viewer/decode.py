@@ -17,6 +17,7 @@ import numpy as np
 from proton_ik.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
     ENTRY_DTYPE,
     MAGIC,
     TAG_END_BIT,
@@ -123,6 +124,62 @@ class DecodedLaunches:
 PROBLEM_COUNTS = ("ctas", "never_ran", "disagree", "unfinished", "skipped", "gaps")
 
 
+@dataclass(frozen=True)
+class BufferView:
+    """A buffer's headers and ring entries, wherever its bytes keep them: in place in a raw buffer
+    (``raw_view``), or packed one after another in a trimmed one (``trim.trimmed_view``). The
+    decoder reads views, so a trimmed buffer is never rebuilt into the raw one."""
+
+    cta_headers: np.ndarray  # CTA_HEADER_DTYPE, one per CTA slot
+    unit_headers: np.ndarray  # UNIT_HEADER_DTYPE, shape (CTA slots, units)
+    entries: np.ndarray  # ENTRY_DTYPE, 1-D
+    slot0: np.ndarray  # int64, shape (CTA slots, units): index in ``entries`` of each unit's slot 0
+
+    @property
+    def num_ctas(self) -> int:
+        return len(self.cta_headers)
+
+    def ctas(self, start: int, stop: int) -> BufferView:
+        """CTA slots ``start`` to ``stop`` (a piece of a large launch)."""
+        return BufferView(
+            self.cta_headers[start:stop], self.unit_headers[start:stop], self.entries, self.slot0[start:stop]
+        )
+
+    def reach(self, capacity: int) -> tuple[int, int]:
+        """The range of ``entries`` that this view's units can read: a piece copies no more."""
+        if not self.slot0.size:
+            return 0, 0
+        return int(self.slot0.min()), min(len(self.entries), int(self.slot0.max()) + capacity)
+
+
+def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
+    """A raw buffer (``num_ctas * layout.cta_bytes`` uint8) seen in place: no bytes are copied."""
+    raw = np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1)
+    if raw.size % layout.cta_bytes:
+        raise ValueError(
+            f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
+            "CTA regions: the buffer and the kernel metadata do not belong together"
+        )
+    num_ctas = raw.size // layout.cta_bytes
+    # Headers and entries all start on 16-byte boundaries (layout.py), so the whole buffer is an
+    # array of entries, and each unit's slot 0 is an index into it.
+    units = np.arange(layout.units, dtype=np.int64)
+    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // ENTRY_BYTES
+    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // ENTRY_BYTES)
+    return BufferView(
+        cta_headers=_view(raw, (num_ctas,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,)),
+        unit_headers=_view(
+            raw,
+            (num_ctas, layout.units),
+            UNIT_HEADER_DTYPE,
+            CTA_HEADER_BYTES,
+            (layout.cta_bytes, layout.unit_bytes),
+        ),
+        entries=raw.view(ENTRY_DTYPE),
+        slot0=ctas + first,
+    )
+
+
 def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
     """Decode a launch's buffer (``num_ctas * layout.cta_bytes`` uint8) into CTA, unit and record tables."""
     decoded = decode_buffers([buffer], layout)
@@ -132,28 +189,73 @@ def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
 def decode_buffers(
     buffers: Sequence[np.ndarray], layout: BufferLayout, first_ctas: Sequence[int] | None = None
 ) -> DecodedLaunches:
-    """Decode the buffers of several launches of one layout at once: many small launches cost
+    """Decode the raw buffers of several launches of one layout at once: many small launches cost
     about what one large one does. A buffer may also be a piece of a launch's buffer, whole CTA
     regions from CTA ``first_ctas[i]`` on (0 by default): a large launch decodes piece by piece."""
-    raws = [np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1) for buffer in buffers]
-    for raw in raws:
-        if raw.size % layout.cta_bytes:
-            raise ValueError(
-                f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
-                "CTA regions: the buffer and the kernel metadata do not belong together"
-            )
-    raw = raws[0] if len(raws) == 1 else np.concatenate(raws)
-    num_ctas = np.array([raw.size // layout.cta_bytes for raw in raws], dtype=np.int64)
-    first = np.zeros(len(raws), np.int64) if first_ctas is None else np.asarray(first_ctas, np.int64)
-    ctas = _decode_ctas(raw, layout, num_ctas, first)
-    units = _decode_units(raw, layout, ctas)
-    records, units = _decode_records(raw, layout, ctas, units)
-    return DecodedLaunches(layout, ctas, units, records, _problem_counts(ctas, units, records, len(raws)))
+    return decode_views([raw_view(buffer, layout) for buffer in buffers], layout, first_ctas)
 
 
-def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: np.ndarray, first: np.ndarray) -> CtaTable:
+def decode_views(
+    views: Sequence[BufferView], layout: BufferLayout, first_ctas: Sequence[int] | None = None
+) -> DecodedLaunches:
+    """``decode_buffers`` for buffers seen as views, raw or trimmed alike."""
+    ctas, units = decode_headers(views, layout, first_ctas)
+    records, units = _decode_records(_entries(views, layout), layout, ctas, units)
+    return DecodedLaunches(layout, ctas, units, records, _problem_counts(ctas, units, records, len(views)))
+
+
+def decode_headers(
+    views: Sequence[BufferView], layout: BufferLayout, first_ctas: Sequence[int] | None = None
+) -> tuple[CtaTable, UnitTable]:
+    """The CTA and unit tables alone, from the headers; ``kept`` and ``overwritten`` are known only
+    once the records are read (``decode_views``)."""
+    num_ctas = np.array([view.num_ctas for view in views], dtype=np.int64)
+    first = np.zeros(len(views), np.int64) if first_ctas is None else np.asarray(first_ctas, np.int64)
+    cta_headers = _joined([view.cta_headers for view in views], CTA_HEADER_DTYPE)
+    unit_headers = _joined([view.unit_headers.reshape(-1) for view in views], UNIT_HEADER_DTYPE)
+    ctas = _decode_ctas(cta_headers, layout, num_ctas, first)
+    return ctas, _decode_units(unit_headers.reshape(-1, layout.units), layout, ctas)
+
+
+def _joined(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    if len(arrays) == 1:
+        return arrays[0]
+    if not arrays:
+        return np.zeros(0, dtype)
+    if dtype.names is None:
+        return np.concatenate(arrays)
+    # As opaque bytes: numpy would otherwise promote a structured dtype field by field, per array.
+    opaque = np.dtype(f"V{dtype.itemsize}")
+    return np.concatenate([array.view(opaque) for array in arrays]).view(dtype)
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """The entries of views decoded together, and each CTA slot's units' slot 0 in them."""
+
+    entries: np.ndarray
+    slot0: np.ndarray  # shape (CTA slots, units)
+
+
+def _entries(views: Sequence[BufferView], layout: BufferLayout) -> _Entries:
+    if len(views) == 1:
+        return _Entries(views[0].entries, views[0].slot0)
+    reach = [view.reach(layout.capacity) for view in views]
+    sizes = [hi - lo for lo, hi in reach]
+    base = np.cumsum([0, *sizes[:-1]])
+    return _Entries(
+        _joined([view.entries[lo:hi] for view, (lo, hi) in zip(views, reach, strict=True)], ENTRY_DTYPE),
+        _joined(
+            [view.slot0 - lo + b for view, (lo, _), b in zip(views, reach, base.tolist(), strict=True)],
+            np.dtype(np.int64),
+        ).reshape(-1, layout.units),
+    )
+
+
+def _decode_ctas(
+    header: np.ndarray, layout: BufferLayout, num_ctas: np.ndarray, first: np.ndarray
+) -> CtaTable:
     total = int(num_ctas.sum())
-    header = _view(raw, (total,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,))
     launch = np.repeat(np.arange(len(num_ctas), dtype=np.int64), num_ctas)
     slot = np.arange(total, dtype=np.int64) - (np.cumsum(num_ctas) - num_ctas - first)[launch]
     ran = header["magic"] == MAGIC
@@ -176,14 +278,8 @@ def _decode_ctas(raw: np.ndarray, layout: BufferLayout, num_ctas: np.ndarray, fi
     )
 
 
-def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> UnitTable:
-    headers = _view(
-        raw,
-        (len(ctas.slot), layout.units),
-        UNIT_HEADER_DTYPE,
-        CTA_HEADER_BYTES,
-        (layout.cta_bytes, layout.unit_bytes),
-    )[ctas.valid].reshape(-1)
+def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> UnitTable:
+    headers = unit_headers[ctas.valid].reshape(-1)
     valid_slots = ctas.slot[ctas.valid]
     cta = np.repeat(valid_slots, layout.units)
     launch = np.repeat(ctas.launch[ctas.valid], layout.units)
@@ -213,23 +309,16 @@ def _decode_units(raw: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> Unit
 
 
 def _decode_records(
-    raw: np.ndarray, layout: BufferLayout, ctas: CtaTable, units: UnitTable
+    entries: _Entries, layout: BufferLayout, ctas: CtaTable, units: UnitTable
 ) -> tuple[RecordTable, UnitTable]:
-    slots = _view(
-        raw,
-        (len(ctas.slot), layout.units, layout.capacity),
-        ENTRY_DTYPE,
-        CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
-        (layout.cta_bytes, layout.unit_bytes, ENTRY_DTYPE.itemsize),
-    )
     # Entry i of a unit sits in slot i % capacity; the ring keeps the newest `kept_entries`.
     entry_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
     first = np.cumsum(units.kept_entries) - units.kept_entries
     entry_index = (
         (units.entries - units.kept_entries)[entry_unit] + np.arange(len(entry_unit)) - first[entry_unit]
     )
-    cta_row = np.repeat(np.flatnonzero(ctas.valid), layout.units)  # each unit's CTA slot in the buffer
-    picked = slots[cta_row[entry_unit], units.unit[entry_unit], entry_index & (layout.capacity - 1)]
+    unit_slot0 = entries.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
+    picked = entries.entries[unit_slot0[entry_unit] + (entry_index & (layout.capacity - 1))]
     paired = ((picked["first"]["tag"] >> TAG_PAIR_BIT) & 1).astype(bool)
 
     # Entries were written in time order, each when its last record was taken (a pair's end),

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TracePacket, TrackEvent
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as TraceProto
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
 
 from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, LIFETIME
 from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
-from proton_ik.viewer.table import UNMATCHED_COLUMNS
+from proton_ik.viewer.table import UNMATCHED_COLUMNS, config_text
 from proton_ik.viewer.trace import Trace
 
 EVENT_COLUMNS = ["kernel", "launch", "scope", "cta", "sm", "warp", "dur_ns", "dur_cycles", "line"]
@@ -54,6 +54,12 @@ _LAUNCH_DESCRIPTION = re.compile(
 _DESCRIBED_COUNTS = (
     "events", "records", "time_shift_cycles", "time_shift_pair_cycles", "overwritten", "lost_to_ring",
     "unmatched_begin", "unmatched_end", "units_unfinished", "ctas_missing",
+)  # fmt: skip
+
+
+# What a launch's lifetime slice says that its track description does not.
+_LAUNCH_METADATA = (
+    "device", "graph", "replay", "capacity", "capacity_source", "capacity_bound", "capacity_reason",
 )  # fmt: skip
 
 
@@ -139,7 +145,7 @@ def read_perfetto(path: str | Path) -> TraceFile:
         event = packet.track_event
         now += packet.timestamp
         if event.type == TrackEvent.TYPE_SLICE_BEGIN:
-            args = {annotation_names.get(a.name_iid, ""): a.int_value for a in event.debug_annotations}
+            args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
             stacks[track].append((names.get(event.name_iid, ""), now, args))
         elif event.type == TrackEvent.TYPE_SLICE_END and stacks[track]:
             name, begin, args = stacks[track].pop()
@@ -153,6 +159,9 @@ def read_perfetto(path: str | Path) -> TraceFile:
         raise ValueError(
             f"{path} is not a proton_ik session (.pik), Chrome JSON (.json) or Perfetto (.pftrace) file"
         )
+    # A launch track's own slice is the launch's lifetime, whose args are its metadata.
+    launch_args = {uuid: args for uuid, _, _, args in slices if uuid in launch_tracks}
+    slices = [s for s in slices if s[0] not in launch_tracks]
     launch_of: dict[int, int] = {}
     for uuid in {t for t, *_ in slices}:
         above = uuid
@@ -171,11 +180,21 @@ def read_perfetto(path: str | Path) -> TraceFile:
     overlapping = pd.Series(
         [" overlap " in tracks[t].name and name != LIFETIME for t, name, _, _ in slices], dtype=bool
     )
-    launches = _described_launches(path, launch_tracks, columns, overlapping)
+    launches = _described_launches(path, launch_tracks, launch_args, columns, overlapping)
     root = tracks.get(1)
     title = root.name if root is not None else ""
     info = {"name": title.removeprefix("proton_ik: ")}
     return _trace_file(info, columns, launches)
+
+
+def _value(annotation: DebugAnnotation) -> Any:
+    """A debug annotation as plain data: a number, text, dictionary or list."""
+    if annotation.dict_entries:
+        return {entry.name: _value(entry) for entry in annotation.dict_entries}
+    if annotation.array_values:
+        return [_value(item) for item in annotation.array_values]
+    kind = annotation.WhichOneof("value")
+    return getattr(annotation, kind) if kind else 0
 
 
 def read_packets(path: str | Path) -> list[TracePacket]:
@@ -202,14 +221,16 @@ def read_packets(path: str | Path) -> list[TracePacket]:
 def _described_launches(
     path: Path,
     launch_tracks: dict[int, tuple[int, str, str]],
+    launch_args: dict[int, dict[str, Any]],
     columns: dict[str, list[Any]],
     overlapping: pd.Series,
 ) -> pd.DataFrame:
-    """The launch table from each launch track's description, plus what the slices can count."""
+    """The launch table from each launch track's description and its lifetime's args (the
+    metadata: device, graph replay, config, ring), plus what the slices can count."""
     slices = pd.DataFrame({"launch": columns["launch"], "cta": columns["cta"], "scope": columns["scope"]})
     lifetime = slices["scope"] == LIFETIME
     rows = []
-    for launch, kernel, description in launch_tracks.values():
+    for uuid, (launch, kernel, description) in launch_tracks.items():
         match = _LAUNCH_DESCRIPTION.fullmatch(description)
         if not match:
             raise ValueError(
@@ -221,12 +242,16 @@ def _described_launches(
         counts = {key: int(stats[key]) for key in _DESCRIBED_COUNTS}
         here = slices["launch"] == launch
         finished = int((here & lifetime).sum())
+        args = launch_args.get(uuid, {})
         rows.append(
             {
                 "launch": launch,
                 "kernel": kernel,
                 "grid": stats["grid"],
                 "stream": stats["stream"],
+                **{key: args.get(key) for key in _LAUNCH_METADATA},
+                "config": config_text(args.get("config")),
+                "config_args": args.get("config"),
                 **counts,
                 "ctas": int(slices.loc[here, "cta"].nunique()) + counts["ctas_missing"],
                 "units": finished + counts["units_unfinished"],

@@ -22,15 +22,16 @@ import os
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import numpy as np
 
 from proton_ik.layout import BufferLayout
-from proton_ik.viewer.trim import inflate
+from proton_ik.viewer.decode import BufferView, raw_view
+from proton_ik.viewer.trim import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.trim import trim as trim_buffer
 
 FORMAT_NAME = "proton_ik-session"
@@ -38,6 +39,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REQUIRED_META = ("launch", "kernel", "profile")
 STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored by viewer.trim, not raw
+_T = TypeVar("_T")
 
 
 class SessionFileError(ValueError):
@@ -81,24 +83,56 @@ class StoredLaunch:
         return self.member.filename
 
     @property
+    def trimmed(self) -> bool:
+        """Stored by ``viewer.trim``: headers and kept entries only."""
+        return self.meta.get(STORED_KEY) == TRIMMED
+
+    @property
     def buffer(self) -> np.ndarray:
-        try:
-            array = _read_npy(_read_member(self.path, self.member))
-        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as error:
-            raise SessionFileError(
-                f"{self.path}: the buffer of launch {self.meta.get('launch')} ({self.entry}) is "
-                f"corrupt ({error}); the file was damaged after it was written: capture the session again"
-            ) from None
+        """The raw buffer, rebuilt from the trimmed form where the launch was stored trimmed."""
+        if not self.trimmed:
+            return self._stored()
+        return self._decoding(lambda: inflate(self._stored(), self._layout(), self._num_ctas()))
+
+    def view(self, layout: BufferLayout, *, headers_only: bool = False) -> BufferView:
+        """The launch's headers and entries read where the file keeps them, trimmed or raw. With
+        ``headers_only``, only the front of a trimmed launch is read (its entries are left out)."""
+        if not self.trimmed:
+            return raw_view(self._stored(), layout)
+        if not headers_only:
+            return self._decoding(lambda: trimmed_view(self._stored(), layout, self._num_ctas()))
+        wanted = header_bytes(layout, self._num_ctas())
+        front = self._reading(lambda: _read_npy_front(self.path, self.member, wanted))
+        return self._decoding(lambda: trimmed_view(front, layout, self._num_ctas(), headers_only=True))
+
+    def _stored(self) -> np.ndarray:
+        """The launch's array as stored, checked against its CRC."""
+        array = self._reading(lambda: _read_npy(_read_member(self.path, self.member)))
         if array.dtype != np.uint8 or array.ndim != 1:
             raise SessionFileError(
                 f"{self.path}: {self.entry} holds a {array.dtype} array of shape {array.shape}, not "
                 "the 1-D uint8 buffer a launch needs; this is not a proton_ik session file"
             )
-        if self.meta.get(STORED_KEY) != TRIMMED:
-            return array
+        return array
+
+    def _layout(self) -> BufferLayout:
+        return BufferLayout.from_dict(self.meta["profile"]["layout"])
+
+    def _num_ctas(self) -> int:
+        return int(self.meta["num_ctas"])
+
+    def _reading(self, read: Callable[[], np.ndarray]) -> np.ndarray:
         try:
-            layout = BufferLayout.from_dict(self.meta["profile"]["layout"])
-            return inflate(array, layout, int(self.meta["num_ctas"]))
+            return read()
+        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as error:
+            raise SessionFileError(
+                f"{self.path}: the buffer of launch {self.meta.get('launch')} ({self.entry}) is "
+                f"corrupt ({error}); the file was damaged after it was written: capture the session again"
+            ) from None
+
+    def _decoding(self, decode: Callable[[], _T]) -> _T:
+        try:
+            return decode()
         except (KeyError, TypeError, ValueError) as error:
             raise SessionFileError(
                 f"{self.path}: the trimmed buffer of launch {self.meta.get('launch')} ({self.entry}) "
@@ -152,8 +186,12 @@ class SessionWriter:
             allowZip64=True,
         )
 
-    def add_launch(self, meta: Mapping[str, Any], buffer: np.ndarray) -> None:
-        """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer."""
+    def add_launch(
+        self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
+    ) -> None:
+        """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer, or, with
+        ``trimmed_on_device``, a buffer the runtime already trimmed (``meta["num_ctas"]`` says
+        how many CTAs it holds)."""
         if self._archive is None:
             raise ValueError(f"session file {self.path} is already closed; start a new session")
         check_meta(meta)
@@ -162,7 +200,9 @@ class SessionWriter:
         array = np.asarray(buffer)
         if array.dtype != np.uint8:
             raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
-        if self.trim:
+        if trimmed_on_device:
+            meta[STORED_KEY] = TRIMMED
+        elif self.trim:
             # Only the headers and the kept ring entries: a mostly empty ring costs nothing.
             layout = BufferLayout.from_dict(meta["profile"]["layout"])
             meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
@@ -265,14 +305,7 @@ def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         with zipfile.ZipFile(path) as archive:
             return np.frombuffer(archive.read(member), dtype=np.uint8)
     with open(path, "rb") as file:
-        file.seek(member.header_offset)
-        header = file.read(_LOCAL_HEADER.size)
-        if len(header) < _LOCAL_HEADER.size:
-            raise EOFError("the file ends inside a zip header")
-        signature, name_length, extra_length = _LOCAL_HEADER.unpack(header)
-        if signature != b"PK\x03\x04":
-            raise zipfile.BadZipFile(f"no zip header where {member.filename} should start")
-        start = member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+        start = _data_start(file, member)
         if start + member.compress_size > os.fstat(file.fileno()).st_size:
             raise EOFError(f"the file ends inside {member.filename}")
         mapped = member.compress_type == zipfile.ZIP_STORED and member.compress_size >= MAP_BYTES
@@ -291,6 +324,38 @@ def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
     return data
 
 
+def _read_member_front(path: Path, member: zipfile.ZipInfo, size: int) -> np.ndarray:
+    """Up to the first ``size`` bytes of one zip member."""
+    if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        with zipfile.ZipFile(path) as archive, archive.open(member) as file:
+            return np.frombuffer(file.read(size), dtype=np.uint8)
+    with open(path, "rb") as file:
+        file.seek(_data_start(file, member))
+        if member.compress_type == zipfile.ZIP_STORED:
+            return np.frombuffer(file.read(min(size, member.compress_size)), dtype=np.uint8)
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        out, left = [], member.compress_size
+        while left > 0 and sum(len(part) for part in out) < size:
+            chunk = file.read(min(left, 1 << 16))
+            if not chunk:
+                raise EOFError(f"the file ends inside {member.filename}")
+            left -= len(chunk)
+            out.append(inflater.decompress(chunk))
+    return np.frombuffer(b"".join(out)[:size], dtype=np.uint8)
+
+
+def _data_start(file: BinaryIO, member: zipfile.ZipInfo) -> int:
+    """Where a member's data starts in the zip, past its local header."""
+    file.seek(member.header_offset)
+    header = file.read(_LOCAL_HEADER.size)
+    if len(header) < _LOCAL_HEADER.size:
+        raise EOFError("the file ends inside a zip header")
+    signature, name_length, extra_length = _LOCAL_HEADER.unpack(header)
+    if signature != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"no zip header where {member.filename} should start")
+    return member.header_offset + _LOCAL_HEADER.size + name_length + extra_length
+
+
 _NPY_HEADERS = {
     (1, 0): (np.lib.format.read_array_header_1_0, "<H"),
     (2, 0): (np.lib.format.read_array_header_2_0, "<I"),
@@ -299,6 +364,16 @@ _NPY_HEADERS = {
 
 def _read_npy(data: np.ndarray) -> np.ndarray:
     """The array in ``.npy`` bytes, as a view of them (no pickles, no copy)."""
+    header_end, shape, fortran_order, dtype = _npy_layout(data)
+    count = math.prod(shape)
+    body = data[header_end : header_end + count * dtype.itemsize]
+    if body.size != count * dtype.itemsize:
+        raise EOFError("the array's data is shorter than its header says")
+    return body.view(dtype).reshape(shape, order="F" if fortran_order else "C")
+
+
+def _npy_layout(data: np.ndarray) -> tuple[int, tuple[int, ...], bool, np.dtype]:
+    """Where an ``.npy`` array's data starts, and its shape, order and dtype."""
     version = (int(data[6]), int(data[7])) if data.size >= 8 else None
     if version not in _NPY_HEADERS:
         raise ValueError(f"not an .npy array of a format version this reads ({version})")
@@ -309,12 +384,25 @@ def _read_npy(data: np.ndarray) -> np.ndarray:
     header_end = start + struct.unpack_from(length_format, data[:start].tobytes(), 8)[0]
     if data.size < header_end:
         raise EOFError("the .npy header is cut short")
-    shape, fortran_order, dtype = _npy_header(data[:header_end].tobytes())
-    count = math.prod(shape)
-    body = data[header_end : header_end + count * dtype.itemsize]
-    if body.size != count * dtype.itemsize:
-        raise EOFError("the array's data is shorter than its header says")
-    return body.view(dtype).reshape(shape, order="F" if fortran_order else "C")
+    return header_end, *_npy_header(data[:header_end].tobytes())
+
+
+_NPY_FRONT = 1024  # bytes read for an .npy header; a longer one is read again in full
+
+
+def _read_npy_front(path: Path, member: zipfile.ZipInfo, wanted: int) -> np.ndarray:
+    """The first ``wanted`` bytes of the 1-D uint8 array in a member, without reading the rest
+    (and so without its CRC check: the full read checks it)."""
+    front = _read_member_front(path, member, _NPY_FRONT + wanted)
+    header_end, shape, _, dtype = _npy_layout(front)
+    if header_end > _NPY_FRONT:
+        front = _read_member_front(path, member, header_end + wanted)
+    if dtype != np.uint8 or len(shape) != 1:
+        raise ValueError(f"{member.filename} holds a {dtype} array of shape {shape}, not a launch buffer")
+    body = front[header_end : header_end + wanted]
+    if body.size != wanted:
+        raise EOFError("the array's data is shorter than its headers")
+    return body
 
 
 @functools.lru_cache(maxsize=64)

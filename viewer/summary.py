@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +26,7 @@ class Summary:
     scopes: pd.DataFrame
     kernels: pd.DataFrame
     problems: list[str]
+    warnings: list[str] = field(default_factory=list)  # about the session as a whole
 
     def __str__(self) -> str:
         return format_summary(self)
@@ -35,6 +38,7 @@ def summarize(
     unmatched: pd.DataFrame,
     launches: pd.DataFrame,
     problems: list[str],
+    warnings: Sequence[str] = (),
 ) -> Summary:
     """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
     kernel's time: the sum of its durations over the sum of the kernel's finished unit lifetimes."""
@@ -66,7 +70,7 @@ def summarize(
     scopes = scopes.reset_index()
     kernel_time = scopes["kernel"].map(lifetime).astype(np.float64)
     scopes["share"] = scopes["total_ns"] / kernel_time.where(kernel_time > 0)
-    return Summary(scopes[list(SCOPE_COLUMNS)], _kernels(launches, lifetime), problems)
+    return Summary(scopes[list(SCOPE_COLUMNS)], _kernels(launches, lifetime), problems, list(warnings))
 
 
 SCOPE_COLUMNS = (
@@ -110,6 +114,9 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
         time_shift_pair_cycles=("time_shift_pair_cycles", "max"),
     )
     totals["lifetime_ns"] = lifetime.reindex(totals.index).fillna(0).astype(np.int64)
+    by_kernel = dict(tuple(launches.groupby("kernel", sort=True)))
+    totals["ring"] = [_ring(by_kernel[kernel]) for kernel in totals.index]
+    totals["variety"] = [_variety(by_kernel[kernel]) for kernel in totals.index]
     return totals.reset_index()
 
 
@@ -125,6 +132,9 @@ def format_summary(summary: Summary) -> str:
             f"{TimeShift(kernel.time_shift_cycles, kernel.time_shift_pair_cycles)} "
             "(the calibrated cost of an empty scope)"
         )
+        lines.append(f"  {kernel.ring}")
+        if kernel.variety:
+            lines.append(f"  launches: {kernel.variety}")
         table = summary.scopes[summary.scopes["kernel"] == kernel.kernel]
         if len(table):
             shown = pd.DataFrame(
@@ -148,6 +158,8 @@ def format_summary(summary: Summary) -> str:
             f"unmatched: {kernel.unmatched_begin:,} begins, {kernel.unmatched_end:,} ends, "
             f"{kernel.lost_to_ring:,} ends lost to the ring; {kernel.units_unfinished:,} unfinished units"
         )
+    if summary.warnings:
+        lines.extend(f"warning: {warning}" for warning in summary.warnings)
     if summary.problems:
         lines.append("problems:")
         lines.extend(f"  - {problem}" for problem in summary.problems)
@@ -156,3 +168,87 @@ def format_summary(summary: Summary) -> str:
 
 def _column(values: pd.Series, spec: str) -> pd.Series:
     return values.map(lambda value: "-" if pd.isna(value) else spec.format(value))
+
+
+UNRECORDED_KEY = "unrecorded"  # session info: launches that ran but could not be recorded
+
+
+def unrecorded_warnings(info: Mapping[str, Any]) -> list[str]:
+    """One line per kernel and reason that the runtime could not record launches of."""
+    return [
+        f"{int(item['count']):,} launch(es) of {item['kernel']} ran but were not recorded: {item['reason']}"
+        for item in info.get(UNRECORDED_KEY) or []
+    ]
+
+
+def _values(launches: pd.DataFrame, name: str) -> list[Any]:
+    """A launch-table column as plain values, None where missing (older files lack some columns)."""
+    if name not in launches:
+        return [None] * len(launches)
+    return [None if _missing(value) else value for value in launches[name].tolist()]
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def _ring(launches: pd.DataFrame) -> str:
+    """How many entries each unit's ring holds, and why that many, for one kernel's launches."""
+    rings = dict.fromkeys(
+        zip(
+            *(
+                _values(launches, name)
+                for name in ("capacity", "capacity_source", "capacity_bound", "capacity_reason")
+            ),
+            strict=True,
+        )
+    )
+    texts = []
+    for capacity, source, bound, reason in rings:
+        text = "?" if capacity is None else f"{int(capacity):,}"
+        why = ", ".join(
+            part
+            for part in (
+                f"from the {source}" if source else "",
+                f"bound {int(bound):,} entries" if bound is not None else "",
+            )
+            if part
+        )
+        texts.append(
+            f"{text} entries per unit" + (f" ({why})" if why else "") + (f": {reason}" if reason else "")
+        )
+    return "ring: " + "; ".join(texts)
+
+
+def _variety(launches: pd.DataFrame) -> str:
+    """What tells one kernel's launches apart: devices and streams (when there are several), CUDA
+    graph replays and autotuner configs; empty when nothing does."""
+    parts = []
+    for name, label in (("device", "devices"), ("stream", "streams")):
+        values = sorted({int(v) for v in _values(launches, name) if v is not None})
+        if len(values) > 1:
+            parts.append(f"{label} {', '.join(map(str, values))}")
+    replays: dict[int, list[int]] = {}
+    for graph, replay in zip(_values(launches, "graph"), _values(launches, "replay"), strict=True):
+        if graph is not None:
+            replays.setdefault(int(graph), []).append(-1 if replay is None else int(replay))
+    if replays:
+        graphs = "; ".join(
+            f"graph {graph}: {len(numbers)} replay(s) {_span(numbers)}"
+            for graph, numbers in sorted(replays.items())
+        )
+        parts.append(f"{len(launches) - sum(map(len, replays.values()))} direct, from CUDA graphs: {graphs}")
+    configs: dict[str, int] = {}
+    for config in _values(launches, "config"):
+        if config is not None:
+            configs[str(config)] = configs.get(str(config), 0) + 1
+    if configs:
+        parts.append(
+            "configs: " + ", ".join(f"{config} ({count} launch(es))" for config, count in configs.items())
+        )
+    return "; ".join(parts)
+
+
+def _span(numbers: list[int]) -> str:
+    low, high = min(numbers), max(numbers)
+    return f"{low}" if low == high else f"{low}-{high}"

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.layout import MAX_SCOPES
+from proton_ik.layout import MAX_SCOPES, BufferLayout
 from proton_ik.viewer.decode import CtaTable, UnitTable
 from proton_ik.viewer.events import (
     LOST_TO_RING,
@@ -53,7 +53,10 @@ UNIT_COLUMNS = [
 UNMATCHED_COLUMNS = [
     "kernel", "launch", "cta", "sm", "warp", "unit", "scope", "scope_id", "record", "cycles", "kind", "line",
 ]  # fmt: skip
-_INT64_MASKED = {"end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line"}
+_INT64_MASKED = {
+    "end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line", "start_rel_ns",
+    "end_rel_ns",
+}  # fmt: skip
 _CATEGORIES = {"kernel", "scope"}
 
 
@@ -87,22 +90,14 @@ class ScopeTable:
 
 
 class Labels:
-    """The labels of a categorical column, gathered over the session: codes as first seen, and
-    ``categories`` sorted at the end."""
+    """The labels of a categorical column, gathered over the session: codes as first seen (see
+    ``categories`` for the sorted categories at the end)."""
 
     def __init__(self) -> None:
         self.codes: dict[str, int] = {}
 
     def code(self, label: str) -> int:
         return self.codes.setdefault(label, len(self.codes))
-
-    def categories(self) -> tuple[list[str], np.ndarray]:
-        """Sorted labels, and each first-seen code's position among them."""
-        ordered = sorted(self.codes)
-        remap = np.zeros(max(len(self.codes), 1), dtype=np.int64)
-        for position, label in enumerate(ordered):
-            remap[self.codes[label]] = position
-        return ordered, remap
 
 
 @dataclass(frozen=True)
@@ -122,6 +117,13 @@ class LaunchGroup:
     units: UnitTable
     pairs: Pairs
     unmatched: Unmatched
+
+
+def categories(labels: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Labels (by code, as first seen) sorted, and each code's position among them."""
+    ordered = sorted(labels)
+    position = {label: i for i, label in enumerate(ordered)}
+    return ordered, np.array([position[label] for label in labels] or [0], dtype=np.int64)
 
 
 def scope_codes(group: LaunchGroup, labels: Labels) -> np.ndarray:
@@ -295,6 +297,7 @@ def first_grid(group: LaunchGroup) -> dict[int, list[int]]:
 
 def launch_row(
     meta: Mapping[str, Any],
+    layout: BufferLayout,
     counts: Sequence[int],
     grid: Sequence[int] | None,
     mhz: float,
@@ -302,14 +305,27 @@ def launch_row(
     shift: TimeShift,
     problems: Sequence[str],
 ) -> dict[str, Any]:
-    """One row of the launch table: what was captured, lost and inferred."""
+    """One row of the launch table: what was captured, lost and inferred, and what tells the
+    launch apart from others of its kernel (device, stream, CUDA graph replay, autotuner config).
+    Metadata a session from an older runtime lacks is None."""
     grid = meta.get("grid") or grid
+    capacity = meta["profile"].get("capacity") or {}
+    config = meta.get("config")
     return {
         "launch": int(meta["launch"]),
         "kernel": str(meta["kernel"]),
         "stream": meta.get("stream"),
+        "device": meta.get("device"),
+        "graph": meta.get("graph"),
+        "replay": meta.get("replay"),
+        "config": config_text(config),
+        "config_args": config,
         "grid": "x".join(str(int(g)) for g in grid) if grid else None,
         "warps_per_unit": warps_per_unit(meta),
+        "capacity": layout.capacity,
+        "capacity_source": capacity.get("source"),
+        "capacity_bound": capacity.get("bound"),
+        "capacity_reason": capacity.get("reason"),
         **dict(zip(LAUNCH_COUNTS, counts, strict=True)),
         "mhz": float(mhz),
         "clock_source": str(clock_source),
@@ -317,6 +333,14 @@ def launch_row(
         "time_shift_pair_cycles": shift.pair,
         "problems": list(problems),
     }
+
+
+def config_text(config: Mapping[str, Any] | None) -> str | None:
+    """An autotuner config in one short line: ``BLOCK_M=128 BLOCK_N=64 num_warps=4 num_stages=3``."""
+    if not config:
+        return None
+    settings = {**(config.get("kwargs") or {}), **{k: v for k, v in config.items() if k != "kwargs"}}
+    return " ".join(f"{name}={value}" for name, value in settings.items() if value is not None)
 
 
 def frame(

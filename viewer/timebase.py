@@ -135,7 +135,12 @@ def fit_session(anchors: Sequence[ClockAnchors], min_span_ns: int = MIN_SPAN_NS)
 
 def fit_clocks(anchors: ClockAnchors, launches: int, min_span_ns: int = MIN_SPAN_NS) -> SmClocks:
     """Per-(launch, SM) conversions for a whole session (``launches`` launches)."""
-    fit = _fit_lines(anchors)
+    return clocks_from_lines(fit_lines(anchors), launches, min_span_ns)
+
+
+def clocks_from_lines(fit: LineFit, launches: int, min_span_ns: int = MIN_SPAN_NS) -> SmClocks:
+    """Per-(launch, SM) conversions from the lines of a whole session: where a line spans too little
+    time to trust its rate, it borrows one (its launch's, else the session's, else the widest)."""
     finite = np.isfinite(fit.slope)
     trusted = (fit.span_ns >= min_span_ns) & finite
     launch_rate = _group_median(fit.launch[trusted], fit.slope[trusted], launches)
@@ -167,7 +172,10 @@ def fit_clocks(anchors: ClockAnchors, launches: int, min_span_ns: int = MIN_SPAN
 
 
 @dataclass(frozen=True)
-class _LineFit:
+class LineFit:
+    """Least-squares globaltimer-vs-clock lines, one per (launch, SM), sorted by launch, then SM.
+    Lines of launches fitted apart join with ``concat``: each line needs only its own anchors."""
+
     launch: np.ndarray
     sm: np.ndarray
     clock_ref: np.ndarray
@@ -177,8 +185,15 @@ class _LineFit:
     slope: np.ndarray  # nan where the anchors span no time
     span_ns: np.ndarray
 
+    @classmethod
+    def concat(cls, fits: Sequence[LineFit]) -> LineFit:
+        """Lines of successive launches, in the order given."""
+        if not fits:
+            return fit_lines(ClockAnchors(*(np.zeros(0, np.int64) for _ in range(3))))
+        return cls(*(np.concatenate([getattr(f, name) for f in fits]) for name in cls.__dataclass_fields__))
 
-def _fit_lines(anchors: ClockAnchors) -> _LineFit:
+
+def fit_lines(anchors: ClockAnchors) -> LineFit:
     """Least-squares globaltimer-vs-clock line per (launch, SM), on coordinates relative to each
     group's earliest anchor."""
     group, first = groups(anchors.launch, anchors.sm)
@@ -200,7 +215,7 @@ def _fit_lines(anchors: ClockAnchors) -> _LineFit:
     span = time_max - time_ref
     with np.errstate(divide="ignore", invalid="ignore"):
         slope = np.where((sxx > 0) & (span > 0), sxy / sxx, np.nan)
-    return _LineFit(
+    return LineFit(
         anchors.launch[first], anchors.sm[first], clock_ref, time_ref, mean_dx, mean_dy, slope, span
     )
 

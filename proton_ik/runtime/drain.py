@@ -1,16 +1,25 @@
-"""Asynchronous drain: profile buffers leave the device with no synchronization per launch.
+"""Asynchronous drain: records stay on the device until the pool needs room, then only what was
+written crosses to the host, with no synchronization of the user's streams.
 
-After each instrumented launch, the side stream waits for the launch (an event), copies its
-chunk into the same offsets of a pinned host mirror of the device arena, and records a second
-event. A background thread waits for those events in launch order, hands the host bytes to the
-sink (the session file), then gives the chunk back to the pool. Pinned memory is allocated
-once, at start: allocating it per launch costs milliseconds. Neither device nor host memory
-grows with the number of launches.
+One ``Drain`` per device owns a device arena of ``pool_bytes``, handed out as a ring
+(``RingPool``), a side stream and a pinned host mirror of the arena (allocated once: pinning
+per launch costs milliseconds). The launch-exit hook only records an event on the launch's
+stream and queues the launch. A background thread copies launches off the device, oldest
+first, when the pool is half full, when an allocation waits for room, or when the session
+flushes (finalize, a graph capture). How a launch is copied depends on its segments:
+
+- **dense** (each unit's segment is sized from the code's bound, so the chunk is at most twice
+  what was written): one copy of the whole chunk;
+- **ring** (the bound is unknown): first the units' entry counts, then the CTA headers, unit
+  headers and, per unit, only the ring slots below the largest count. The host keeps each
+  unit's written slots: the session file's trimmed form (``viewer.trim``).
+
+Neither device nor host memory grows with the number of launches.
 """
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,98 +27,224 @@ from typing import Any
 
 import numpy as np
 
+from proton_ik.layout import (
+    CTA_HEADER_BYTES,
+    ENTRY_BYTES,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    BufferLayout,
+    field_offset,
+)
 from proton_ik.runtime.pool import Chunk, RingPool
 
-Sink = Callable[[dict[str, Any], np.ndarray], None]
+# meta, bytes, and whether the bytes are already trimmed (headers and written entries only)
+Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
+
+_ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
+DRAIN_AT = 0.5  # start copying launches off the device once the pool is this full
 
 
 @dataclass
-class _InFlight:
-    meta: dict[str, Any] | None  # None: free the chunk after the launch, copy nothing
+class Launch:
+    """One launch waiting in the pool."""
+
+    meta: dict[str, Any] | None  # None: only give the chunk back once the launch is done
     chunk: Chunk
-    done: Any  # torch.cuda.Event
+    layout: BufferLayout | None
+    dense: bool  # segments sized from the code: copy the chunk whole
+    launched: Any  # torch.cuda.Event recorded after the launch on its stream
 
 
 class Drain:
-    def __init__(self, pool: RingPool, arena, sink: Sink):
+    def __init__(self, device: int, pool_bytes: int, sink: Sink):
         import torch
 
         self._torch = torch
-        self.pool = pool
-        self.arena = arena
-        self.sink = sink
-        self.side_stream = torch.cuda.Stream(device=arena.device)
-        self.host_arena = torch.empty(arena.numel(), dtype=torch.uint8, pin_memory=True)
+        self.device = device
+        self.pool = RingPool(pool_bytes)
+        self.arena = torch.empty(self.pool.capacity, dtype=torch.uint8, device=device)
+        self.base = self.arena.data_ptr()
+        self.side_stream = torch.cuda.Stream(device=device)
+        self.host_arena = torch.empty(self.pool.capacity, dtype=torch.uint8, pin_memory=True)
         self._host_bytes = self.host_arena.numpy()
-        self._queue: queue.Queue[_InFlight | None] = queue.Queue()
+        self.sink = sink
+        self.copied_bytes = 0  # device-to-host bytes of records, for the benchmarks
+        self._streams: dict[int, Any] = {}
+        self._waiting: collections.deque[Launch] = collections.deque()
+        self._cond = threading.Condition()
+        self._flush_upto = 0  # drain until this many launches have been taken since start
+        self._taken = 0
+        self._submitted = 0
+        self._room_wanted = False
+        self._paused = False
+        self._busy = False
+        self._closing = False
         self._error: BaseException | None = None
-        self._pending = 0
-        self._pending_lock = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="proton_ik-drain", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"proton_ik-drain-{device}", daemon=True)
         self._thread.start()
 
-    def submit(self, meta: dict[str, Any] | None, chunk: Chunk, stream: int) -> None:
-        """Queue the copy of ``chunk`` after the launch just enqueued on ``stream``; with no
-        ``meta``, only give the chunk back once that launch is done."""
-        torch = self._torch
-        launched = torch.cuda.Event()
-        launched.record(self._stream(stream))
-        self.side_stream.wait_event(launched)
-        window = slice(chunk.offset, chunk.offset + chunk.size)
-        with torch.cuda.stream(self.side_stream):
-            if meta is not None:
-                self.host_arena[window].copy_(self.arena[window], non_blocking=True)
-            done = torch.cuda.Event()
-            done.record(self.side_stream)
-        with self._pending_lock:
-            self._pending += 1
-        self._queue.put(_InFlight(meta, chunk, done))
-
-    def _stream(self, handle: int):
-        # Handle 0 is the legacy default stream; an ExternalStream of 0 does not order the
-        # event after work already queued there, so the copy would race the kernel.
-        if handle == 0:
-            return self._torch.cuda.default_stream(self.arena.device)
-        return self._torch.cuda.ExternalStream(handle, device=self.arena.device)
-
-    def _run(self) -> None:
+    # --- the user's thread -----------------------------------------------------------------
+    def allocate(self, size: int) -> Chunk:
+        """A chunk of the arena; while the pool is full, wait for the oldest launch to leave."""
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            try:
-                item.done.synchronize()
-                if item.meta is not None:
-                    chunk = item.chunk
-                    self.sink(item.meta, self._host_bytes[chunk.offset : chunk.offset + chunk.size])
-            except BaseException as error:  # surfaced to the user at the next wait or close
-                self._error = self._error or error
-            finally:
-                self.pool.release(item.chunk)
-                with self._pending_lock:
-                    self._pending -= 1
-                    self._pending_lock.notify_all()
+            chunk = self.pool.try_allocate(size)  # raises PoolTooSmall for a launch too large
+            if chunk is not None:
+                return chunk
+            with self._cond:
+                if not self._waiting and not self._busy:
+                    raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
+                self._room_wanted = True
+                self._cond.notify_all()
+                self._cond.wait_for(self._took_one_after(self._taken))
+            self.raise_if_failed()
 
-    def wait_for_oldest(self) -> bool:
-        """Block until one in-flight copy finishes; False if none is in flight."""
-        with self._pending_lock:
-            if self._pending == 0:
-                return False
-            before = self._pending
-            self._pending_lock.wait_for(lambda: self._pending < before)
-        self.raise_if_failed()
-        return True
+    def submit(self, launch: Launch, stream: int) -> None:
+        """Queue a launch just enqueued on ``stream``; it stays on the device for now."""
+        launch.launched.record(self.stream(stream))
+        with self._cond:
+            self._waiting.append(launch)
+            self._submitted += 1
+            if self.pool.in_use >= DRAIN_AT * self.pool.capacity:
+                self._cond.notify_all()
+
+    def _took_one_after(self, taken: int) -> Callable[[], bool]:
+        return lambda: self._taken > taken or self._error is not None
+
+    def stream(self, handle: int):
+        """The torch stream for a CUstream handle. Handle 0 is the legacy default stream: an
+        ExternalStream of 0 would not order an event after work already queued there."""
+        stream = self._streams.get(handle)
+        if stream is None:
+            torch = self._torch
+            if handle == 0:
+                stream = torch.cuda.default_stream(self.device)
+            else:
+                stream = torch.cuda.ExternalStream(handle, device=self.device)
+            self._streams[handle] = stream
+        return stream
 
     def flush(self) -> None:
-        with self._pending_lock:
-            self._pending_lock.wait_for(lambda: self._pending == 0)
+        """Copy every queued launch off the device and wait for it."""
+        with self._cond:
+            self._flush_upto = self._submitted
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._taken >= self._flush_upto or self._error is not None)
         self.raise_if_failed()
+
+    def pause(self) -> None:
+        """Flush, then make no CUDA call until ``resume``: a graph capture in global mode
+        fails if another thread synchronizes while it runs."""
+        self.flush()
+        with self._cond:
+            self._paused = True
+            self._cond.wait_for(lambda: not self._busy)
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
 
     def close(self) -> None:
         self.flush()
-        self._queue.put(None)
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
         self._thread.join()
 
     def raise_if_failed(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"proton_ik: draining profile buffers failed: {self._error}") from self._error
+
+    # --- the drain thread ------------------------------------------------------------------
+    def _should_take(self) -> bool:
+        if self._paused or not self._waiting:
+            return False
+        return (
+            self._taken < self._flush_upto
+            or self._room_wanted
+            or self.pool.in_use >= DRAIN_AT * self.pool.capacity
+            or self._waiting[0].meta is None
+        )
+
+    def _run(self) -> None:
+        torch = self._torch
+        torch.cuda.set_device(self.device)
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closing or self._should_take())
+                if not self._should_take():
+                    return  # closing, and nothing left that a flush asked for
+                launch = self._waiting.popleft()
+                self._busy = True
+            try:
+                if self._error is None:
+                    self._copy_out(launch)
+                else:
+                    launch.launched.synchronize()
+            except BaseException as error:  # surfaced to the user at the next allocate or flush
+                self._error = error
+            finally:
+                self.pool.release(launch.chunk)
+                with self._cond:
+                    self._busy = False
+                    self._taken += 1
+                    self._room_wanted = False
+                    self._cond.notify_all()
+
+    def _copy_out(self, launch: Launch) -> None:
+        torch = self._torch
+        if launch.meta is None or launch.layout is None:
+            launch.launched.synchronize()
+            return
+        chunk = launch.chunk
+        with torch.cuda.stream(self.side_stream):
+            self.side_stream.wait_event(launch.launched)
+            if launch.dense:
+                window = slice(chunk.offset, chunk.offset + chunk.size)
+                self.host_arena[window].copy_(self.arena[window], non_blocking=True)
+                self.side_stream.synchronize()
+                self.copied_bytes += chunk.size
+                self.sink(launch.meta, self._host_bytes[window], False)
+            else:
+                self.sink(launch.meta, self._copy_written(chunk, launch.layout), True)
+
+    def _copy_written(self, chunk: Chunk, layout: BufferLayout) -> np.ndarray:
+        """The trimmed form of a ring launch, copying its counts first, then only what they say."""
+        torch = self._torch
+        num_ctas = chunk.size // layout.cta_bytes
+        words = self.arena.view(torch.int32)
+        counts = torch.as_strided(
+            words,
+            (num_ctas, layout.units),
+            (layout.cta_bytes // 4, layout.unit_bytes // 4),
+            (chunk.offset + CTA_HEADER_BYTES + _ENTRIES_FIELD) // 4,
+        ).cpu()  # waits for this side-stream copy only
+        # As viewer.trim reads them: unsigned, so a garbage count keeps the whole ring.
+        kept = np.minimum(counts.numpy().view(np.uint32).astype(np.int64), layout.capacity)
+        slots = int(kept.max(initial=0))
+        arena = self.arena
+        pieces = [
+            torch.as_strided(arena, (num_ctas, CTA_HEADER_BYTES), (layout.cta_bytes, 1), chunk.offset),
+            torch.as_strided(
+                arena,
+                (num_ctas, layout.units, UNIT_HEADER_BYTES),
+                (layout.cta_bytes, layout.unit_bytes, 1),
+                chunk.offset + CTA_HEADER_BYTES,
+            ),
+            torch.as_strided(
+                arena,
+                (num_ctas, layout.units, slots * ENTRY_BYTES),
+                (layout.cta_bytes, layout.unit_bytes, 1),
+                chunk.offset + CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
+            ),
+        ]
+        gathered = torch.cat([piece.reshape(-1) for piece in pieces])
+        window = slice(chunk.offset, chunk.offset + gathered.numel())
+        self.host_arena[window].copy_(gathered, non_blocking=True)
+        self.side_stream.synchronize()
+        self.copied_bytes += gathered.numel()
+        host = self._host_bytes[window]
+        headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
+        entries = host[headers:].reshape(num_ctas * layout.units, slots, ENTRY_BYTES)
+        written = entries[np.arange(slots) < kept.reshape(-1, 1)]
+        return np.concatenate([host[:headers], written.reshape(-1)])

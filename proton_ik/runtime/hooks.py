@@ -2,22 +2,31 @@
 
 Triton calls the profile allocator with ``grid * cta_bytes`` just before each launch of a
 kernel whose metadata asks for ``profile_scratch``, then the launch-enter hook, then the
-launch, then the launch-exit hook. The allocator takes a chunk from the pool, the enter hook
-ties it to the kernel, and the exit hook queues the asynchronous copy.
+launch, then the launch-exit hook. The allocator takes a chunk from the pool of the current
+device, the enter hook ties it to the kernel, and the exit hook queues it on that device's
+drain: an event on the launch's stream and nothing more.
+
+A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's
+private memory pool, so that every replay writes there and never into a pool chunk that has
+since been handed to another launch; ``runtime.graphs`` copies it out after each replay.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from triton import knobs
 from triton.runtime._allocation import set_profile_allocator
 
+from proton_ik.layout import BufferLayout
 from proton_ik.lowering.pipeline import METADATA_KEY
-from proton_ik.runtime.drain import Drain
-from proton_ik.runtime.pool import Chunk, RingPool
+from proton_ik.runtime.drain import Drain, Launch, Sink
+from proton_ik.runtime.pool import Chunk
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,8 @@ class KernelInfo:
     name: str
     num_warps: int
     cta_bytes: int
+    layout: BufferLayout
+    dense: bool  # segments sized from the code's bound: a chunk is copied whole
     profile: dict[str, Any]  # lowering.pipeline.kernel_metadata
 
 
@@ -40,10 +51,13 @@ def _on_kernel_load(module, function, name, metadata_group, hash) -> None:
         metadata = json.load(file)
     profile = metadata.get(METADATA_KEY)
     if profile:
+        capacity = profile.get("capacity") or {}
         _kernels[function] = KernelInfo(
             name=metadata["name"],
             num_warps=int(metadata["num_warps"]),
             cta_bytes=int(metadata["profile_scratch_size"]),
+            layout=BufferLayout.from_dict(profile["layout"]),
+            dense=capacity.get("source") == "bound",
             profile=profile,
         )
 
@@ -58,55 +72,152 @@ class _DevicePointer:
         return self.pointer
 
 
+@dataclass
+class _Allocation:
+    size: int
+    stream: int
+    drain: Drain | None = None  # a pool chunk on this device's drain...
+    chunk: Chunk | None = None
+    buffer: Any = None  # ...or a buffer of a graph being captured (a torch tensor)
+
+
+@dataclass
+class CapturedLaunch:
+    """An instrumented launch inside a CUDA graph: its metadata and the buffer it writes."""
+
+    meta: dict[str, Any]
+    kernel: KernelInfo
+    buffer: Any  # torch tensor in the graph's private pool
+
+
 class LaunchRecorder:
     """Installs the hooks and turns each instrumented launch into a drained capture."""
 
-    def __init__(self, pool: RingPool, arena, drain: Drain):
-        self.pool = pool
-        self.arena = arena
-        self.base = arena.data_ptr()
-        self.drain = drain
+    def __init__(self, pool_bytes: int, sink: Sink):
+        import torch
+
+        self._torch = torch
+        self.pool_bytes = pool_bytes
+        self.sink = sink
+        self.drains: dict[int, Drain] = {}
         self.launches = 0
         self.recording = False
-        self._pending: tuple[Chunk, int] | None = None  # allocated, launch not yet entered
-        self._current: tuple[Chunk, KernelInfo | None, int] | None = None
+        self.unrecorded: Counter[tuple[str, str]] = Counter()  # (kernel, why) -> launches
+        # Set by runtime.graphs while a graph is being captured on this thread.
+        self.on_captured: Callable[[CapturedLaunch], bool] | None = None
+        # Set by runtime.autotune: the config an autotuner is launching, as plain data.
+        self.current_config: Callable[[], dict[str, Any] | None] = lambda: None
+        self._pending: _Allocation | None = None  # allocated, launch not yet entered
+        self._current: tuple[_Allocation, KernelInfo | None, int] | None = None
+        self._warned: set[str] = set()
 
-    def allocate(self, size: int, alignment: int, stream: int | None) -> _DevicePointer:
+    def drain_for(self, device: int) -> Drain:
+        drain = self.drains.get(device)
+        if drain is None:
+            drain = self.drains[device] = Drain(device, self.pool_bytes, self.sink)
+        return drain
+
+    # --- hooks -------------------------------------------------------------------------------
+    def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
+        torch = self._torch
         if self._pending is not None:
-            # The previous allocation never reached a launch (it raised): nothing was written.
-            self.pool.release(self._pending[0])
-        chunk = self.pool.allocate(size, self.drain.wait_for_oldest)
-        self._pending = (chunk, stream or 0)
-        return _DevicePointer(self.base + chunk.offset)
+            self._abandon(self._pending)  # the previous allocation never reached a launch
+        if torch.cuda.is_current_stream_capturing():
+            buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
+            self._pending = _Allocation(size, stream or 0, buffer=buffer)
+            return buffer
+        drain = self.drain_for(torch.cuda.current_device())
+        chunk = drain.allocate(size)
+        self._pending = _Allocation(size, stream or 0, drain=drain, chunk=chunk)
+        return _DevicePointer(drain.base + chunk.offset)
 
     def enter(self, launch) -> None:
         if self._pending is None:
             return
-        chunk, stream = self._pending
-        self._pending = None
+        allocation, self._pending = self._pending, None
         function = launch.data.get("function")
-        self._current = (chunk, _kernels.get(function), launch.data.get("stream", stream))
+        stream = launch.data.get("stream", allocation.stream)
+        self._current = (allocation, _kernels.get(function), int(stream or 0))
 
     def exit(self, launch) -> None:
         if self._current is None:
             return
-        chunk, kernel, stream = self._current
+        allocation, kernel, stream = self._current
         self._current = None
+        if allocation.buffer is not None:
+            self._captured(allocation, kernel, stream)
+            return
+        assert allocation.drain is not None and allocation.chunk is not None
         if kernel is None or not self.recording:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
-            self.drain.submit(None, chunk, stream)
+            allocation.drain.submit(Launch(None, allocation.chunk, None, False, self._event()), stream)
             return
+        meta = self.launch_meta(kernel, allocation.size, stream, allocation.drain.device)
+        launch_record = Launch(meta, allocation.chunk, kernel.layout, kernel.dense, self._event())
+        allocation.drain.submit(launch_record, stream)
+
+    # --- helpers ---------------------------------------------------------------------------
+    def launch_meta(self, kernel: KernelInfo, size: int, stream: int, device: int) -> dict[str, Any]:
+        """A launch's metadata for the session file; numbers it in the order launches are made."""
         meta = {
             "launch": self.launches,
             "kernel": kernel.name,
-            "stream": int(stream),
+            "stream": stream,
+            "device": device,
             "num_warps": kernel.num_warps,
-            "num_ctas": chunk.size // kernel.cta_bytes,
+            "num_ctas": size // kernel.cta_bytes,
             "profile": kernel.profile,
         }
+        config = self.current_config()
+        if config is not None:
+            meta["config"] = config
         self.launches += 1
-        self.drain.submit(meta, chunk, stream)
+        return meta
 
+    def _event(self):
+        return self._torch.cuda.Event()
+
+    def _abandon(self, allocation: _Allocation) -> None:
+        if allocation.drain is not None and allocation.chunk is not None:
+            allocation.drain.pool.release(allocation.chunk)
+
+    def _captured(self, allocation: _Allocation, kernel: KernelInfo | None, stream: int) -> None:
+        if kernel is None:
+            return
+        torch = self._torch
+        meta = {
+            "kernel": kernel.name,
+            "stream": stream,
+            "device": torch.cuda.current_device(),
+            "num_warps": kernel.num_warps,
+            "num_ctas": allocation.size // kernel.cta_bytes,
+            "profile": kernel.profile,
+        }
+        config = self.current_config()
+        if config is not None:
+            meta["config"] = config
+        captured = CapturedLaunch(meta, kernel, allocation.buffer)
+        if self.on_captured is not None and self.on_captured(captured):
+            return
+        why = (
+            "launched inside a CUDA graph capture that proton_ik did not see begin (only "
+            "torch.cuda.CUDAGraph captures are followed); its replays are not recorded"
+        )
+        self.unrecorded[(kernel.name, why)] += 1
+        self.warn_once(why, f"proton_ik: {kernel.name} was {why}.")
+
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, stacklevel=3)
+
+    def unrecorded_info(self) -> list[dict[str, Any]]:
+        return [
+            {"kernel": kernel, "reason": why, "count": count}
+            for (kernel, why), count in sorted(self.unrecorded.items())
+        ]
+
+    # --- lifetime --------------------------------------------------------------------------
     def install(self) -> None:
         knobs.runtime.kernel_load_end_hook.add(_on_kernel_load)
         knobs.runtime.launch_enter_hook.add(self.enter)
@@ -120,3 +231,8 @@ class LaunchRecorder:
         knobs.runtime.launch_enter_hook.remove(self.enter)
         knobs.runtime.launch_exit_hook.remove(self.exit)
         set_profile_allocator(None)
+
+    def close(self) -> None:
+        """Copy everything off every device; stop the drain threads."""
+        for drain in self.drains.values():
+            drain.close()

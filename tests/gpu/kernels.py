@@ -63,3 +63,54 @@ def spin_kernel(out, CYCLES: tl.constexpr):
     end = read_clock64()
     pl.exit_scope("spin")
     tl.store(out + tl.program_id(0), end - start)
+
+
+@triton.jit
+def four_scopes_kernel(x, out, n, BLOCK: tl.constexpr):
+    """Four straight-line scopes per warp: each warp writes exactly four pair entries."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    with pl.scope("load"):
+        a = tl.load(x + offsets, mask=mask)
+    with pl.scope("scale"):
+        b = a * 2.0 + 1.0
+    with pl.scope("square"):
+        c = b * b
+    with pl.scope("store"):
+        tl.store(out + offsets, c, mask=mask)
+
+
+def tuned_configs():
+    """Two configs far apart in speed on a large elementwise add: one warp of 64 elements per
+    CTA against four warps of 2048."""
+    return [
+        triton.Config({"BLOCK": 64}, num_warps=1),
+        triton.Config({"BLOCK": 2048}, num_warps=4),
+    ]
+
+
+@triton.jit
+def tuned_add_body(x, y, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    with pl.scope("add"):
+        tl.store(out + offsets, tl.load(x + offsets, mask=mask) + tl.load(y + offsets, mask=mask), mask=mask)
+
+
+def make_tuned_add():
+    """A fresh autotuned kernel (its own tuning cache) for each test that needs one."""
+    return triton.autotune(configs=tuned_configs(), key=["n"])(tuned_add_body)
+
+
+@triton.jit
+def runtime_loop_kernel(x, out, iters_ptr, BLOCK: tl.constexpr):
+    """Like loop_kernel, with a trip count read at run time: no compile-time bound."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    iters = tl.load(iters_ptr)
+    pl.enter_scope("outer")
+    acc = tl.load(x + offsets)
+    for _ in range(iters):
+        with pl.scope("step"):
+            acc = acc * 1.0001 + 0.25
+    tl.store(out + offsets, acc)
+    pl.exit_scope("outer")

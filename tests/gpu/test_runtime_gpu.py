@@ -164,7 +164,10 @@ def test_complete_trace_files(tmp_path):
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
     _, result = _profiled(
-        tmp_path, "files", lambda: kernels.add_kernel[(n // 1024,)](x, y, out, n, BLOCK=1024)
+        tmp_path,
+        "files",
+        lambda: kernels.add_kernel[(n // 1024,)](x, y, out, n, BLOCK=1024),
+        formats=("pftrace", "json"),
     )
     for key in ("pftrace", "json", "session"):
         assert Path(result.paths[key]).stat().st_size > 0

@@ -1,16 +1,18 @@
-"""How fast finalize is: load a session file, decode, pair, build the tables, write both traces.
+"""How fast finalize is: a session file to a ``.pftrace`` (``render_session``, what finalize runs);
+and, apart, loading the tables (``load``) and writing Chrome JSON from them.
 
     python tests/viewer/finalize_speed.py [--shape wide|deep|many|all] [--records 2000000] [--runs 5]
 
 Sessions are written once with the tests' software writer model (conftest.py) into
-``--cache`` and reused. Shapes, each about ``--records`` records:
+``--cache`` and reused, stored as the runtime stores them (uncompressed, trimmed). Shapes, each about ``--records`` records:
 
     wide   8 launches of 1024 CTAs x 8 warps (8192 units per launch), few records per unit
     deep   1 launch of 132 CTAs x 8 warps, thousands of records per unit
     many   1000 launches of 16 CTAs x 4 warps
 
-Prints seconds per million records for each stage, and the trace files' bytes per event: the
-median over ``--runs`` runs, each in a fresh process (memory a process touches first costs more).
+Prints finalize's records per second, seconds per million records for each stage, and the trace
+files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
+process touches first costs more).
 """
 
 from __future__ import annotations
@@ -27,8 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from proton_ik.viewer import SessionWriter, Trace
-from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer import SessionWriter, load, render_session
 
 _spec = importlib.util.spec_from_file_location("viewer_conftest", Path(__file__).with_name("conftest.py"))
 _model = importlib.util.module_from_spec(_spec)
@@ -55,7 +56,7 @@ def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
     high = np.array([51, 200, 900, 21, 11, 80])
     scope = np.tile([0, 1, 1, 0, 2, 2], iterations)
     is_end = np.tile([0, 0, 1, 1, 0, 1], iterations).astype(bool)
-    with SessionWriter(path, {"name": shape, "time_shift_cycles": 40}, compress=False) as writer:
+    with SessionWriter(path, {"name": shape, "time_shift_cycles": 40}, compress=False, trim=True) as writer:
         for launch in range(launches):
             fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas)
             start = 400_000 * launch
@@ -77,24 +78,22 @@ def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
 
 def measure(path: Path, out: Path) -> dict[str, float]:
     began = time.perf_counter()
-    session = read_session(path)
-    trace = Trace.from_captures(session.info, session.launches)
+    stats = render_session(path, {"pftrace": out / "t.pftrace"}, progress=False)
+    finalized = time.perf_counter()
+    trace = load(path)
     loaded = time.perf_counter()
-    pftrace = trace.write_perfetto(out / "t.pftrace", progress=False)
-    perfetto_done = time.perf_counter()
     chrome = trace.write_chrome(out / "t.json", progress=False)
     chrome_done = time.perf_counter()
-    millions = trace.record_count / 1e6
-    events = len(trace.events)
+    millions = stats.records / 1e6
     return {
-        "records": trace.record_count,
-        "events": events,
-        "load+decode+pair+tables s/1M records": (loaded - began) / millions,
-        "pftrace s/1M records": (perfetto_done - loaded) / millions,
-        "json s/1M records": (chrome_done - perfetto_done) / millions,
-        "total s/1M records": (chrome_done - began) / millions,
-        "pftrace bytes/event": pftrace.stat().st_size / events,
-        "json bytes/event": chrome.stat().st_size / events,
+        "records": stats.records,
+        "events": stats.events,
+        "finalize records/s": stats.records / (finalized - began),
+        "finalize (.pik to .pftrace) s/1M records": (finalized - began) / millions,
+        "load (tables) s/1M records": (loaded - finalized) / millions,
+        "json from tables s/1M records": (chrome_done - loaded) / millions,
+        "pftrace bytes/event": (out / "t.pftrace").stat().st_size / stats.events,
+        "json bytes/event": chrome.stat().st_size / stats.events,
     }
 
 
@@ -113,7 +112,7 @@ def main() -> None:
         return
     args.cache.mkdir(parents=True, exist_ok=True)
     for shape in SHAPES if args.shape == "all" else [args.shape]:
-        path = args.cache / f"{shape}-{args.records}.pik"
+        path = args.cache / f"{shape}-{args.records}-trimmed.pik"
         if not path.exists():
             build_session(path, shape, args.records)
         runs = [

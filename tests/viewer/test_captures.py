@@ -459,10 +459,10 @@ def test_perfetto_trace_of_a_capture_parses_back_with_every_event(name, tmp_path
                 begins[names[packet.track_event.name_iid]] += 1
             elif packet.track_event.type == TrackEvent.TYPE_SLICE_END:
                 ends += 1
-    lifetimes = begins.pop(LIFETIME)
+    lifetimes = begins.pop(LIFETIME)  # every finished unit's, and every launch's
     assert sum(begins.values()) == len(trace.events)
     assert begins == Counter(trace.events["scope"].astype(str))
-    assert lifetimes == int(trace.units["finished"].sum())
+    assert lifetimes == int(trace.units["finished"].sum()) + len(trace.launches)
     assert ends == len(trace.events) + lifetimes
 
 

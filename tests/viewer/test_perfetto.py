@@ -81,8 +81,10 @@ def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace
     result = replay(pftrace_packets(path))
 
     assert result.snapshots == sorted(result.snapshots)  # one clock's snapshots never go back
-    scopes = [s for s in result.slices if s["name"] != LIFETIME]
-    lifetimes = [s for s in result.slices if s["name"] == LIFETIME]
+    launches = [s for s in result.slices if len(result.path(s["track"])) == 2]  # on a launch track
+    slices = [s for s in result.slices if s not in launches]
+    scopes = [s for s in slices if s["name"] != LIFETIME]
+    lifetimes = [s for s in slices if s["name"] == LIFETIME]
     assert len(scopes) == len(trace.events)
     assert len(lifetimes) == int(trace.units["finished"].sum())
 
@@ -114,6 +116,14 @@ def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace
         unit = units.loc[(launch, s["args"]["cta"], s["args"]["warp"])]
         assert (s["begin"], s["end"], s["depth"]) == (unit["start_ns"], unit["end_ns"], 0)
         assert s["args"]["records"] == unit["count"]
+
+    # Each launch's lifetime spans its units' and carries its statistics.
+    assert [s["name"] for s in launches] == [LIFETIME] * len(trace.launches)
+    for s in launches:
+        number = s["args"]["launch"]
+        units = trace.units[trace.units["launch"] == number]
+        assert (s["begin"], s["end"]) == (units["start_ns"].min(), units["end_ns"].max())
+        assert s["args"]["records"] == trace.launches.set_index("launch").loc[number, "records"]
 
 
 def test_siblings_sort_numerically(tmp_path, busy_launch, pftrace_packets):

@@ -1,0 +1,189 @@
+"""Buffers that grow with what is recorded, on the GPU: the default mode on a large grid, graph
+capture and replays, autotuning, and several streams."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import proton_ik
+from proton_ik.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES, BufferLayout
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+import triton  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import kernels  # noqa: E402
+
+
+def _scope_counts(result):
+    return result.events.groupby(["launch", "cta", "warp", "scope"]).size()
+
+
+def test_default_mode_records_a_large_straight_line_grid_exactly(tmp_path):
+    ctas, num_warps, block = 16384, 8, 2048
+    n = ctas * block
+    x = torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    plain = torch.empty_like(x)
+    kernels.four_scopes_kernel[(ctas,)](x, plain, n, BLOCK=block, num_warps=num_warps)
+    proton_ik.start("large", out_dir=tmp_path)  # no options: the default mode and pool
+    try:
+        compiled = kernels.four_scopes_kernel[(ctas,)](x, out, n, BLOCK=block, num_warps=num_warps)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    assert torch.equal(out, plain)
+    profile = compiled.metadata.proton_ik
+    # Four straight-line scopes, each a begin and its end in one block: four pair entries.
+    assert profile["capacity"]["source"] == "bound" and profile["capacity"]["bound"] == 4
+    layout = BufferLayout.from_dict(profile["layout"])
+    assert layout.capacity == 4
+    raw = CTA_HEADER_BYTES + num_warps * (UNIT_HEADER_BYTES + 4 * ENTRY_BYTES)
+    assert layout.cta_bytes == -(-raw // 128) * 128
+    counts = _scope_counts(result)
+    assert len(counts) == ctas * num_warps * 4 and (counts == 1).all()
+    stats = result.trace.launches
+    assert int(stats["overwritten"].sum()) == 0
+    assert sorted(result.paths) == ["pftrace", "session"]  # Chrome JSON only when asked
+
+
+def test_a_loop_that_outruns_the_ring_is_counted_exactly_in_the_default_mode(tmp_path):
+    ctas, num_warps = 64, 4
+    x = torch.randn(ctas * 512, device="cuda")
+    out = torch.empty_like(x)
+    iters = torch.tensor([700], device="cuda", dtype=torch.int32)
+    proton_ik.start("ring", out_dir=tmp_path)
+    try:
+        compiled = kernels.runtime_loop_kernel[(ctas,)](x, out, iters, BLOCK=512, num_warps=num_warps)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    capacity = compiled.metadata.proton_ik["capacity"]
+    assert capacity["source"] == "ring" and capacity["bound"] is None
+    ring = capacity["entries"]
+    stats = result.trace.launches
+    # Per warp: 700 "step" pairs (one entry each) between an "outer" begin and end (single
+    # records): 702 entries, 1402 records. The ring keeps the newest `ring` entries.
+    kept_records = 2 * (ring - 1) + 1
+    assert int(stats["overwritten"].sum()) == ctas * num_warps * (1402 - kept_records)
+    steps = result.events[result.events.scope == "step"].groupby(["cta", "warp"]).size()
+    assert len(steps) == ctas * num_warps and (steps == ring - 1).all()
+
+
+def test_graph_capture_and_ten_replays_are_each_recorded(tmp_path):
+    n, block = 1 << 20, 1024
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    expected = torch.empty_like(x)
+    kernels.add_kernel[(n // block,)](x, y, expected, n, BLOCK=block)  # plain, outside the session
+    out = torch.zeros_like(x)
+    proton_ik.start("graph", out_dir=tmp_path)
+    try:
+        kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)  # compiles; recorded too
+        torch.cuda.synchronize()
+        out.zero_()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+        for _ in range(10):
+            graph.replay()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    assert torch.equal(out, expected)
+    launches = result.trace.launches
+    assert len(launches) == 11
+    replays = launches.dropna(subset=["replay"])
+    assert sorted(replays["replay"].astype(int)) == list(range(10))
+    counts = result.events.groupby("launch").size()
+    assert (counts == (n // block) * 4 * 3).all() and len(counts) == 11
+    assert int(launches["overwritten"].sum()) == 0
+
+
+def test_autotune_picks_the_unprofiled_config_and_records_only_user_calls(tmp_path):
+    n = 1 << 24
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+
+    def grid(meta):
+        return (triton.cdiv(n, meta["BLOCK"]),)
+
+    unprofiled = kernels.make_tuned_add()
+    unprofiled[grid](x, y, out, n)
+    profiled = kernels.make_tuned_add()
+    proton_ik.start("tuned", out_dir=tmp_path)
+    try:
+        for _ in range(3):
+            profiled[grid](x, y, out, n)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    assert torch.equal(out, x + y)
+    assert profiled.best_config.kwargs == unprofiled.best_config.kwargs
+    assert profiled.best_config.num_warps == unprofiled.best_config.num_warps
+    launches = result.trace.launches
+    assert len(launches) == 3  # the user's calls, none of the autotuner's benchmark runs
+    config = profiled.best_config
+    assert (launches["config"].astype(str).str.contains(f"BLOCK={config.kwargs['BLOCK']}")).all()
+    ctas = triton.cdiv(n, config.kwargs["BLOCK"])
+    assert (result.events.groupby("launch").size() == ctas * config.num_warps).all()
+
+
+def test_two_streams_keep_their_launches_apart(tmp_path):
+    n = 1 << 20
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    outs = [torch.empty_like(x), torch.empty_like(x)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    blocks = [1024, 512]  # different grids tell the launches apart
+    proton_ik.start("streams", out_dir=tmp_path)
+    try:
+        for _ in range(5):
+            for stream, out, block in zip(streams, outs, blocks, strict=True):
+                with torch.cuda.stream(stream):
+                    kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    launches = result.trace.launches
+    assert len(launches) == 10
+    handles = {stream.cuda_stream: n // block for stream, block in zip(streams, blocks, strict=True)}
+    ctas = result.events.groupby("launch")["cta"].nunique()
+    for row in launches.itertuples():
+        assert handles[int(row.stream)] == ctas[row.launch]
+    counts = result.events.groupby("launch").size()
+    assert all(counts[row.launch] == handles[int(row.stream)] * 4 * 3 for row in launches.itertuples())
+
+
+def test_two_devices_keep_their_launches_apart(tmp_path):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    n = 1 << 20
+    blocks = {0: 1024, 1: 512}
+    inputs = {d: (torch.randn(n, device=f"cuda:{d}"), torch.randn(n, device=f"cuda:{d}")) for d in blocks}
+    outs = {d: torch.empty(n, device=f"cuda:{d}") for d in blocks}
+    expected = {d: torch.empty(n, device=f"cuda:{d}") for d in blocks}
+    for device, block in blocks.items():
+        with torch.cuda.device(device):
+            kernels.add_kernel[(n // block,)](*inputs[device], expected[device], n, BLOCK=block)
+    proton_ik.start("devices", out_dir=tmp_path)
+    try:
+        for _ in range(3):
+            for device, block in blocks.items():
+                with torch.cuda.device(device):
+                    x, y = inputs[device]
+                    kernels.add_kernel[(n // block,)](x, y, outs[device], n, BLOCK=block)
+        for device in blocks:
+            torch.cuda.synchronize(device)
+    finally:
+        result = proton_ik.finalize()
+    for device in blocks:
+        assert torch.equal(outs[device], expected[device])
+    launches = result.trace.launches
+    assert sorted(launches["device"].astype(int)) == [0, 0, 0, 1, 1, 1]
+    counts = result.events.groupby("launch").size()
+    for row in launches.itertuples():
+        assert counts[row.launch] == (n // blocks[int(row.device)]) * 4 * 3

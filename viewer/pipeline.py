@@ -1,0 +1,475 @@
+"""The pipeline: launches in, chunks of columns out, in launch order and in bounded memory.
+
+Two passes over the launches. The first reads only headers: each unit's start and end
+(clock64, globaltimer) pairs are fitted into per-(launch, SM) lines as they come, so the
+session's clock conversions (an SM with too short a span borrows its launch's or the session's
+rate) and its first unit start are known before any record is decoded. The second decodes runs
+of consecutive launches of up to ``GROUP_BYTES`` of stored data (a larger launch in pieces of
+whole CTAs), pairs their records and hands each run on as a ``Chunk``: event, unit and
+unmatched columns, and the rows of the launches that end in it. Launches of one kernel and
+profile within a run decode together, so a thousand small launches cost about what one large
+launch does. ``trace.Trace`` joins the chunks into tables; ``render.render_session`` writes
+each chunk to the trace files and drops it, so its memory does not grow with the session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from proton_ik.layout import BufferLayout, RecordKind
+from proton_ik.viewer.decode import (
+    PROBLEM_COUNTS,
+    BufferView,
+    UnitTable,
+    decode_headers,
+    decode_views,
+    describe_problems,
+    raw_view,
+)
+from proton_ik.viewer.events import pair_records
+from proton_ik.viewer.session_file import Capture, StoredLaunch, check_meta
+from proton_ik.viewer.table import (
+    LAUNCH_COUNTS,
+    Labels,
+    LaunchGroup,
+    ScopeTable,
+    TimeShift,
+    event_columns,
+    first_grid,
+    launch_counts,
+    launch_row,
+    scope_codes,
+    unit_columns,
+    unmatched_columns,
+    warps_per_unit,
+)
+from proton_ik.viewer.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
+
+# Stored bytes decoded at once: enough for whole-array work to pay, and few enough that its arrays
+# stay below the size (32 MB) past which the allocator maps fresh memory for each one.
+GROUP_BYTES = 32 << 20
+
+Columns = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A run of consecutive launches, decoded: columns as ``table`` builds them, group by group
+    (launches of one kernel and profile), each in launch order (its ``order`` column).
+
+    ``kernel`` and ``scope`` columns hold codes into ``kernels`` and ``scopes`` (the session's
+    names so far, in the order first seen). ``launches`` holds the launch-table rows of the
+    launches whose last piece is here; ``widths`` the warps per unit of every launch (by number)
+    with rows here. Times relative to the session start are in the ``*_rel_ns`` columns.
+    """
+
+    kernels: tuple[str, ...]
+    scopes: tuple[str, ...]
+    events: Mapping[str, np.ndarray]
+    units: Mapping[str, np.ndarray]
+    unmatched: Mapping[str, np.ndarray]
+    launches: list[dict[str, Any]]
+    widths: dict[int, int]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch checked against its metadata: its place in the session, decode key and layout."""
+
+    index: int
+    capture: Capture
+    key: tuple[str, str]  # kernel and profile: launches that decode together
+    layout: BufferLayout
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        return self.capture.meta
+
+    @property
+    def where(self) -> str:
+        return f"launch {self.meta['launch']} ({self.meta['kernel']})"
+
+    def view(self, *, headers_only: bool = False) -> BufferView:
+        """The launch's headers and entries, from its stored form (a trimmed one is not rebuilt)."""
+        if isinstance(self.capture, StoredLaunch):
+            return self.capture.view(self.layout, headers_only=headers_only)
+        try:
+            return raw_view(self.capture.buffer, self.layout)
+        except ValueError as error:
+            raise ValueError(f"{self.where}: {error}") from None
+
+
+def prepare(captures: Sequence[Capture]) -> list[Launch]:
+    """Check every launch's metadata, before anything is decoded."""
+    launches = []
+    keys: dict[tuple[str, str], tuple[str, str]] = {}  # one copy of each key, however many launches
+    for index, capture in enumerate(captures):
+        meta = capture.meta
+        check_meta(meta)
+        try:
+            layout = BufferLayout.from_dict(meta["profile"]["layout"])
+            key = (str(meta["kernel"]), json.dumps(meta["profile"], sort_keys=True))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"launch {meta['launch']} ({meta['kernel']}): {error}") from None
+        launches.append(Launch(index, capture, keys.setdefault(key, key), layout))
+    return launches
+
+
+# --- pass 1: clocks, from the headers -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionClocks:
+    """The session's per-(launch, SM) clock conversions, and its first unit start (ns)."""
+
+    clocks: SmClocks
+    start_ns: int
+
+
+def fit_session(launches: Sequence[Launch]) -> SessionClocks:
+    """Fit every launch's clocks from its unit headers, reading as little of each launch as its
+    stored form allows; only the fitted lines (one per launch and SM) are kept."""
+    lines, starts = [], []
+    for run in _runs(launches, lambda launch: launch.view(headers_only=True), split=False):
+        for key in dict.fromkeys(piece.launch.key for piece in run):
+            group = [piece for piece in run if piece.launch.key == key]
+            _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
+            index = np.array([piece.launch.index for piece in group], dtype=np.int64)
+            lines.append(fit_lines(unit_anchors(units, index)))
+            starts.append(_start_range(units, index))
+    line = LineFit.concat(lines)
+    order = np.lexsort((line.sm, line.launch))
+    clocks = clocks_from_lines(
+        LineFit(*(getattr(line, f)[order] for f in LineFit.__dataclass_fields__)), len(launches)
+    )
+    return SessionClocks(clocks, _first_start(clocks, starts))
+
+
+def unit_anchors(units: UnitTable, index: np.ndarray) -> ClockAnchors:
+    """(clock64, globaltimer) pairs: both ends of finished units, and the start of decoded
+    unfinished units on SMs where no unit of their launch finished (their start was written,
+    their end was not). ``index``: each buffer's launch, by position in the session."""
+    finished = units.finished
+    launch = index[units.launch]
+    extra = ~finished & units.decoded
+    if extra.any():
+        key = launch * (int(units.smid.max()) + 1) + units.smid
+        extra &= ~np.isin(key, key[finished])
+    return ClockAnchors(
+        sm=np.concatenate([units.smid[finished], units.smid[finished], units.smid[extra]]),
+        clock=np.concatenate(
+            [units.start_clock[finished], units.end_clock[finished], units.start_clock[extra]]
+        ),
+        time=np.concatenate([units.start_time[finished], units.end_time[finished], units.start_time[extra]]),
+        launch=np.concatenate([launch[finished], launch[finished], launch[extra]]),
+    )
+
+
+def _start_range(
+    units: UnitTable, index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per (launch, SM): the earliest and latest unit start clock, whose conversions bound the
+    earliest start in nanoseconds (a conversion is monotonic, rising or falling)."""
+    launch = index[units.launch]
+    key = launch * (int(units.smid.max(initial=0)) + 1) + units.smid
+    keys, group = np.unique(key, return_inverse=True)
+    low = np.full(len(keys), np.iinfo(np.int64).max)
+    high = np.full(len(keys), np.iinfo(np.int64).min)
+    np.minimum.at(low, group, units.start_clock)
+    np.maximum.at(high, group, units.start_clock)
+    first = np.zeros(len(keys), dtype=np.int64)
+    first[group[::-1]] = np.arange(len(group))[::-1]
+    return launch[first], units.smid[first], low, high
+
+
+def _first_start(clocks: SmClocks, starts: list[tuple[np.ndarray, ...]]) -> int:
+    """The session's first unit start, in ns: 0 when no unit has a clock conversion."""
+    earliest = []
+    for launch, sm, low, high in starts:
+        rows = clocks.rows(sm, launch)
+        timed = rows >= 0
+        if timed.any():
+            earliest.append(
+                min(
+                    clocks.convert(rows[timed], low[timed]).min(),
+                    clocks.convert(rows[timed], high[timed]).min(),
+                )
+            )
+    return int(min(earliest)) if earliest else 0
+
+
+# --- pass 2: records, in runs of launches -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Whole CTAs of one launch, from CTA ``first_cta`` on."""
+
+    launch: Launch
+    first_cta: int
+    view: BufferView
+    last: bool  # the launch's last piece
+
+
+def _runs(
+    launches: Sequence[Launch], view: Callable[[Launch], BufferView], split: bool
+) -> Iterator[list[_Piece]]:
+    """Consecutive launches in runs of up to GROUP_BYTES of stored bytes. With ``split``, a larger
+    launch comes in pieces of whole CTAs, each its own run or the end or start of one."""
+    run: list[_Piece] = []
+    size = 0
+    for launch in launches:
+        whole = view(launch)
+        for piece in _pieces(launch, whole) if split else [_Piece(launch, 0, whole, True)]:
+            run.append(piece)
+            size += _bytes(piece.view)
+            if size >= GROUP_BYTES:
+                yield run
+                run, size = [], 0
+    if run:
+        yield run
+
+
+def _bytes(view: BufferView) -> int:
+    return view.cta_headers.nbytes + view.unit_headers.nbytes + view.entries.nbytes
+
+
+def _pieces(launch: Launch, view: BufferView) -> list[_Piece]:
+    """The launch in pieces of whole CTAs, each about GROUP_BYTES of stored bytes (at least one CTA)."""
+    if _bytes(view) <= GROUP_BYTES or view.num_ctas <= 1:
+        return [_Piece(launch, 0, view, True)]
+    # A CTA's bytes: its headers and the entries up to the next CTA's (in either stored form).
+    reach = np.diff(np.append(view.slot0[:, 0], len(view.entries))) * view.entries.itemsize
+    size = view.cta_headers.itemsize + view.unit_headers[0].nbytes + np.maximum(reach, 0)
+    window = (np.cumsum(size) - size) // max(GROUP_BYTES, 1)
+    bounds = [0, *(np.flatnonzero(np.diff(window)) + 1).tolist(), view.num_ctas]
+    return [_Piece(launch, a, view.ctas(a, b), b == view.num_ctas) for a, b in itertools.pairwise(bounds)]
+
+
+@dataclass
+class _Tally:
+    """What the launch table needs of one launch, added up over its pieces."""
+
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(len(LAUNCH_COUNTS), np.int64))
+    problems: np.ndarray = field(default_factory=lambda: np.zeros(len(PROBLEM_COUNTS), np.int64))
+    unknown: int = 0
+    unknown_ids: set[int] = field(default_factory=set)
+    other: int = 0
+    grid: list[int] | None = None
+
+
+class Pipeline:
+    """Decodes a session's launches run by run (see the module docstring)."""
+
+    def __init__(self, captures: Sequence[Capture], shift: TimeShift):
+        self.launches = prepare(captures)
+        self.shift = shift
+        self.kernels = Labels()
+        self.scopes = Labels()
+        self.session = fit_session(self.launches)
+        self.mhz, self.source = self.session.clocks.per_launch(len(self.launches))
+        self.tallies: dict[int, _Tally] = {}
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The session's chunks, in launch order."""
+        for run in _runs(self.launches, lambda launch: launch.view(), split=True):
+            yield self._chunk(run)
+
+    def _chunk(self, run: list[_Piece]) -> Chunk:
+        parts = [
+            self._decode([piece for piece in run if piece.launch.key == key])
+            for key in dict.fromkeys(piece.launch.key for piece in run)
+        ]
+        rows = [self._launch_row(piece.launch) for piece in run if piece.last]
+        start = self.session.start_ns
+        for events, units, _ in parts:
+            events["begin_rel_ns"] = events["begin_ns"] - start
+            events["end_rel_ns"] = events["end_ns"] - start
+            for name in ("start", "end"):
+                units[f"{name}_rel_ns"] = units[f"{name}_ns"] - start
+                units[f"{name}_rel_ns_missing"] = units[f"{name}_ns_missing"]
+        events, units, unmatched = (_joined([part[i] for part in parts]) for i in range(3))
+        return Chunk(
+            kernels=tuple(self.kernels.codes),
+            scopes=tuple(self.scopes.codes),
+            events=events,
+            units=units,
+            unmatched=unmatched,
+            launches=rows,
+            widths={int(piece.launch.meta["launch"]): warps_per_unit(piece.launch.meta) for piece in run},
+        )
+
+    def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns]:
+        """Decode and pair pieces of one kernel and profile; tally their launches' counts."""
+        meta = pieces[0].launch.meta
+        decoded = decode_views(
+            [piece.view for piece in pieces], pieces[0].launch.layout, [piece.first_cta for piece in pieces]
+        )
+        pairs, unmatched = pair_records(decoded.records, decoded.units)
+        index = np.array([piece.launch.index for piece in pieces], dtype=np.int64)
+        group = LaunchGroup(
+            index=index,
+            number=np.array([int(piece.launch.meta["launch"]) for piece in pieces], dtype=np.int64),
+            kernel=self.kernels.code(str(meta["kernel"])),
+            scopes=ScopeTable.from_profile(meta["profile"]),
+            warps_per_unit=warps_per_unit(meta),
+            ctas=decoded.ctas,
+            units=decoded.units,
+            pairs=pairs,
+            unmatched=unmatched,
+        )
+        self._tally(group, decoded.records, decoded.counts)
+        clocks = self.session.clocks
+        unit_rows = clocks.rows(group.units.smid, index[group.units.launch])
+        codes = scope_codes(group, self.scopes)
+        return (
+            event_columns(group, clocks, unit_rows, codes, self.shift),
+            unit_columns(group, clocks, unit_rows),
+            unmatched_columns(group, codes),
+        )
+
+    def _tally(self, group: LaunchGroup, records, problem_counts: np.ndarray) -> None:
+        """Add each piece's counts, problems, unknown scope ids and grid to its launch's tally."""
+        n = len(group.index)
+        piece = group.units.launch[records.unit_row]
+        scoped = records.kind == RecordKind.SCOPE
+        unknown = scoped & group.scopes.unknown(records.scope)
+        unknown_count = np.bincount(piece[unknown], minlength=n)
+        other = np.bincount(piece[~scoped], minlength=n)
+        counts = launch_counts(group, np.bincount(piece, minlength=n))
+        grids = first_grid(group)
+        for i, launch in enumerate(group.index.tolist()):
+            tally = self.tallies.setdefault(launch, _Tally())
+            tally.counts += counts[i]
+            tally.problems += problem_counts[i]
+            tally.other += int(other[i])
+            if unknown_count[i]:
+                tally.unknown += int(unknown_count[i])
+                tally.unknown_ids.update(np.unique(records.scope[unknown & (piece == i)]).tolist())
+            if tally.grid is None and i in grids:
+                tally.grid = grids[i]
+
+    def _launch_row(self, launch: Launch) -> dict[str, Any]:
+        """The launch-table row of a launch whose pieces are all decoded: what went wrong, too."""
+        tally = self.tallies.pop(launch.index)
+        meta = launch.meta
+        problems = list(describe_problems(tally.problems.tolist(), launch.layout))
+        ctas = int(tally.counts[LAUNCH_COUNTS.index("ctas")])
+        expected = _expected_ctas(meta)
+        if expected is not None and expected != ctas:
+            problems.append(f"the buffer holds {ctas} CTAs but the launch had {expected}")
+        if tally.unknown:
+            problems.append(
+                f"{tally.unknown} records name scope ids missing from the kernel's scope table: "
+                f"{sorted(tally.unknown_ids)}"
+            )
+        if tally.other:
+            problems.append(f"{tally.other} records of a kind this viewer does not know were ignored")
+        return launch_row(
+            meta,
+            launch.layout,
+            tally.counts.tolist(),
+            tally.grid,
+            self.mhz[launch.index],
+            self.source[launch.index],
+            self.shift,
+            problems,
+        )
+
+
+class _Joined(Mapping[str, np.ndarray]):
+    """Columns of several groups one after another, each joined when first read: the writers
+    read a few of the columns that ``trace`` needs all of. A group's rows are in launch order
+    (its ``order`` column); the writers need no more, ``trace`` orders the whole session."""
+
+    def __init__(self, parts: list[Columns]):
+        self._parts = parts
+        self._joined: Columns = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._joined:
+            self._joined[name] = np.concatenate([part[name] for part in self._parts])
+        return self._joined[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts[0])
+
+    def __len__(self) -> int:
+        return len(self._parts[0])
+
+
+def _joined(parts: list[Columns]) -> Mapping[str, np.ndarray]:
+    return parts[0] if len(parts) == 1 else _Joined(parts)
+
+
+def _expected_ctas(meta: Mapping[str, Any]) -> int | None:
+    if "num_ctas" in meta:
+        return int(meta["num_ctas"])
+    if meta.get("grid"):
+        return math.prod(int(g) for g in meta["grid"])
+    return None
+
+
+def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame) -> Chunk:
+    """A whole session's tables (``Trace``'s, or tables built by hand) as one chunk, for the writers."""
+    kernels = sorted(
+        {*_labels(events["kernel"]), *_labels(units["kernel"]), *_labels(launches.get("kernel", []))}
+    )
+    scopes = _labels(events["scope"])
+    rows = launches.to_dict("records")
+    return Chunk(
+        kernels=tuple(kernels),
+        scopes=tuple(scopes),
+        events={
+            **{name: _ints(events[name]) for name in _EVENT_INTS},
+            "kernel": _codes(events["kernel"], kernels),
+            "scope": _codes(events["scope"], scopes),
+        },
+        units={
+            **{name: _ints(units[name]) for name in _UNIT_INTS},
+            "kernel": _codes(units["kernel"], kernels),
+            "finished": units["finished"].to_numpy(bool),
+        },
+        unmatched={},
+        launches=rows,
+        widths={int(row["launch"]): int(row.get("warps_per_unit", 1)) for row in rows},
+    )
+
+
+# What the trace writers read of the tables; -1 stands for a missing value.
+_EVENT_INTS = (
+    "launch", "sm", "cta", "unit", "warp", "lane", "depth", "begin_ns", "end_ns", "begin_rel_ns", "dur_ns",
+    "dur_cycles", "line", "begin_record", "end_record",
+)  # fmt: skip
+_UNIT_INTS = (
+    "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns", "start_rel_ns", "dur_ns", "start_cycles",
+    "end_cycles", "count", "overwritten",
+)  # fmt: skip
+
+
+def _ints(column: pd.Series) -> np.ndarray:
+    return column.fillna(-1).to_numpy(np.int64) if column.hasnans else column.to_numpy(np.int64)
+
+
+def _labels(column: pd.Series | list) -> list[str]:
+    """The distinct values of a column of names, as strings, sorted."""
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
+        return sorted(str(c) for c in column.cat.categories)
+    return sorted({str(c) for c in column})
+
+
+def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
+    """Each value's index in ``labels``."""
+    position = {label: i for i, label in enumerate(labels)}
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        lookup = np.array([position[str(c)] for c in column.cat.categories] or [0], dtype=np.int64)
+        return lookup[column.cat.codes.to_numpy()]
+    return pd.Categorical(column.astype(str), categories=list(labels)).codes.astype(np.int64)

@@ -1,0 +1,92 @@
+"""A session file straight to trace files, chunk by chunk: what ``finalize`` runs.
+
+``render_session`` never builds the session's tables: the pipeline hands over a run of launches
+at a time (``pipeline.Chunk``), each writer adds it to its file, and it is dropped. Its memory is
+that of one run (up to ``pipeline.GROUP_BYTES`` of stored data, decoded) however many launches the
+session holds; what it keeps per launch is its counts and its problems. ``trace.load`` is for
+when the tables themselves are wanted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from proton_ik.viewer.chrome import ChromeWriter
+from proton_ik.viewer.perfetto import PerfettoWriter
+from proton_ik.viewer.pipeline import Chunk, Pipeline
+from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer.summary import unrecorded_warnings
+from proton_ik.viewer.trace import time_shift_cycles
+
+OUTPUTS = ("pftrace", "json")
+PROGRESS_DELAY_S = 2.0  # progress=None: a bar only for renders that take longer than this
+
+
+@dataclass(frozen=True)
+class RenderStats:
+    """What ``render_session`` wrote: counts over the session, and what went wrong.
+
+    ``problems``: each launch's problems, prefixed with the launch (as ``Trace.problems``).
+    ``warnings``: about the session as a whole, e.g. launches that ran but were not recorded.
+    """
+
+    launches: int
+    records: int
+    events: int
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+def render_session(
+    session_path: str | Path, outputs: Mapping[str, Path], *, progress: bool | None = None
+) -> RenderStats:
+    """Decode a session file and write the trace files named in ``outputs`` ("pftrace" for
+    Perfetto, "json" for Chrome), launch run by launch run, in memory that does not grow with the
+    number of launches. ``progress=None`` shows a bar if it takes more than a few seconds."""
+    unknown = sorted(set(outputs) - set(OUTPUTS))
+    if unknown:
+        raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
+    session = read_session(session_path)
+    warnings = unrecorded_warnings(session.info)
+    pipeline = Pipeline(session.launches, time_shift_cycles(session.info))
+    name = str(session.info.get("name", "proton_ik"))
+    launches = records = events = 0
+    problems: list[str] = []
+    with ExitStack() as stack:
+        writers: list[PerfettoWriter | ChromeWriter] = []
+        if "pftrace" in outputs:
+            title = f"proton_ik: {name}"
+            writers.append(stack.enter_context(PerfettoWriter(outputs["pftrace"], title, warnings=warnings)))
+        if "json" in outputs:
+            writers.append(stack.enter_context(ChromeWriter(outputs["json"], session.info)))
+        bar = stack.enter_context(
+            tqdm(
+                total=len(session.launches),
+                desc="render",
+                unit="launch",
+                disable=progress is False,
+                delay=PROGRESS_DELAY_S if progress is None else 0,
+            )
+        )
+        for chunk in pipeline.chunks():
+            for writer in writers:
+                writer.add(chunk)
+            launches += len(chunk.launches)
+            records += sum(int(row["records"]) for row in chunk.launches)
+            events += len(chunk.events["launch"])
+            problems.extend(_problems(chunk))
+            bar.update(len(chunk.launches))
+    return RenderStats(launches, records, events, tuple(problems), tuple(warnings))
+
+
+def _problems(chunk: Chunk) -> list[str]:
+    return [
+        f"launch {row['launch']} ({row['kernel']}): {problem}"
+        for row in chunk.launches
+        for problem in row["problems"]
+    ]
