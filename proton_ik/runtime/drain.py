@@ -70,6 +70,7 @@ class Drain:
         self.sink = sink
         self.copied_bytes = 0  # device-to-host bytes of records, for the benchmarks
         self._streams: dict[int, Any] = {}
+        self._free_events: list[Any] = []  # events of launches already drained, to record again
         self._waiting: collections.deque[Launch] = collections.deque()
         self._cond = threading.Condition()
         self._flush_upto = 0  # drain until this many launches have been taken since start
@@ -97,6 +98,13 @@ class Drain:
                 self._cond.notify_all()
                 self._cond.wait_for(self._took_one_after(self._taken))
             self.raise_if_failed()
+
+    def event(self):
+        """An event to record after a launch: creating one per launch costs microseconds."""
+        try:
+            return self._free_events.pop()
+        except IndexError:
+            return self._torch.cuda.Event()
 
     def submit(self, launch: Launch, stream: int) -> None:
         """Queue a launch just enqueued on ``stream``; it stays on the device for now."""
@@ -185,6 +193,7 @@ class Drain:
                 self._error = error
             finally:
                 self.pool.release(launch.chunk)
+                self._free_events.append(launch.launched)
                 with self._cond:
                     self._busy = False
                     self._taken += 1

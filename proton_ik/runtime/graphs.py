@@ -125,6 +125,4 @@ class GraphFollower:
             meta = dict(launch.meta, launch=recorder.launches, graph=captured.number, replay=replay)
             recorder.launches += 1
             kernel = launch.kernel
-            drain.submit(
-                Launch(meta, chunk, kernel.layout, kernel.dense, torch.cuda.Event()), stream.cuda_stream
-            )
+            drain.submit(Launch(meta, chunk, kernel.layout, kernel.dense, drain.event()), stream.cuda_stream)

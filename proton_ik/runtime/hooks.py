@@ -110,6 +110,7 @@ class LaunchRecorder:
         self._pending: _Allocation | None = None  # allocated, launch not yet entered
         self._current: tuple[_Allocation, KernelInfo | None, int] | None = None
         self._warned: set[str] = set()
+        self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
 
     def drain_for(self, device: int) -> Drain:
         drain = self.drains.get(device)
@@ -126,7 +127,12 @@ class LaunchRecorder:
             buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
             self._pending = _Allocation(size, stream or 0, buffer=buffer)
             return buffer
-        drain = self.drain_for(torch.cuda.current_device())
+        drain = self._drain_of_stream.get(stream) if stream else None
+        if drain is None:
+            # Handle 0, the legacy default stream, stands for a different stream on each device.
+            drain = self.drain_for(torch.cuda.current_device())
+            if stream:
+                self._drain_of_stream[stream] = drain
         chunk = drain.allocate(size)
         self._pending = _Allocation(size, stream or 0, drain=drain, chunk=chunk)
         return _DevicePointer(drain.base + chunk.offset)
@@ -150,11 +156,12 @@ class LaunchRecorder:
         assert allocation.drain is not None and allocation.chunk is not None
         if kernel is None or not self.recording:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
-            allocation.drain.submit(Launch(None, allocation.chunk, None, False, self._event()), stream)
+            drain = allocation.drain
+            drain.submit(Launch(None, allocation.chunk, None, False, drain.event()), stream)
             return
         meta = self.launch_meta(kernel, allocation.size, stream, allocation.drain.device)
-        launch_record = Launch(meta, allocation.chunk, kernel.layout, kernel.dense, self._event())
-        allocation.drain.submit(launch_record, stream)
+        drain = allocation.drain
+        drain.submit(Launch(meta, allocation.chunk, kernel.layout, kernel.dense, drain.event()), stream)
 
     # --- helpers ---------------------------------------------------------------------------
     def launch_meta(self, kernel: KernelInfo, size: int, stream: int, device: int) -> dict[str, Any]:
@@ -173,9 +180,6 @@ class LaunchRecorder:
             meta["config"] = config
         self.launches += 1
         return meta
-
-    def _event(self):
-        return self._torch.cuda.Event()
 
     def _abandon(self, allocation: _Allocation) -> None:
         if allocation.drain is not None and allocation.chunk is not None:
