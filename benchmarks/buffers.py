@@ -52,7 +52,7 @@ HOST_VARIANTS = ("plain", "proton_ik", "proton")
 PROTON_MODE = "default"  # Triton Proton's instrumentation mode: its shared-memory buffer
 PROTON_DATA = "tree"  # Proton's default; "trace" takes tens of seconds per finalize here
 LOOP_BUDGET_S = 60.0  # a timed loop stops early past this; the results say how far it got
-STEP_BUDGET_S = 240.0  # a measurement starts no round that would likely end past this
+STEP_BUDGET_S = 90.0  # a step starts no round that would likely end later: the whole run fits 10 minutes
 GRAPH_REPLAYS = 10
 AUTOTUNE_CALLS = 3
 

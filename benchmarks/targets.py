@@ -30,13 +30,13 @@ WHY_NOT = {
     "accuracy_long": "a fixed bias of a few tens of cycles is more than 2% of the shortest scopes",
     "accuracy_short": "the calibrated shift removes most but not all of the fixed bias",
     "host": (
-        "1000 launches of a 16-microsecond kernel take about 15 ms unprofiled; decoding and "
-        "writing hundreds of thousands of events into two trace formats cannot fit in the 30% left"
+        "the unprofiled loop of a kernel of microseconds is short; finalize, which decodes every "
+        "launch and writes the Perfetto trace in Python and numpy, cannot fit in the 30% left"
     ),
     "pftrace": "the trace writer spends more than 25 bytes per event",
     "finalize": (
-        "finalize decodes every buffer and writes both trace formats (Perfetto and Chrome JSON) "
-        "in Python and numpy; the JSON text alone is over 200 bytes per event"
+        "finalize decodes every buffer and writes the Perfetto trace in Python and numpy, several "
+        "passes over each record (docs/PERFORMANCE.md has the profile)"
     ),
 }
 
@@ -180,6 +180,13 @@ def _kernel_failure(kernel: dict[str, Any]) -> str:
     if kernel["launches_in_trace"] != 1:
         return f"{kernel['launches_in_trace']} launches in the trace for the one made"
     if kernel["records"] != kernel["records_expected"]:
+        capacity = kernel.get("capacity") or {}
+        if kernel["records"] + kernel.get("overwritten", 0) == kernel["records_expected"]:
+            return (
+                f"a ring of {capacity.get('entries')} entries per warp kept {kernel['records']:,} of the "
+                f"{kernel['records_expected']:,} records and counted the {kernel['overwritten']:,} it "
+                f"overwrote ({capacity.get('reason', 'no bound')})"
+            )
         return f"{kernel['records']:,} records in the trace; the scopes give {kernel['records_expected']:,}"
     return f"output differs from torch: {kernel['output_error'][:150]}"
 

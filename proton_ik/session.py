@@ -33,7 +33,7 @@ class Result:
     name: str
     paths: dict[str, str] = field(default_factory=dict)
     launches: int = 0
-    records: int = 0
+    records: int = 0  # counted while a trace is written; 0 with formats=()
     finalize_seconds: float = 0.0
     session_path: Path | None = None
     _trace: Any = field(default=None, repr=False)
@@ -186,7 +186,7 @@ class Session:
         result.launches = self._recorder.launches
         result.paths["session"] = str(self.session_path)
         result.session_path = self.session_path
-        if result.launches:
+        if result.launches and self.formats:
             from proton_ik import viewer
 
             outputs = {fmt: self.out_dir / f"{self.name}.{fmt}" for fmt in self.formats}

@@ -28,7 +28,9 @@ def capture(out_dir: Path, name: str, launch, mode: str = "instrumentation") -> 
     result = proton_ik.finalize()
     target = out_dir / f"{name}.pik"
     shutil.copy(result.paths["session"], target)
-    print(f"{target}: {result.launches} launches, {result.records} records, {target.stat().st_size} bytes")
+    print(
+        f"{target}: {result.launches} launches, {result.trace.record_count} records, {target.stat().st_size} bytes"
+    )
     return target
 
 
