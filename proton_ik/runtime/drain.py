@@ -112,7 +112,7 @@ class Drain:
         with self._cond:
             self._waiting.append(launch)
             self._submitted += 1
-            if self.pool.in_use >= DRAIN_AT * self.pool.capacity:
+            if self.pool.used_unlocked >= DRAIN_AT * self.pool.capacity:
                 self._cond.notify_all()
 
     def _took_one_after(self, taken: int) -> Callable[[], bool]:
@@ -170,7 +170,7 @@ class Drain:
         return (
             self._taken < self._flush_upto
             or self._room_wanted
-            or self.pool.in_use >= DRAIN_AT * self.pool.capacity
+            or self.pool.used_unlocked >= DRAIN_AT * self.pool.capacity
             or self._waiting[0].meta is None
         )
 

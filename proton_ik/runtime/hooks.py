@@ -123,14 +123,15 @@ class LaunchRecorder:
         torch = self._torch
         if self._pending is not None:
             self._abandon(self._pending)  # the previous allocation never reached a launch
-        if torch.cuda.is_current_stream_capturing():
+        # torch's C entry points: their Python wrappers cost microseconds on every launch.
+        if torch._C._cuda_isCurrentStreamCapturing():
             buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
             self._pending = _Allocation(size, stream or 0, buffer=buffer)
             return buffer
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
             # Handle 0, the legacy default stream, stands for a different stream on each device.
-            drain = self.drain_for(torch.cuda.current_device())
+            drain = self.drain_for(torch._C._cuda_getDevice())
             if stream:
                 self._drain_of_stream[stream] = drain
         chunk = drain.allocate(size)

@@ -83,6 +83,11 @@ class RingPool:
             self._lock.notify_all()
 
     @property
+    def used_unlocked(self) -> int:
+        """Bytes in use, read without the lock: a hint for when to drain, never for allocating."""
+        return self._used
+
+    @property
     def in_use(self) -> int:
         with self._lock:
             return self._used
