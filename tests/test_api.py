@@ -39,7 +39,8 @@ def _start(*args, **kwargs):
     return session, caught
 
 
-def test_start_without_a_gpu_warns_and_still_compiles_instrumented(tmp_path):
+def test_start_without_a_gpu_warns_and_still_compiles_instrumented(tmp_path, monkeypatch):
+    monkeypatch.setattr("proton_ik.session.gpu_available", lambda: False)  # also on a GPU machine
     session, caught = _start("compile_only", out_dir=tmp_path)
     assert any("no CUDA GPU" in str(w.message) for w in caught)
     assert knobs.compilation.instrumentation_mode == session.mode.knob
