@@ -252,8 +252,17 @@ class Drain:
         self.host_arena[window].copy_(gathered, non_blocking=True)
         self.side_stream.synchronize()
         self.copied_bytes += gathered.numel()
-        host = self._host_bytes[window]
-        headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
-        entries = host[headers:].reshape(num_ctas * layout.units, slots, ENTRY_BYTES)
-        written = entries[np.arange(slots) < kept.reshape(-1, 1)]
-        return np.concatenate([host[:headers], written.reshape(-1)])
+        return trimmed_from_gathered(self._host_bytes[window], layout, num_ctas, kept)
+
+
+def trimmed_from_gathered(
+    gathered: np.ndarray, layout: BufferLayout, num_ctas: int, kept: np.ndarray
+) -> np.ndarray:
+    """The trimmed form (``viewer.trim``) of a ring launch, from what the drain gathered on the
+    device: every CTA header, every unit header, then each unit's first ``max(kept)`` ring slots.
+    ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
+    slots = int(kept.max(initial=0))
+    headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
+    entries = gathered[headers:].reshape(num_ctas * layout.units, slots, ENTRY_BYTES)
+    written = entries[np.arange(slots) < kept.reshape(-1, 1)]
+    return np.concatenate([gathered[:headers], written.reshape(-1)])

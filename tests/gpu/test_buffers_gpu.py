@@ -187,3 +187,53 @@ def test_two_devices_keep_their_launches_apart(tmp_path):
     counts = result.events.groupby("launch").size()
     for row in launches.itertuples():
         assert counts[row.launch] == (n // blocks[int(row.device)]) * 4 * 3
+
+
+def test_a_launch_larger_than_the_pool_is_refused_before_it_runs_and_nothing_is_lost(tmp_path):
+    n, ctas, num_warps, block = 1 << 16, 16384, 8, 2048
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    small = torch.empty_like(x)
+    big_in = torch.randn(ctas * block, device="cuda")
+    big_out = torch.zeros_like(big_in)
+    proton_ik.start("small_pool", out_dir=tmp_path, pool_bytes=1 << 20)
+    try:
+        kernels.add_kernel[(n // 1024,)](x, y, small, n, BLOCK=1024)
+        with pytest.raises(RuntimeError, match=r"one launch needs (\d+) bytes") as refused:
+            kernels.four_scopes_kernel[(ctas,)](
+                big_in, big_out, ctas * block, BLOCK=block, num_warps=num_warps
+            )
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    # Four pair entries per warp: the exact size the launch needed, from the layout.
+    raw = CTA_HEADER_BYTES + num_warps * (UNIT_HEADER_BYTES + 4 * ENTRY_BYTES)
+    assert f"needs {ctas * (-(-raw // 128) * 128)} bytes" in str(refused.value)
+    assert not big_out.any()  # refused before it ran
+    assert result.launches == 1 and len(result.events) == (n // 1024) * 4 * 3
+
+
+def test_a_capture_proton_ik_cannot_follow_runs_and_is_reported_unrecorded(tmp_path):
+    n, block = 1 << 20, 1024
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    expected = torch.empty_like(x)
+    kernels.add_kernel[(n // block,)](x, y, expected, n, BLOCK=block)
+    out = torch.zeros_like(x)
+    proton_ik.start("raw_graph", out_dir=tmp_path)
+    try:
+        kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+        torch.cuda.synchronize()
+        out.zero_()
+        graph = torch._C._CUDAGraph()  # not torch.cuda.CUDAGraph: its capture is not wrapped
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream), pytest.warns(UserWarning, match="not recorded"):
+            graph.capture_begin()
+            kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+            graph.capture_end()
+        graph.replay()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    assert torch.equal(out, expected)
+    assert result.launches == 1
+    warnings = [line for line in str(result.summary()).splitlines() if "were not recorded" in line]
+    assert len(warnings) == 1 and "add_kernel" in warnings[0]
