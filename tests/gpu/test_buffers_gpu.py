@@ -226,7 +226,7 @@ def test_a_capture_proton_ik_cannot_follow_runs_and_is_reported_unrecorded(tmp_p
         graph = torch._C._CUDAGraph()  # not torch.cuda.CUDAGraph: its capture is not wrapped
         stream = torch.cuda.Stream()
         with torch.cuda.stream(stream), pytest.warns(UserWarning, match="not recorded"):
-            graph.capture_begin()
+            graph.capture_begin(pool=None, capture_error_mode="global")  # as torch.cuda.graph calls it
             kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
             graph.capture_end()
         graph.replay()
