@@ -177,6 +177,11 @@ class Session:
         self._recorder.uninstall()
         try:
             self._recorder.close()
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"{error}. The launches drained before it are kept in {self.session_path}; render "
+                f"them with `proton-ik convert {self.session_path.name} --to perfetto`"
+            ) from error
         finally:
             # Whatever was drained is kept: the manifest is written even if a drain failed.
             unrecorded = self._recorder.unrecorded_info()
