@@ -314,33 +314,34 @@ def _decode_records(
     # Entry i of a unit sits in slot i % capacity; the ring keeps the newest `kept_entries`.
     entry_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
     first = np.cumsum(units.kept_entries) - units.kept_entries
-    entry_index = (
-        (units.entries - units.kept_entries)[entry_unit] + np.arange(len(entry_unit)) - first[entry_unit]
-    )
+    slot = (units.entries - units.kept_entries - first)[entry_unit] + np.arange(len(entry_unit))
     unit_slot0 = entries.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
-    picked = entries.entries[unit_slot0[entry_unit] + (entry_index & (layout.capacity - 1))]
-    paired = ((picked["first"]["tag"] >> TAG_PAIR_BIT) & 1).astype(bool)
+    # An entry's four 32-bit words: first tag and clock, second tag and clock.
+    words = entries.entries.view(np.uint32).reshape(-1, 4)
+    picked = words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
+    first_tag, first_low, second_tag, second_low = picked.T
+    paired = (first_tag & np.uint32(1 << TAG_PAIR_BIT)) != 0
 
     # Entries were written in time order, each when its last record was taken (a pair's end),
     # so those clocks extend to 64 bits like a plain sequence: backwards from a finished unit's
     # end clock (read after its last record), forwards from an unfinished one's start clock.
-    last_low = np.where(paired, picked["second"]["clock"], picked["first"]["clock"])
+    last_low = np.where(paired, second_low, first_low)
     anchor = np.where(units.finished, units.end_clock, units.start_clock)
     last_clock = extend_clocks(last_low, entry_unit, anchor, units.finished)
     # A pair's begin came before its end, by less than 2**32 cycles.
-    begin_clock = last_clock - ((last_low - picked["first"]["clock"].astype(np.int64)) & CLOCK_LOW_MASK)
-
-    first_clock = np.where(paired, begin_clock, last_clock)
-    unit_row = np.concatenate([entry_unit, entry_unit[paired]])
-    tag = np.concatenate([picked["first"]["tag"], picked["second"]["tag"][paired]]) & ~np.uint32(
-        1 << TAG_PAIR_BIT
+    first_clock = np.where(
+        paired, last_clock - ((last_low.astype(np.int64) - first_low) & CLOCK_LOW_MASK), last_clock
     )
-    clock = np.concatenate([first_clock, last_clock[paired]])
-    from_pair = np.concatenate([paired, np.ones(int(paired.sum()), dtype=bool)])
-    if paired.any():
+    # Records in the order written: each entry's first record, then a pair's second.
+    unit_row, tag, clock, from_pair = _interleave(
+        paired, (entry_unit, entry_unit), (first_tag, second_tag), (first_clock, last_clock), (paired, paired)
+    )
+    tag &= ~np.uint32(1 << TAG_PAIR_BIT)
+    misordered = (clock[1:] < clock[:-1]) & (unit_row[1:] == unit_row[:-1])
+    if misordered.any():
         # Time order within each unit: a pair's begin may precede entries written before it.
-        written = np.concatenate([2 * np.arange(len(entry_unit)), 2 * np.flatnonzero(paired) + 1])
-        order = np.lexsort((written, clock, unit_row))
+        # Stable, so records of one clock stay in the order written.
+        order = np.lexsort((clock, unit_row))
         unit_row, tag, clock, from_pair = unit_row[order], tag[order], clock[order], from_pair[order]
 
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
@@ -358,6 +359,23 @@ def _decode_records(
         paired=from_pair,
     )
     return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
+
+
+def _interleave(paired: np.ndarray, *columns: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:
+    """Per column, one row per record: each entry's first value, then its second where paired."""
+    if paired.all():
+        return [np.stack(pair, axis=1).reshape(-1) for pair in columns]
+    if not paired.any():
+        return [np.ascontiguousarray(first) for first, _ in columns]
+    second_at = np.flatnonzero(paired) + np.arange(1, int(paired.sum()) + 1)
+    first_at = np.arange(len(paired)) + np.cumsum(paired) - paired
+    out = []
+    for first, second in columns:
+        column = np.empty(len(paired) + len(second_at), dtype=np.result_type(first, second))
+        column[first_at] = first
+        column[second_at] = second[paired]
+        out.append(column)
+    return out
 
 
 def _view(

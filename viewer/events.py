@@ -68,6 +68,8 @@ def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatch
 
     ``records`` are grouped by unit and in time order within it, as ``decode`` gives them.
     """
+    if _adjacent(records):
+        return _adjacent_pairs(records), _make_unmatched(records, units, np.zeros(0, dtype=np.int64))
     # Group by (scope, unit): a stable sort on the 16-bit scope id keeps each unit's order.
     rows = np.flatnonzero(records.kind == RecordKind.SCOPE)
     rows = rows[_stable_order(records.scope[rows])]
@@ -92,6 +94,40 @@ def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatch
     scoped = np.zeros(len(records), dtype=bool)
     scoped[rows] = True
     return pairs, _make_unmatched(records, units, np.flatnonzero(scoped & ~matched))
+
+
+def _adjacent(records: RecordTable) -> bool:
+    """Whether every scope's begin is followed by its end, record after record, in every unit (as
+    when each scope is written as one pair entry and scopes follow one another): then the records
+    pair two by two, none nested in another, with nothing left over."""
+    if len(records) % 2:
+        return False
+    begins, ends = slice(0, None, 2), slice(1, None, 2)
+    return bool(
+        (records.kind == RecordKind.SCOPE).all()
+        and not records.is_end[begins].any()
+        and records.is_end[ends].all()
+        and np.array_equal(records.unit_row[begins], records.unit_row[ends])
+        and np.array_equal(records.scope[begins], records.scope[ends])
+    )
+
+
+def _adjacent_pairs(records: RecordTable) -> Pairs:
+    """The pairs of records that ``_adjacent`` accepts: what the general pairing finds for them."""
+    begins, ends = slice(0, None, 2), slice(1, None, 2)
+    none_open = np.zeros(len(records) // 2, dtype=np.int64)
+    return Pairs(
+        unit_row=records.unit_row[begins],
+        scope=records.scope[begins],
+        begin_index=records.index[begins],
+        end_index=records.index[ends],
+        begin_clock=records.clock[begins],
+        end_clock=records.clock[ends],
+        next_clock=records.clock[ends],
+        paired=records.paired[begins],
+        depth=none_open,
+        lane=none_open.copy(),
+    )
 
 
 def _make_pairs(records: RecordTable, begin_pos: np.ndarray, end_pos: np.ndarray) -> Pairs:

@@ -1,14 +1,23 @@
 """How fast finalize is: a session file to a ``.pftrace`` (``render_session``, what finalize runs);
 and, apart, loading the tables (``load``) and writing Chrome JSON from them.
 
-    python tests/viewer/finalize_speed.py [--shape wide|deep|many|all] [--records 2000000] [--runs 5]
+    python tests/viewer/finalize_speed.py [--shape wide|deep|many|launches|large|all] [--records 2000000]
+        [--runs 5] [--finalize-only]
 
-Sessions are written once with the tests' software writer model (conftest.py) into
-``--cache`` and reused, stored as the runtime stores them (uncompressed, trimmed). Shapes, each about ``--records`` records:
+Sessions are written once into ``--cache`` and reused. The first three come from the tests'
+software writer model (conftest.py), each about ``--records`` records of single begin and end
+records, stored trimmed:
 
     wide   8 launches of 1024 CTAs x 8 warps (8192 units per launch), few records per unit
     deep   1 launch of 132 CTAs x 8 warps, thousands of records per unit
     many   1000 launches of 16 CTAs x 4 warps
+
+The last two are written as the runtime writes a kernel whose segments are sized from the code
+(capacity 4): raw buffers, one pair entry per scope, scopes one after another, metadata as the
+launch hooks give it; ``--records`` does not apply:
+
+    launches  4010 launches of 256 CTAs x 4 warps, 3 scopes per warp (6144 records per launch)
+    large     5 launches of 16384 CTAs x 8 warps, 4 scopes per warp (1,048,576 records per launch)
 
 Prints finalize's records per second, seconds per million records for each stage, and the trace
 files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
@@ -29,6 +38,17 @@ from pathlib import Path
 
 import numpy as np
 
+from proton_ik.layout import (
+    CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
+    ENTRY_DTYPE,
+    MAGIC,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    BufferLayout,
+    make_tag,
+)
 from proton_ik.viewer import SessionWriter, load, render_session
 
 _spec = importlib.util.spec_from_file_location("viewer_conftest", Path(__file__).with_name("conftest.py"))
@@ -42,6 +62,11 @@ SHAPES = {  # launches, CTAs, units per CTA
     "deep": (1, 132, 8),
     "many": (1000, 16, 4),
 }
+PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
+    "launches": (4010, 256, 4, 3),
+    "large": (5, 16384, 8, 4),
+}
+PAIRED_CAPACITY = 4
 
 
 def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
@@ -76,49 +101,143 @@ def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
             writer.add_launch(fake.meta(launch=launch, kernel=f"kernel{launch % 2}"), fake.buffer)
 
 
-def measure(path: Path, out: Path) -> dict[str, float]:
+def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
+    """A session as the runtime writes a kernel sized from its code: raw buffers, every unit writing
+    one pair entry per scope (scopes one after another), its clocks as an SM at 1.755 GHz reads them."""
+    launches, num_ctas, units, scopes = PAIRED_SHAPES[shape]
+    layout = BufferLayout(units=units, capacity=PAIRED_CAPACITY)
+    rng = np.random.default_rng(0)
+    ghz, clock0 = 1.755, 10_000_000 * (np.arange(sms) + 1)
+    time0 = 1_700_000_000_000_000_000 + 1_000 * np.arange(sms)
+    names = ["load", "compute", "store", "reduce"][:scopes]
+    profile = {
+        "mode": "instrumentation",
+        "num_warps": units,
+        "warps_per_unit": 1,
+        "layout": layout.to_dict(),
+        "scopes": [{"id": i, "name": n, "line": 20 + 3 * i} for i, n in enumerate(names)],
+        "capacity": {
+            "entries": PAIRED_CAPACITY,
+            "source": "bound",
+            "bound": scopes,
+            "reason": "PTX: no cycle",
+        },
+    }
+    cta = np.arange(num_ctas)
+    sm = cta % sms
+    info = {"name": shape, "time_shift_cycles": {"single": 20, "pair": 2}}
+    with SessionWriter(path, info, compress=False, trim=False) as writer:
+        for launch in range(launches):
+            buffer = np.full(num_ctas * layout.cta_bytes, 0xCD, dtype=np.uint8)
+            header = np.ndarray((num_ctas,), CTA_HEADER_DTYPE, buffer, 0, (layout.cta_bytes,))
+            for name, value in {
+                "magic": MAGIC, "version": VERSION, "cta": cta, "smid": sm, "nctaid_x": num_ctas,
+                "nctaid_y": 1, "nctaid_z": 1, "units": units, "capacity": PAIRED_CAPACITY, "reserved": 0,
+            }.items():  # fmt: skip
+                header[name] = value
+            start = clock0[sm][:, None] + 2_000_000 * launch + (cta // sms)[:, None] * 9_000
+            start = start + rng.integers(0, 100, (num_ctas, units))
+            steps = rng.integers(40, 400, (num_ctas, units, 2 * scopes + 1))
+            clocks = start[..., None] + np.cumsum(steps, axis=-1)
+            end = clocks[..., -1] + 30
+            offset = layout.unit_offset(0)
+            unit = np.ndarray(
+                (num_ctas, units), UNIT_HEADER_DTYPE, buffer, offset, (layout.cta_bytes, layout.unit_bytes)
+            )
+
+            def time(clock: np.ndarray) -> np.ndarray:
+                now = time0[sm][:, None] + np.floor((clock - clock0[sm][:, None]) / ghz).astype(np.int64)
+                return now - now % 32
+
+            unit["start_clock"], unit["start_time"] = start, time(start)
+            unit["end_clock"], unit["end_time"] = end, time(end)
+            unit["entries"], unit["singles"], unit["end_magic"] = scopes, 0, MAGIC
+            entries = np.ndarray(
+                (num_ctas, units, scopes),
+                ENTRY_DTYPE,
+                buffer,
+                offset + UNIT_HEADER_BYTES,
+                (layout.cta_bytes, layout.unit_bytes, ENTRY_BYTES),
+            )
+            entries["first"]["tag"] = [make_tag(i, False, paired=True) for i in range(scopes)]
+            entries["second"]["tag"] = [make_tag(i, True) for i in range(scopes)]
+            entries["first"]["clock"] = clocks[..., 0 : 2 * scopes : 2] & 0xFFFFFFFF
+            entries["second"]["clock"] = clocks[..., 1 : 2 * scopes : 2] & 0xFFFFFFFF
+            meta = {
+                "launch": launch,
+                "kernel": "fused_kernel",
+                "stream": 7,
+                "device": 0,
+                "num_warps": units,
+                "num_ctas": num_ctas,
+                "profile": profile,
+            }
+            writer.add_launch(meta, buffer)
+
+
+def measure(path: Path, out: Path, tables: bool) -> dict[str, float]:
     began = time.perf_counter()
     stats = render_session(path, {"pftrace": out / "t.pftrace"}, progress=False)
     finalized = time.perf_counter()
+    finalize = {
+        "records": stats.records,
+        "events": stats.events,
+        "launches/s": stats.launches / (finalized - began),
+        "finalize records/s": stats.records / (finalized - began),
+        "finalize (.pik to .pftrace) s/1M records": (finalized - began) / (stats.records / 1e6),
+        "pftrace bytes/event": (out / "t.pftrace").stat().st_size / stats.events,
+    }
+    if not tables:
+        return finalize
     trace = load(path)
     loaded = time.perf_counter()
     chrome = trace.write_chrome(out / "t.json", progress=False)
     chrome_done = time.perf_counter()
     millions = stats.records / 1e6
     return {
-        "records": stats.records,
-        "events": stats.events,
-        "finalize records/s": stats.records / (finalized - began),
-        "finalize (.pik to .pftrace) s/1M records": (finalized - began) / millions,
+        **finalize,
         "load (tables) s/1M records": (loaded - finalized) / millions,
         "json from tables s/1M records": (chrome_done - loaded) / millions,
-        "pftrace bytes/event": (out / "t.pftrace").stat().st_size / stats.events,
         "json bytes/event": chrome.stat().st_size / stats.events,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=[*SHAPES, "all"], default="all")
+    parser.add_argument("--shape", choices=[*SHAPES, *PAIRED_SHAPES, "all"], default="all")
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument(
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "proton_ik_finalize_speed"
     )
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--finalize-only", action="store_true", help="skip the tables and the JSON")
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one run, in a fresh process
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.cache)))
+        print(json.dumps(measure(args.measure, args.cache, not args.finalize_only)))
         return
     args.cache.mkdir(parents=True, exist_ok=True)
-    for shape in SHAPES if args.shape == "all" else [args.shape]:
-        path = args.cache / f"{shape}-{args.records}-trimmed.pik"
-        if not path.exists():
-            build_session(path, shape, args.records)
+    for shape in [*SHAPES, *PAIRED_SHAPES] if args.shape == "all" else [args.shape]:
+        if shape in PAIRED_SHAPES:
+            path = args.cache / f"{shape}-raw.pik"
+            if not path.exists():
+                build_paired_session(path, shape)
+        else:
+            path = args.cache / f"{shape}-{args.records}-trimmed.pik"
+            if not path.exists():
+                build_session(path, shape, args.records)
         runs = [
             json.loads(
                 subprocess.run(
-                    [sys.executable, __file__, "--measure", str(path), "--cache", str(args.cache)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--measure",
+                        str(path),
+                        "--cache",
+                        str(args.cache),
+                        *(["--finalize-only"] if args.finalize_only else []),
+                    ],
                     check=True,
                     capture_output=True,
                     text=True,

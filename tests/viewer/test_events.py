@@ -1,5 +1,6 @@
 import numpy as np
 
+from proton_ik.viewer import events
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, _range_min, pair_records
 
@@ -149,3 +150,40 @@ def test_each_pair_knows_the_clock_of_the_record_after_its_begin(fake_launch):
     _, pairs, _ = pair(fake_launch(units=1, capacity=8), script)
     assert spans(pairs) == [(A, 0, 3), (B, 1, 2), (C, 4, 5)]
     assert pairs.next_clock.tolist() == [20, 30, 60]  # B's begin, B's end, C's end
+
+
+def test_scopes_one_after_another_pair_as_the_general_pairing_does(fake_launch, monkeypatch):
+    """Units whose every begin is followed by its end (pair entries one after another, single
+    records of a flat scope) take a shortcut; it gives what pairing scope by scope gives."""
+    fake = fake_launch(units=3, capacity=8, num_ctas=2)
+    for cta in range(2):
+        fake.cta(cta, smid=cta)
+        for u in range(3):
+            unit = fake.unit(cta, u, 1000 * u, 0)
+            for i in range(3 + u):
+                unit.pair(i % 3, 1000 * u + 100 * i + 10, 1000 * u + 100 * i + 60 + cta)
+            unit.record(A, False, 1000 * u + 700)
+            unit.record(A, True, 1000 * u + 720)
+            unit.finish(1000 * u + 800, 0)
+    decoded = decode_buffer(fake.buffer, fake.layout)
+    assert events._adjacent(decoded.records)
+    shortcut = pair_records(decoded.records, decoded.units)
+    monkeypatch.setattr(events, "_adjacent", lambda records: False)
+    general = pair_records(decoded.records, decoded.units)
+    for got, expected in zip(shortcut, general, strict=True):
+        for name in type(expected).__dataclass_fields__:
+            assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+    assert len(shortcut[0]) == 2 * (3 + 4 + 5) + 2 * 3 and len(shortcut[1]) == 0
+
+
+def test_the_shortcut_leaves_nested_scopes_to_the_general_pairing(fake_launch):
+    fake = fake_launch(units=1, capacity=8)
+    fake.cta(0, smid=0)
+    unit = fake.unit(0, 0, 0, 0)
+    unit.pair(B, 20, 30)  # inside A's pair, written first
+    unit.pair(A, 10, 40)
+    unit.finish(50, 0)
+    decoded = decode_buffer(fake.buffer, fake.layout)
+    assert not events._adjacent(decoded.records)
+    pairs, _ = pair_records(decoded.records, decoded.units)
+    assert spans(pairs) == [(A, 0, 3), (B, 1, 2)] and pairs.depth.tolist() == [0, 1]

@@ -106,10 +106,12 @@ def test_peak_memory_does_not_grow_with_the_number_of_launches(tmp_path, busy_la
             assert stats.launches == launches
 
     small, large = peak(20), peak(200)
-    # What grows is each launch's metadata (a few kB), not its events (about 3000, in 20 columns).
-    assert large < 1.25 * small, f"{small / 1e6:.1f} MB for 20 launches, {large / 1e6:.1f} MB for 200"
-    held = 180 * len(load(tmp_path / "20.pik").events) / 20 * 20 * 8  # 180 launches' events, held
-    assert large - small < held / 20
+    # What may grow is each launch's metadata (kilobytes: the manifest, the launch slice), never
+    # its events (about 3000, in 20 columns of 8 bytes): 180 more launches held would add
+    # `held`. The share allowed covers interpreters that allocate more per launch (seen on a
+    # GPU host: 13 kB a launch).
+    held = 180 * len(load(tmp_path / "20.pik").events) / 20 * 20 * 8
+    assert large - small < held / 20, f"{small / 1e6:.1f} MB for 20 launches, {large / 1e6:.1f} MB for 200"
 
 
 def test_an_empty_session_renders_empty_traces(tmp_path, pftrace_packets):
