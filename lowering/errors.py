@@ -9,3 +9,16 @@ class ScopeError(ValueError):
     def __init__(self, kernel: str, scope: str, where: str, problem: str, fix: str):
         self.kernel, self.scope, self.where = kernel, scope, where
         super().__init__(f"proton_ik: kernel '{kernel}', scope '{scope}' at {where}: {problem}. Fix: {fix}")
+
+
+class ProtonOverrideError(ValueError):
+    """An IR override written for triton.profiler (with ``proton.record`` ops) under proton_ik."""
+
+    def __init__(self, path: object):
+        self.path = path
+        super().__init__(
+            f"proton_ik: the IR override {path} records with proton.record ops, which belong to "
+            "triton.profiler's dialect and which proton_ik does not read. Fix: put "
+            "pl.enter_scope / pl.exit_scope (import proton_ik.language as pl) in the kernel's "
+            "source instead of overriding its IR, or profile this override with triton.profiler"
+        )

@@ -11,8 +11,11 @@ target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from triton import knobs
 
+from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.lowering.pipeline import instrument, update_metadata
 from proton_ik.mode import Mode
 
@@ -36,12 +39,42 @@ def _mode_for(options) -> Mode | None:
     return _active_mode
 
 
+PROTON_RECORD_OP = "proton.record"
+
+
+def _overrides(options) -> list[Path]:
+    """IR files that this compile may take in place of a stage's output: the override folder
+    (TRITON_KERNEL_OVERRIDE) and an autotune config's ``ir_override``."""
+    files: list[Path] = []
+    if knobs.compilation.override and knobs.cache.override_dir:
+        folder = Path(knobs.cache.override_dir)
+        if folder.is_dir():
+            files += [p for p in folder.rglob("*") if p.suffix in (".ttir", ".ttgir", ".llir", ".ptx")]
+    ir_override = getattr(options, "ir_override", None)
+    if ir_override:
+        files.append(Path(ir_override))
+    return files
+
+
+def _refuse_proton_overrides(options) -> None:
+    """An override written for triton.profiler carries ``proton.record`` ops, which Triton's
+    parser rejects here with a bare "Dialect 'proton' not found": say what to do instead."""
+    for path in _overrides(options):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if PROTON_RECORD_OP in text:
+            raise ProtonOverrideError(path)
+
+
 def _stages_hook(backend, stages, options, language, capability) -> None:
     if _previous_hook is not None:
         _previous_hook(backend, stages, options, language, capability)
     mode = _mode_for(options)
     if mode is None or "ptx" not in stages:
         return
+    _refuse_proton_overrides(options)
     make_ptx = stages["ptx"]
     if "ttir" in stages:
         make_ttir = stages["ttir"]

@@ -5,41 +5,72 @@
 
     proton.start("matmul", mode="instrumentation")
     kernel[grid](...)          # kernels annotated with pl.scope / pl.enter_scope / pl.exit_scope
-    proton.finalize()          # writes matmul.pftrace, matmul.json and matmul.pik
+    proton.finalize()          # writes matmul.pftrace and matmul.pik
 
-The API mirrors ``triton.profiler`` so that swapping the import is enough.
+The API mirrors ``triton.profiler``'s instrumentation mode, so that swapping the import is
+enough: its ``mode`` strings and ``mode.Default(...)``, ``data``, ``hook`` and ``context``
+arguments, ``finalize(output_format=...)`` and the host-side ``scope`` are accepted and mapped
+(README: "Coming from triton.profiler").
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from pathlib import Path
 
+from proton_ik import mode
+from proton_ik.host_scopes import enter_scope, exit_scope, scope
 from proton_ik.mode import Mode
 from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Result, Session
 
-__all__ = ["Mode", "Result", "activate", "deactivate", "finalize", "profile", "start"]
+__all__ = [
+    "Mode",
+    "Result",
+    "activate",
+    "deactivate",
+    "enter_scope",
+    "exit_scope",
+    "finalize",
+    "mode",
+    "profile",
+    "scope",
+    "start",
+]
 
 _session: Session | None = None
+
+# triton.profiler's data= and output_format= values, and the trace file each one adds.
+PROTON_DATA = {"tree": "hatchet", "trace": "chrome_trace"}
+PROTON_CONTEXTS = ("shadow", "python")
+PROTON_HOOKS = (None, "triton", "launch")
+BACKENDS = (None, "instrumentation")
+MIN_POOL_BYTES = 1 << 20
 
 
 def start(
     name: str | None = None,
     *,
-    mode: str | Mode | None = "instrumentation",
+    mode: object = "instrumentation",
     backend: str | None = "instrumentation",
     out_dir: str | Path | None = None,
     pool_bytes: int = DEFAULT_POOL_BYTES,
     formats: str | tuple[str, ...] = DEFAULT_FORMATS,
-    **triton_profiler_options: object,
+    context: str | None = "shadow",
+    data: str | None = None,
+    hook: str | None = None,
 ) -> Session:
     """Start profiling: annotated kernels compiled from now on record their scopes.
 
     ``mode`` is ``"instrumentation"`` with options, e.g.
-    ``"instrumentation:granularity=warpgroup:capacity=4096"``. ``pool_bytes`` bounds the device
-    memory that holds records in flight. ``formats`` names the traces finalize writes besides
-    the session file: ``"pftrace"`` (the default) and ``"json"`` (Chrome). ``triton.profiler``'s ``context``, ``data`` and
-    ``hook`` arguments are accepted and ignored, so its call sites work unchanged.
+    ``"instrumentation:granularity=warpgroup:capacity=4096"``, or one of Triton Proton's
+    (``"default:buffer_size=4096"``, ``proton_ik.mode.Default(...)``). ``name`` may carry a
+    directory, as in ``triton.profiler``, unless ``out_dir`` is given. ``pool_bytes`` bounds
+    the device memory that holds records in flight, per device. ``formats`` names the traces
+    finalize writes besides the session file: ``"pftrace"`` (the default), ``"json"``
+    (Chrome), ``"chrome_trace"`` and ``"hatchet"`` (Proton's file names). Proton's ``data``
+    adds its file (``"tree"``: NAME.hatchet, ``"trace"``: NAME.chrome_trace); ``hook="triton"``
+    names each launch from the kernel's ``launch_metadata``.
     """
     global _session
     if _session is not None:
@@ -47,30 +78,62 @@ def start(
             f"proton_ik: session '{_session.name}' is already running (started at "
             f"{_session.started_at}); call proton_ik.finalize() before starting another"
         )
-    if backend not in (None, "instrumentation"):
-        raise ValueError(f"proton_ik has one backend, 'instrumentation'; got backend={backend!r}")
-    unknown = set(triton_profiler_options) - {"context", "data", "hook"}
-    if unknown:
-        raise TypeError(f"proton_ik.start() got unexpected arguments {sorted(unknown)}")
-    if isinstance(formats, str):
-        formats = (formats,)
-    if not isinstance(pool_bytes, int) or pool_bytes < 1 << 20:
+    _check_choice("backend", backend, BACKENDS, "proton_ik profiles inside kernels only")
+    _check_choice("context", context, PROTON_CONTEXTS)
+    _check_choice("data", data, (None, *PROTON_DATA))
+    _check_choice("hook", hook, PROTON_HOOKS)
+    if isinstance(pool_bytes, bool) or not isinstance(pool_bytes, int) or pool_bytes < MIN_POOL_BYTES:
         raise ValueError(
             f"pool_bytes={pool_bytes!r}: the device pool for profile buffers takes a byte count of "
-            f"at least 1 MiB, e.g. pool_bytes={DEFAULT_POOL_BYTES} (the default)"
+            f"at least {MIN_POOL_BYTES} (1 MiB), e.g. pool_bytes={DEFAULT_POOL_BYTES} (the default)"
         )
-    for unsupported in (fmt for fmt in formats if fmt not in FORMATS):
-        raise ValueError(f"unknown trace format {unsupported!r}; choose from {FORMATS}")
+    outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
+    directory, stem = _place(name, out_dir)
     session = Session(
-        name=name or "proton_ik",
+        name=stem,
         mode=Mode.parse(mode),
-        out_dir=Path(out_dir) if out_dir is not None else Path.cwd(),
+        out_dir=directory,
         pool_bytes=pool_bytes,
-        formats=tuple(formats),
+        formats=tuple(dict.fromkeys(outputs)),
+        launch_metadata=hook is not None,
     )
     session.start()
     _session = session
     return session
+
+
+def _check_choice(option: str, value: object, choices: tuple, why: str = "") -> None:
+    if value not in choices:
+        shown = ", ".join(repr(choice) for choice in choices)
+        raise ValueError(f"{option}={value!r}: {why + '; ' if why else ''}choose from {shown}")
+
+
+def _formats(formats: object) -> tuple[str, ...]:
+    if isinstance(formats, str):
+        formats = (formats,)
+    if not isinstance(formats, (tuple, list)):
+        raise ValueError(f"formats={formats!r}: a format name or a tuple of them, from {FORMATS}")
+    for unsupported in (fmt for fmt in formats if fmt not in FORMATS):
+        raise ValueError(f"unknown trace format {unsupported!r}; choose from {FORMATS}")
+    return tuple(formats)
+
+
+def _place(name: object, out_dir: str | Path | None) -> tuple[Path, str]:
+    """The folder and the file stem of a session's files. As in ``triton.profiler``, ``name``
+    may carry a folder; with ``out_dir`` it must be a plain name, so it cannot leave it."""
+    if name is None:
+        name = "proton_ik"
+    if not isinstance(name, str) or not name.strip() or name.endswith(("/", "\\")):
+        raise ValueError(f"name={name!r}: a session name is a non-empty file name, e.g. 'matmul'")
+    path = Path(name)
+    if out_dir is None:
+        return (path.parent if str(path.parent) != "" else Path.cwd()), path.name
+    if path.name != name or name in (".", ".."):
+        raise ValueError(
+            f"name={name!r} with out_dir={str(out_dir)!r}: the name must be a plain file name, so "
+            "that the session's files stay in out_dir; put the folder in out_dir"
+        )
+    return Path(out_dir), name
 
 
 def _running(action: str) -> Session:
@@ -79,22 +142,44 @@ def _running(action: str) -> Session:
     return _session
 
 
+def _check_session(action: str, session: object) -> Session:
+    """``session`` as triton.profiler takes it: None (all), 0 (the first) or the session itself."""
+    running = _running(action)
+    if session not in (None, 0) and session is not running:
+        raise ValueError(
+            f"proton_ik.{action}(session={session!r}): proton_ik runs one session at a time; "
+            "pass nothing, 0, or what proton_ik.start() returned"
+        )
+    return running
+
+
 def activate(session: object = None) -> None:
     """Resume recording (and instrumented compiles) after ``deactivate``."""
-    _running("activate").activate()
+    _check_session("activate", session).activate()
 
 
 def deactivate(session: object = None) -> None:
     """Pause: kernels compile and run plain until ``activate``."""
-    _running("deactivate").deactivate()
+    _check_session("deactivate", session).deactivate()
 
 
-def finalize(session: object = None, output_format: str = "") -> Result:
-    """End the session: drain the device, write the traces, return the decoded result."""
+def finalize(session: object = None, output_format: str | None = "") -> Result:
+    """End the session: drain the devices, write the session file and the traces, and return
+    the result. ``output_format`` ("hatchet", "chrome_trace", "pftrace" or "json") adds a trace."""
     global _session
-    current = _running("finalize")
+    current = _check_session("finalize", session)
+    if output_format:
+        current.formats = tuple(dict.fromkeys((*current.formats, *_formats(output_format))))
     _session = None
-    return current.finalize()
+    result = current.finalize()
+    if not result.launches and current.runs_kernels:
+        warnings.warn(
+            f"proton_ik: session '{current.name}' recorded no instrumented launch, so no file was "
+            "written. Annotate kernels with pl.scope (or pl.enter_scope / pl.exit_scope) and "
+            "launch them between start() and finalize()",
+            stacklevel=2,
+        )
+    return result
 
 
 def profile(func=None, *, name: str | None = None, **options: object):

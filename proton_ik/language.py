@@ -21,7 +21,25 @@ from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp, scope_name_problem
 from proton_ik.lowering import triton_hook
 
-__all__ = ["enter_scope", "exit_scope", "scope"]
+__all__ = ["disable_semantic", "enable_semantic", "enter_scope", "exit_scope", "scope"]
+
+SEMANTICS = ("triton", "gluon")
+
+
+def _check_semantic(semantic_name: object) -> None:
+    if semantic_name not in SEMANTICS:
+        raise ValueError(f"semantic {semantic_name!r}: choose from {', '.join(SEMANTICS)}")
+
+
+def enable_semantic(semantic_name: str) -> None:
+    """Accepted, as in ``triton.profiler.language``: proton_ik's scope calls work in Triton and
+    Gluon kernels with no opt-in, so this only checks its argument."""
+    _check_semantic(semantic_name)
+
+
+def disable_semantic(semantic_name: str) -> None:
+    """Accepted, as in ``triton.profiler.language``; only checks its argument."""
+    _check_semantic(semantic_name)
 
 
 def _record(kind: str, name: object, semantic) -> None:

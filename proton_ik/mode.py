@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from proton_ik.layout import Granularity
+from proton_ik.proton_modes import Default, proton_mode
+
+__all__ = ["AUTO", "DEFAULT_RING_CAPACITY", "Default", "Mode"]
 
 PREFIX = "proton_ik"
 AUTO = "auto"  # capacity=auto: each unit's segment is sized from the kernel's code
@@ -86,18 +89,29 @@ class Mode:
         return f"{PREFIX}:{self}"
 
     @classmethod
-    def parse(cls, text: str | Mode | None) -> Mode:
+    def parse(cls, text: object) -> Mode:
+        """A mode from its string, a ``Mode``, None (the default), or one of Triton Proton's
+        instrumentation modes (``"default:..."`` or ``proton_ik.mode.Default(...)``)."""
         if isinstance(text, Mode):
             return text
-        if not text:
+        if text is None or text == "":
             return cls()
+        proton = proton_mode(text)
+        if proton is not None:
+            return proton.to_mode()
+        if not isinstance(text, str):
+            raise ValueError(
+                f"mode={text!r}: a mode is a string such as 'instrumentation:capacity=auto', a "
+                "proton_ik.Mode, or Proton's proton_ik.mode.Default(...)"
+            )
         parts = text.split(":")
         if parts[0] == PREFIX:
             parts = parts[1:]
         if not parts or parts[0] != "instrumentation":
             raise ValueError(
                 f"unknown mode {text!r}: proton_ik has one mode, 'instrumentation', with options "
-                "like 'instrumentation:granularity=warp:capacity=auto'"
+                "like 'instrumentation:granularity=warp:capacity=auto' (Proton's 'default:...' "
+                "modes are accepted too)"
             )
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, object] = {}
@@ -106,6 +120,11 @@ class Mode:
             if not sep or key not in fields:
                 raise ValueError(
                     f"bad mode option {option!r} in {text!r}; known options: {', '.join(fields)}"
+                )
+            if key == "granularity" and value not in {g.value for g in Granularity}:
+                raise ValueError(
+                    f"granularity={value!r} in {text!r}: choose from "
+                    f"{', '.join(g.value for g in Granularity)}"
                 )
             values[key] = _option_value(key, value)
         try:

@@ -20,7 +20,9 @@ from proton_ik.lowering import triton_hook
 from proton_ik.mode import Mode
 
 DEFAULT_POOL_BYTES = 512 << 20
-FORMATS = ("pftrace", "json")  # the trace formats finalize can write
+# The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
+# tree under triton.profiler's file names.
+FORMATS = ("pftrace", "json", "chrome_trace", "hatchet")
 DEFAULT_FORMATS = ("pftrace",)  # Chrome JSON is large: written only when asked for
 SESSION_SUFFIX = ".pik"
 
@@ -77,12 +79,21 @@ def _caller() -> str:
 
 
 class Session:
-    def __init__(self, name: str, mode: Mode, out_dir: Path, pool_bytes: int, formats: tuple[str, ...]):
+    def __init__(
+        self,
+        name: str,
+        mode: Mode,
+        out_dir: Path,
+        pool_bytes: int,
+        formats: tuple[str, ...],
+        launch_metadata: bool = False,
+    ):
         self.name = name
         self.mode = mode
         self.out_dir = out_dir
         self.pool_bytes = pool_bytes
         self.formats = formats
+        self.launch_metadata = launch_metadata  # hook="triton": launches named by launch_metadata
         self.started_at = _caller()
         self.session_path = out_dir / f"{name}{SESSION_SUFFIX}"
         self.active = False
@@ -90,6 +101,7 @@ class Session:
         self._graphs = None
         self._autotune = None
         self._writer = None
+        self._session_info: dict[str, Any] = {}
 
     def start(self) -> None:
         if gpu_available():
@@ -126,14 +138,18 @@ class Session:
         }
         # Launches arrive raw when sized from the code (at most twice what they wrote) and trimmed
         # on the device otherwise: the writer stores them as they come.
-        self._writer = SessionWriter(self.session_path, info, compress=False, trim=False)
         writing = threading.Lock()  # one drain thread per device
 
         def sink(meta, data, trimmed_on_device):
             with writing:
+                # Created at the first launch: a session that records nothing (a program that
+                # stops early, say) leaves no empty file behind.
+                if self._writer is None:
+                    self._writer = SessionWriter(self.session_path, info, compress=False, trim=False)
                 self._writer.add_launch(meta, data, trimmed_on_device=trimmed_on_device)
 
-        self._recorder = LaunchRecorder(self.pool_bytes, sink)
+        self._session_info = info
+        self._recorder = LaunchRecorder(self.pool_bytes, sink, launch_metadata=self.launch_metadata)
         self._recorder.drain_for(device)
         self._graphs = GraphFollower(self._recorder)
         self._autotune = AutotuneFollower(self.plain)
@@ -141,6 +157,24 @@ class Session:
         self._recorder.install()
         self._graphs.install()
         self._autotune.install()
+
+    @property
+    def runs_kernels(self) -> bool:
+        """Whether this session records launches (a GPU is here), not only compiles."""
+        return self._recorder is not None
+
+    def _close_file(self) -> None:
+        """Write the session file's manifest; launches that ran unrecorded make a file too."""
+        from proton_ik.viewer.session_file import SessionWriter
+
+        unrecorded = self._recorder.unrecorded_info() if self._recorder is not None else []
+        if self._writer is None and unrecorded:
+            self._writer = SessionWriter(self.session_path, self._session_info, compress=False, trim=False)
+        if self._writer is None:
+            return
+        if unrecorded:
+            self._writer.info["unrecorded"] = unrecorded
+        self._writer.close()
 
     @contextlib.contextmanager
     def plain(self) -> Iterator[None]:
@@ -184,11 +218,11 @@ class Session:
             ) from error
         finally:
             # Whatever was drained is kept: the manifest is written even if a drain failed.
-            unrecorded = self._recorder.unrecorded_info()
-            if unrecorded:
-                self._writer.info["unrecorded"] = unrecorded
-            self._writer.close()
+            self._close_file()
         result.launches = self._recorder.launches
+        if self._writer is None:
+            result.finalize_seconds = time.perf_counter() - began
+            return result
         result.paths["session"] = str(self.session_path)
         result.session_path = self.session_path
         if result.launches and self.formats:

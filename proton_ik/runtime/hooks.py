@@ -23,6 +23,7 @@ from typing import Any
 from triton import knobs
 from triton.runtime._allocation import set_profile_allocator
 
+from proton_ik import host_scopes
 from proton_ik.layout import BufferLayout
 from proton_ik.lowering.pipeline import METADATA_KEY
 from proton_ik.runtime.drain import Drain, Launch, Sink
@@ -62,6 +63,24 @@ def _on_kernel_load(module, function, name, metadata_group, hash) -> None:
         )
 
 
+def _launch_names(data: dict[str, Any]) -> dict[str, Any]:
+    """The name and numeric metrics a kernel's ``launch_metadata`` gave a launch, as Proton's
+    hook="triton" reads them."""
+    named: dict[str, Any] = {}
+    if isinstance(data.get("name"), str):
+        named["name"] = data["name"]
+    metrics = {
+        str(key): value
+        for key, value in data.items()
+        if key not in ("name", "function", "stream")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+    }
+    if metrics:
+        named["launch_metrics"] = metrics
+    return named
+
+
 class _DevicePointer:
     __slots__ = ("pointer",)
 
@@ -93,11 +112,13 @@ class CapturedLaunch:
 class LaunchRecorder:
     """Installs the hooks and turns each instrumented launch into a drained capture."""
 
-    def __init__(self, pool_bytes: int, sink: Sink):
+    def __init__(self, pool_bytes: int, sink: Sink, launch_metadata: bool = False):
         import torch
 
         self._torch = torch
         self.pool_bytes = pool_bytes
+        # hook="triton": name each launch, and keep its metrics, from the kernel's launch_metadata
+        self.launch_metadata = launch_metadata
         self.sink = sink
         self.drains: dict[int, Drain] = {}
         self.launches = 0
@@ -108,7 +129,7 @@ class LaunchRecorder:
         # Set by runtime.autotune: the config an autotuner is launching, as plain data.
         self.current_config: Callable[[], dict[str, Any] | None] = lambda: None
         self._pending: _Allocation | None = None  # allocated, launch not yet entered
-        self._current: tuple[_Allocation, KernelInfo | None, int] | None = None
+        self._current: tuple[_Allocation, KernelInfo | None, int, dict[str, Any]] | None = None
         self._warned: set[str] = set()
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
 
@@ -142,17 +163,19 @@ class LaunchRecorder:
         if self._pending is None:
             return
         allocation, self._pending = self._pending, None
-        function = launch.data.get("function")
-        stream = launch.data.get("stream", allocation.stream)
-        self._current = (allocation, _kernels.get(function), int(stream or 0))
+        # launch.get() runs the kernel's launch_metadata function: only when asked to.
+        data = launch.get() if self.launch_metadata else launch.data
+        stream = data.get("stream", allocation.stream)
+        named = _launch_names(data) if self.launch_metadata else {}
+        self._current = (allocation, _kernels.get(data.get("function")), int(stream or 0), named)
 
     def exit(self, launch) -> None:
         if self._current is None:
             return
-        allocation, kernel, stream = self._current
+        allocation, kernel, stream, named = self._current
         self._current = None
         if allocation.buffer is not None:
-            self._captured(allocation, kernel, stream)
+            self._captured(allocation, kernel, stream, named)
             return
         assert allocation.drain is not None and allocation.chunk is not None
         if kernel is None or not self.recording:
@@ -160,47 +183,54 @@ class LaunchRecorder:
             drain = allocation.drain
             drain.submit(Launch(None, allocation.chunk, None, False, drain.event()), stream)
             return
-        meta = self.launch_meta(kernel, allocation.size, stream, allocation.drain.device)
+        meta = self.launch_meta(kernel, allocation.size, stream, allocation.drain.device, named)
         drain = allocation.drain
         drain.submit(Launch(meta, allocation.chunk, kernel.layout, kernel.dense, drain.event()), stream)
 
     # --- helpers ---------------------------------------------------------------------------
-    def launch_meta(self, kernel: KernelInfo, size: int, stream: int, device: int) -> dict[str, Any]:
+    def launch_meta(
+        self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]
+    ) -> dict[str, Any]:
         """A launch's metadata for the session file; numbers it in the order launches are made."""
         meta = {
             "launch": self.launches,
+            **self._described(kernel, size, stream, device, named),
+        }
+        self.launches += 1
+        return meta
+
+    def _described(
+        self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What a launch's metadata says of it, but its number."""
+        meta: dict[str, Any] = {
             "kernel": kernel.name,
             "stream": stream,
             "device": device,
             "num_warps": kernel.num_warps,
             "num_ctas": size // kernel.cta_bytes,
             "profile": kernel.profile,
+            **named,
         }
         config = self.current_config()
         if config is not None:
             meta["config"] = config
-        self.launches += 1
+        scopes = host_scopes.open_scopes()
+        if scopes:
+            meta["host_scope"] = scopes
         return meta
 
     def _abandon(self, allocation: _Allocation) -> None:
         if allocation.drain is not None and allocation.chunk is not None:
             allocation.drain.pool.release(allocation.chunk)
 
-    def _captured(self, allocation: _Allocation, kernel: KernelInfo | None, stream: int) -> None:
+    def _captured(
+        self, allocation: _Allocation, kernel: KernelInfo | None, stream: int, named: dict[str, Any]
+    ) -> None:
         if kernel is None:
             return
-        torch = self._torch
-        meta = {
-            "kernel": kernel.name,
-            "stream": stream,
-            "device": torch.cuda.current_device(),
-            "num_warps": kernel.num_warps,
-            "num_ctas": allocation.size // kernel.cta_bytes,
-            "profile": kernel.profile,
-        }
-        config = self.current_config()
-        if config is not None:
-            meta["config"] = config
+        device = self._torch.cuda.current_device()
+        meta = self._described(kernel, allocation.size, stream, device, named)
         captured = CapturedLaunch(meta, kernel, allocation.buffer)
         if self.on_captured is not None and self.on_captured(captured):
             return

@@ -1,0 +1,164 @@
+"""Code written for triton.profiler: its modes, arguments and host-side scopes, mapped or refused
+with a message that lists what is allowed (no GPU needed)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+from triton import knobs
+
+import proton_ik
+import proton_ik.language as pl
+from proton_ik import host_scopes
+from proton_ik.layout import ENTRY_BYTES, Granularity
+from proton_ik.lowering import triton_hook
+from proton_ik.mode import AUTO, Default, Mode
+
+
+@pytest.fixture(autouse=True)
+def _no_session_left():
+    yield
+    if proton_ik._session is not None:
+        proton_ik.finalize()
+    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+
+
+def _parsed(mode):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parsed = Mode.parse(mode)
+    return parsed, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize(
+    ("proton", "granularity", "capacity"),
+    [
+        ("default", Granularity.WARP, AUTO),
+        ("default:buffer_type=global", Granularity.WARP, AUTO),
+        ("default:metric_type=cycle:buffer_size=4096", Granularity.WARP, 4096 // ENTRY_BYTES),
+        ("default:buffer_size=1000", Granularity.WARP, 32),  # 62 entries: down to a power of two
+        ("default:granularity=warp_group", Granularity.WARPGROUP, AUTO),
+        ("default:granularity=cta:buffer_strategy=circular", Granularity.CTA, AUTO),
+        ("default:optimizations=clock32,time_shift", Granularity.WARP, AUTO),
+    ],
+)
+def test_proton_mode_strings_map_silently_where_they_mean_something(proton, granularity, capacity):
+    mode, warned = _parsed(proton)
+    assert (mode.granularity, mode.capacity) == (granularity, capacity)
+    assert warned == []
+
+
+@pytest.mark.parametrize(
+    ("proton", "named"),
+    [
+        ("default:buffer_type=shared:buffer_strategy=flush", "buffer_strategy=flush"),
+        ("default:granularity=warp_2", "granularity=warp_2"),
+        ("default:sampling_strategy=selective:sampling_options=0,4", "sampling_strategy=selective"),
+        ("default:optimizations=sched_stores", "optimizations=sched_stores"),
+    ],
+)
+def test_proton_fields_with_no_meaning_here_warn_once_naming_the_field(proton, named):
+    _, warned = _parsed(proton)
+    assert len(warned) == 1 and named in warned[0] and "accepted and ignored" in warned[0]
+
+
+@pytest.mark.parametrize(
+    ("bad", "listed"),
+    [
+        ("default:granularity=thread", "warp_group_8"),
+        ("default:metric_type=time", "cycle"),
+        ("default:buffer_type=local", "global"),
+        ("default:buffer_size=big", "buffer_size=4096"),
+        ("default:optimizations=fast", "sched_barriers"),
+        ("default:colour=red", "sampling_strategy"),
+        ("instrumentation:granularity=foo", "warpgroup"),
+        (123, "proton_ik.mode.Default"),
+    ],
+)
+def test_wrong_proton_fields_are_errors_that_list_the_choices(bad, listed):
+    with pytest.raises(ValueError, match=listed):
+        Mode.parse(bad)
+
+
+def test_default_objects_map_like_their_strings():
+    default = Default(metric_type="cycle", optimizations="clock32", buffer_type="global", buffer_size=2048)
+    assert Mode.parse(default) == Mode.parse("default:buffer_type=global:buffer_size=2048")
+    assert Mode.parse(default).capacity == 2048 // ENTRY_BYTES
+    assert proton_ik.mode.Default is Default  # proton.mode.Default(...) after the import swap
+
+
+def test_enable_semantic_checks_its_argument_only():
+    pl.enable_semantic("triton")
+    pl.enable_semantic("gluon")
+    pl.disable_semantic("triton")
+    with pytest.raises(ValueError, match="triton, gluon"):
+        pl.enable_semantic("cuda")
+
+
+def test_host_scopes_nest_per_thread_and_close_in_order():
+    assert host_scopes.open_scopes() == []
+    with proton_ik.scope("outer"):
+        proton_ik.enter_scope("inner")
+        assert host_scopes.open_scopes() == ["outer", "inner"]
+        with pytest.raises(RuntimeError, match="innermost open host scope is 'inner'"):
+            proton_ik.exit_scope("outer")
+        proton_ik.exit_scope()
+        assert host_scopes.open_scopes() == ["outer"]
+
+    @proton_ik.scope("decorated")
+    def work():
+        return host_scopes.open_scopes()
+
+    assert work() == ["decorated"] and host_scopes.open_scopes() == []
+    with pytest.raises(RuntimeError, match="no host scope open"):
+        proton_ik.exit_scope()
+    with pytest.raises(ValueError, match="non-empty string"):
+        proton_ik.scope("")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"backend": "cupti"}, "inside kernels only"),
+        ({"context": "stack"}, "'shadow', 'python'"),
+        ({"data": "json"}, "'tree', 'trace'"),
+        ({"hook": "kernel"}, "'triton'"),
+        ({"pool_bytes": 0}, "at least 1048576"),
+        ({"pool_bytes": "big"}, "at least 1048576"),
+        ({"formats": "svg"}, "unknown trace format 'svg'"),
+        ({"mode": "instrumentation:capacity=abc"}, "capacity=auto"),
+        ({"mode": "instrumentation:granularity=foo"}, "choose from warp, warpgroup, cta"),
+    ],
+)
+def test_every_start_option_is_checked_with_the_allowed_values(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        proton_ik.start("x", out_dir=tmp_path, **options)
+    assert proton_ik._session is None
+
+
+def test_a_name_cannot_leave_out_dir_but_may_carry_a_folder_without_it(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="plain file name"):
+        proton_ik.start("../../x", out_dir=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no GPU here
+        session = proton_ik.start("runs/add", data="trace")
+    assert session.out_dir == Path("runs") and session.name == "add"
+    assert "chrome_trace" in session.formats and "pftrace" in session.formats
+    proton_ik.finalize(output_format="hatchet")
+    assert "hatchet" in session.formats
+
+
+def test_finalize_and_activate_take_triton_profilers_session_argument(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = proton_ik.start("s", out_dir=tmp_path)
+    proton_ik.deactivate(0)
+    proton_ik.activate(session)
+    with pytest.raises(ValueError, match="one session at a time"):
+        proton_ik.activate(7)
+    with pytest.raises(ValueError, match="unknown trace format 'xml'"):
+        proton_ik.finalize(output_format="xml")
+    proton_ik.finalize(0)
