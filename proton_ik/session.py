@@ -60,11 +60,23 @@ class Result:
 
 
 def gpu_available() -> bool:
+    return why_no_gpu() is None
+
+
+def why_no_gpu() -> str | None:
+    """Why kernels cannot run here, in words a user can act on; None when they can."""
     try:
         import torch
     except ImportError:
-        return False
-    return torch.cuda.is_available()
+        if os.path.exists("/proc/driver/nvidia/version"):
+            return (
+                "PyTorch is not installed, and proton_ik runs kernels through it (as Triton's "
+                'launcher does): pip install torch, or pip install -e ".[gpu]"'
+            )
+        return "no CUDA GPU here (and no PyTorch)"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU here"
+    return None
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -104,11 +116,12 @@ class Session:
         self._session_info: dict[str, Any] = {}
 
     def start(self) -> None:
-        if gpu_available():
+        reason = why_no_gpu()
+        if reason is None:
             self._start_runtime()
         else:
             warnings.warn(
-                "proton_ik: no CUDA GPU here. Kernels will compile instrumented (triton.compile "
+                f"proton_ik: {reason}. Kernels will compile instrumented (triton.compile "
                 "with a GPUTarget works), but nothing will run, so finalize() writes no trace.",
                 stacklevel=3,
             )

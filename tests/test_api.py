@@ -40,7 +40,7 @@ def _start(*args, **kwargs):
 
 
 def test_start_without_a_gpu_warns_and_still_compiles_instrumented(tmp_path, monkeypatch):
-    monkeypatch.setattr("proton_ik.session.gpu_available", lambda: False)  # also on a GPU machine
+    monkeypatch.setattr("proton_ik.session.why_no_gpu", lambda: "no CUDA GPU here")  # on a GPU too
     session, caught = _start("compile_only", out_dir=tmp_path)
     assert any("no CUDA GPU" in str(w.message) for w in caught)
     assert knobs.compilation.instrumentation_mode == session.mode.knob
@@ -128,3 +128,18 @@ def test_a_full_pool_waits_for_the_oldest_copy_and_a_too_large_launch_is_refused
     assert waits == [True] and chunk.size == 512
     with pytest.raises(PoolTooSmall, match="pass a larger pool_bytes"):
         pool.allocate(4096, wait_for_oldest)
+
+
+def test_a_gpu_without_pytorch_is_told_what_to_install(monkeypatch):
+    import os
+    import sys
+
+    from proton_ik.session import why_no_gpu
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    driver = "/proc/driver/nvidia/version"
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda path: path == driver or real_exists(path))
+    assert "pip install torch" in why_no_gpu()
+    monkeypatch.setattr(os.path, "exists", lambda path: path != driver and real_exists(path))
+    assert why_no_gpu() == "no CUDA GPU here (and no PyTorch)"
