@@ -11,7 +11,7 @@ import triton.language as tl
 import proton_ik
 import proton_ik.language as pl
 
-DEMO_MODE = "instrumentation:granularity=warp:capacity=64"
+DEMO_MODE = "instrumentation"  # the default mode: nothing to choose before a first run
 BUNDLED_CAPTURE = "demo.pik"
 
 

@@ -114,3 +114,11 @@ def runtime_loop_kernel(x, out, iters_ptr, BLOCK: tl.constexpr):
             acc = acc * 1.0001 + 0.25
     tl.store(out + offsets, acc)
     pl.exit_scope("outer")
+
+
+@triton.jit
+def grid3d_kernel(out, NX: tl.constexpr, NY: tl.constexpr):
+    """One scope per warp; each CTA writes its own linear id (x + y * NX + z * NX * NY)."""
+    with pl.scope("cell"):
+        x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        tl.store(out + x + y * NX + z * NX * NY, x + y * NX + z * NX * NY)

@@ -233,3 +233,60 @@ def test_compute_sanitizer_memcheck_is_clean(tmp_path):
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert "ERROR SUMMARY: 0 errors" in run.stdout + run.stderr
     assert "records ok" in run.stdout
+
+
+def test_a_3d_grid_gives_every_cta_its_own_region_in_a_poisoned_buffer(tmp_path):
+    """x, y and z all above 1; the whole buffer starts poisoned, so a CTA that wrote into another
+    CTA's region, or a region no CTA owns, would show."""
+    from triton.runtime._allocation import set_profile_allocator
+
+    from proton_ik.layout import BufferLayout
+    from proton_ik.lowering import triton_hook
+    from proton_ik.viewer.decode import decode_buffer
+
+    grid = (5, 3, 2)
+    ctas = grid[0] * grid[1] * grid[2]
+    out = torch.full((ctas,), -1, dtype=torch.int32, device="cuda")
+    requested = []
+
+    def poisoned(size, alignment, stream):
+        requested.append(torch.full((size + 4096,), 0xA5, dtype=torch.uint8, device="cuda"))
+        return requested[-1]
+
+    triton_hook.install(proton_ik.Mode())
+    set_profile_allocator(poisoned)
+    try:
+        compiled = kernels.grid3d_kernel[grid](out, NX=grid[0], NY=grid[1], num_warps=4)
+        torch.cuda.synchronize()
+    finally:
+        set_profile_allocator(None)
+        triton_hook.uninstall()
+    assert out.cpu().tolist() == list(range(ctas))
+    layout = BufferLayout.from_dict(compiled.metadata.proton_ik["layout"])
+    raw = requested[-1].cpu().numpy()
+    size = ctas * layout.cta_bytes
+    assert (raw[size:] == 0xA5).all()
+    decoded = decode_buffer(raw[:size], layout)
+    assert decoded.ctas.valid.all() and decoded.ctas.cta.tolist() == list(range(ctas))
+    assert decoded.ctas.nctaid.tolist() == [list(grid)] * ctas
+    assert decoded.problems == ()
+    # One pair per warp: every unit of every CTA holds exactly its begin and its end.
+    per_unit = np.bincount(decoded.records.unit_row, minlength=len(decoded.units))
+    assert len(decoded.units) == ctas * 4 and (per_unit == 2).all()
+
+
+def test_the_demo_runs_as_the_readme_says(tmp_path):
+    import shutil
+
+    command = shutil.which("proton-ik")
+    argv = (
+        [command, "demo"]
+        if command
+        else [sys.executable, "-c", "from proton_ik.cli import main; main()", "demo"]
+    )
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    # 8 x 8 CTAs of 8 warps, 16 K steps and one epilogue each, in 2 launches.
+    assert "matmul_kernel: 2 launch(es)" in run.stdout and f"{2 * 64 * 8 * 17} events" in run.stdout
+    assert (tmp_path / "proton_ik_demo.pik").stat().st_size > 0
+    assert (tmp_path / "proton_ik_demo.pftrace").stat().st_size > 0
