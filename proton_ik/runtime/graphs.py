@@ -122,7 +122,6 @@ class GraphFollower:
             chunk = drain.allocate(size)
             # On the replaying stream: after this replay's kernels, before the next replay.
             drain.arena[chunk.offset : chunk.offset + size].copy_(launch.buffer, non_blocking=True)
-            meta = dict(launch.meta, launch=recorder.launches, graph=captured.number, replay=replay)
-            recorder.launches += 1
+            meta = dict(launch.meta, launch=recorder.next_launch(), graph=captured.number, replay=replay)
             kernel = launch.kernel
             drain.submit(Launch(meta, chunk, kernel.layout, kernel.dense, drain.event()), stream.cuda_stream)

@@ -14,6 +14,7 @@ since been handed to another launch; ``runtime.graphs`` copies it out after each
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -100,6 +101,13 @@ class _Allocation:
     buffer: Any = None  # ...or a buffer of a graph being captured (a torch tensor)
 
 
+class _Launching(threading.local):
+    """What one thread's launch in progress holds between Triton's allocator and hook calls."""
+
+    pending: _Allocation | None = None  # allocated, launch not yet entered
+    current: tuple[_Allocation, KernelInfo | None, int, dict[str, Any]] | None = None
+
+
 @dataclass
 class CapturedLaunch:
     """An instrumented launch inside a CUDA graph: its metadata and the buffer it writes."""
@@ -122,14 +130,16 @@ class LaunchRecorder:
         self.sink = sink
         self.drains: dict[int, Drain] = {}
         self.launches = 0
+        self._numbering = threading.Lock()
         self.recording = False
         self.unrecorded: Counter[tuple[str, str]] = Counter()  # (kernel, why) -> launches
         # Set by runtime.graphs while a graph is being captured on this thread.
         self.on_captured: Callable[[CapturedLaunch], bool] | None = None
         # Set by runtime.autotune: the config an autotuner is launching, as plain data.
         self.current_config: Callable[[], dict[str, Any] | None] = lambda: None
-        self._pending: _Allocation | None = None  # allocated, launch not yet entered
-        self._current: tuple[_Allocation, KernelInfo | None, int, dict[str, Any]] | None = None
+        # Per thread: Triton calls the allocator, then the enter and exit hooks, on the thread
+        # that launches, and several threads may launch at once.
+        self._launching = _Launching()
         self._warned: set[str] = set()
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
 
@@ -142,12 +152,13 @@ class LaunchRecorder:
     # --- hooks -------------------------------------------------------------------------------
     def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
         torch = self._torch
-        if self._pending is not None:
-            self._abandon(self._pending)  # the previous allocation never reached a launch
+        launching = self._launching
+        if launching.pending is not None:
+            self._abandon(launching.pending)  # the previous allocation never reached a launch
         # torch's C entry points: their Python wrappers cost microseconds on every launch.
         if torch._C._cuda_isCurrentStreamCapturing():
             buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
-            self._pending = _Allocation(size, stream or 0, buffer=buffer)
+            launching.pending = _Allocation(size, stream or 0, buffer=buffer)
             return buffer
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
@@ -156,24 +167,27 @@ class LaunchRecorder:
             if stream:
                 self._drain_of_stream[stream] = drain
         chunk = drain.allocate(size)
-        self._pending = _Allocation(size, stream or 0, drain=drain, chunk=chunk)
+        launching.pending = _Allocation(size, stream or 0, drain=drain, chunk=chunk)
         return _DevicePointer(drain.base + chunk.offset)
 
     def enter(self, launch) -> None:
-        if self._pending is None:
+        launching = self._launching
+        allocation = launching.pending
+        if allocation is None:
             return
-        allocation, self._pending = self._pending, None
+        launching.pending = None
         # launch.get() runs the kernel's launch_metadata function: only when asked to.
         data = launch.get() if self.launch_metadata else launch.data
         stream = data.get("stream", allocation.stream)
         named = _launch_names(data) if self.launch_metadata else {}
-        self._current = (allocation, _kernels.get(data.get("function")), int(stream or 0), named)
+        launching.current = (allocation, _kernels.get(data.get("function")), int(stream or 0), named)
 
     def exit(self, launch) -> None:
-        if self._current is None:
+        launching = self._launching
+        if launching.current is None:
             return
-        allocation, kernel, stream, named = self._current
-        self._current = None
+        allocation, kernel, stream, named = launching.current
+        launching.current = None
         if allocation.buffer is not None:
             self._captured(allocation, kernel, stream, named)
             return
@@ -192,12 +206,14 @@ class LaunchRecorder:
         self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]
     ) -> dict[str, Any]:
         """A launch's metadata for the session file; numbers it in the order launches are made."""
-        meta = {
-            "launch": self.launches,
-            **self._described(kernel, size, stream, device, named),
-        }
-        self.launches += 1
-        return meta
+        return {"launch": self.next_launch(), **self._described(kernel, size, stream, device, named)}
+
+    def next_launch(self) -> int:
+        """The next launch number: launches are numbered in the order they are made."""
+        with self._numbering:
+            number = self.launches
+            self.launches += 1
+        return number
 
     def _described(
         self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]

@@ -237,3 +237,40 @@ def test_a_capture_proton_ik_cannot_follow_runs_and_is_reported_unrecorded(tmp_p
     assert result.launches == 1
     warnings = [line for line in str(result.summary()).splitlines() if "were not recorded" in line]
     assert len(warnings) == 1 and "add_kernel" in warnings[0]
+
+
+def test_two_threads_launching_at_once_are_each_recorded(tmp_path):
+    import threading
+
+    n = 1 << 18
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    blocks = [1024, 512]
+    outs = [torch.empty_like(x) for _ in blocks]
+    kernels.add_kernel[(n // 1024,)](x, y, outs[0], n, BLOCK=1024)  # compiled before the threads
+    proton_ik.start("threads", out_dir=tmp_path)
+    try:
+        for block, out in zip(blocks, outs, strict=True):
+            kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)  # compiles in the session
+        torch.cuda.synchronize()
+
+        def launch(block, out):
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                for _ in range(20):
+                    kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+            stream.synchronize()
+
+        threads = [threading.Thread(target=launch, args=pair) for pair in zip(blocks, outs, strict=True)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    launches = result.trace.launches
+    assert len(launches) == 2 + 40 and launches["launch"].nunique() == 42
+    ctas = result.events.groupby("launch")["cta"].nunique()
+    counts = result.events.groupby("launch").size()
+    assert sorted(ctas.value_counts().to_dict().items()) == [(n // 1024, 21), (n // 512, 21)]
+    assert (counts == ctas * 4 * 3).all()
