@@ -66,3 +66,44 @@ def test_a_triton_profiler_program_runs_with_only_the_import_changed(tmp_path, m
     assert sorted(launches["name"]) == ["add_1024", "add_256", "add_512"]
     assert sorted(launches["host_scope"]) == ["main", "main", "warmup"]
     assert set(result.events["host_scope"]) == {"main", "warmup"}
+
+
+def _named_by_block(grid, kernel, args):
+    return {"name": f"add_{args['BLOCK_SIZE']}"}
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_SIZE": 256}), triton.Config({"BLOCK_SIZE": 1024})], key=["n"])
+@triton.jit(launch_metadata=_named_by_block)
+def tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n
+    with pl.scope("add"):
+        tl.store(
+            out_ptr + offsets,
+            tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+            mask=mask,
+        )
+
+
+def test_an_autotuned_kernel_named_by_launch_metadata_writes_protons_tree(tmp_path):
+    n = 1 << 22
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+
+    def grid(meta):
+        return (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+
+    proton.start(
+        str(tmp_path / "tuned"), backend="instrumentation", mode="default", hook="triton", data="tree"
+    )
+    for _ in range(2):
+        tuned_add[grid](x, y, out, n)
+    torch.cuda.synchronize()
+    result = proton.finalize()
+    assert torch.equal(out, x + y)
+    block = tuned_add.best_config.kwargs["BLOCK_SIZE"]
+    launches = result.trace.launches
+    assert list(launches["name"]) == [f"add_{block}"] * 2  # the user's calls only, named
+    assert (result.events.groupby("launch").size() == (n // block) * 4).all()
+    tree = (tmp_path / "tuned.hatchet").read_text()
+    assert f"add_{block}" in tree and "normalized_cycles" in tree
