@@ -1,4 +1,8 @@
-"""``proton-ik``: summarise, convert and demo from the command line."""
+"""``proton-ik``: summarise, convert and demo from the command line.
+
+Exit codes: 0 success, 1 a file it cannot read (the message says why), 2 bad usage (argparse's
+code, and an output that would replace the input or an existing file without ``--force``).
+"""
 
 from __future__ import annotations
 
@@ -7,35 +11,67 @@ import sys
 from pathlib import Path
 
 from proton_ik import viewer
+from proton_ik.viewer.session_file import SessionFileError
 
 CONVERSIONS = {"perfetto": ".pftrace", "chrome": ".json"}
 OUTPUTS = {"perfetto": "pftrace", "chrome": "json"}  # viewer.render_session's names for them
+BAD_INPUT, BAD_USAGE = 1, 2
 
 
-def _show(args: argparse.Namespace) -> int:
-    from proton_ik.viewer import readback
+class UsageError(Exception):
+    """A command line that would do harm or cannot be carried out as typed."""
 
-    # By content, not suffix: a session is a zip, a Chrome trace a JSON object, else try Perfetto.
-    path = Path(args.file)
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on (escapes, controls, bidirectional
+    overrides) written as its Python escape; names in files are data, not terminal commands."""
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
+def _kind(path: Path) -> str:
+    """What a file holds, by content, not suffix: a session is a zip, a Chrome trace a JSON
+    object, anything else is read as Perfetto."""
     head = b""
     if path.is_file():
         with open(path, "rb") as file:
             head = file.read(64)
     if not path.is_file() or head.startswith(b"PK"):
+        return "session"
+    return "chrome" if head.lstrip().startswith(b"{") else "perfetto"
+
+
+def _show(args: argparse.Namespace) -> int:
+    from proton_ik.viewer import readback
+
+    path = Path(args.file)
+    kind = _kind(path)
+    if kind == "session":
         trace = viewer.load(path)
-    elif head.lstrip().startswith(b"{"):
+    elif kind == "chrome":
         trace = readback.read_chrome(path)
     else:
         trace = readback.read_perfetto(path)
-    print(trace.summary_text())
+    print(terminal_safe(trace.summary_text()))
     return 0
 
 
 def _convert(args: argparse.Namespace) -> int:
-    output = Path(args.output) if args.output else Path(args.file).with_suffix(CONVERSIONS[args.to])
+    source = Path(args.file)
+    output = Path(args.output) if args.output else source.with_suffix(CONVERSIONS[args.to])
+    if output.exists() and source.exists() and output.resolve() == source.resolve():
+        raise UsageError(f"{output} is the input file; writing there would destroy it. Pass another -o")
+    if output.exists() and not args.force:
+        raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
+    kind = _kind(source)
+    if kind != "session":
+        raise SessionFileError(
+            f"{source} is a {'Chrome JSON' if kind == 'chrome' else 'Perfetto'} trace, which keeps "
+            "durations but not the records a trace is written from; convert the session file (.pik) "
+            "it was written from (`proton-ik show` reads this file as it is)"
+        )
     # Streamed: the session's tables are never built, so any session converts in bounded memory.
-    viewer.render_session(args.file, {OUTPUTS[args.to]: output})
-    print(f"wrote {output}")
+    viewer.render_session(source, {OUTPUTS[args.to]: output})
+    print(terminal_safe(f"wrote {output}"))
     return 0
 
 
@@ -47,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if gpu_available():
         result = demo.run_on_gpu(out_dir)
-        print(result.trace.summary_text())
+        print(terminal_safe(result.trace.summary_text()))
         paths = result.paths
     else:
         trace = viewer.load(demo.bundled_capture())
@@ -55,7 +91,7 @@ def _demo(args: argparse.Namespace) -> int:
             "No CUDA GPU found, so nothing can be profiled here. Rendering the bundled capture "
             f"instead, a real run of the demo matmul recorded on a {trace.device}:"
         )
-        print(trace.summary_text())
+        print(terminal_safe(trace.summary_text()))
         stem = out_dir / "proton_ik_demo"
         paths = {
             "pftrace": str(trace.write_perfetto(stem.with_suffix(".pftrace"))),
@@ -71,14 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="proton-ik", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    show = commands.add_parser("show", help="print a per-scope summary of a trace or session file")
-    show.add_argument("file")
+    show = commands.add_parser("show", help="print a per-scope summary of a session or trace file")
+    show.add_argument("file", help="a session (.pik), Perfetto (.pftrace) or Chrome (.json) file")
     show.set_defaults(run=_show)
 
     convert = commands.add_parser("convert", help="convert a session file to a trace")
     convert.add_argument("file")
     convert.add_argument("--to", choices=sorted(CONVERSIONS), required=True)
     convert.add_argument("-o", "--output", help="output path (default: FILE with the format's suffix)")
+    convert.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
     convert.set_defaults(run=_convert)
 
     demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
@@ -88,9 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
+    except UsageError as error:
+        print(terminal_safe(f"proton-ik {args.command}: {error}"), file=sys.stderr)
+        return BAD_USAGE
     except (ValueError, OSError) as error:
-        print(f"proton-ik {args.command}: {error}", file=sys.stderr)
-        return 2
+        print(terminal_safe(f"proton-ik {args.command}: {error}"), file=sys.stderr)
+        return BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -173,25 +173,25 @@ def test_convert_rejects_an_unknown_format(capsys):
 
 
 @pytest.mark.parametrize("command", [["show"], ["convert", "--to", "perfetto"]])
-def test_a_missing_file_is_one_line_and_exit_code_2(command, tmp_path, capsys):
+def test_a_missing_file_is_one_line_and_exit_code_1(command, tmp_path, capsys):
     missing = tmp_path / "nope.pik"
-    assert main([command[0], str(missing), *command[1:]]) == 2
+    assert main([command[0], str(missing), *command[1:]]) == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert_one_line_error(err, command[0], str(missing), "does not exist")
 
 
 @pytest.mark.parametrize("command", [["show"], ["convert", "--to", "chrome"]])
-def test_a_truncated_file_is_one_line_and_exit_code_2(command, tmp_path, capsys):
+def test_a_truncated_file_is_one_line_and_exit_code_1(command, tmp_path, capsys):
     path = truncated(tmp_path)
-    assert main([command[0], str(path), *command[1:]]) == 2
+    assert main([command[0], str(path), *command[1:]]) == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert_one_line_error(err, command[0], str(path), "truncated or corrupt")
     assert not (tmp_path / "cut.json").exists()
 
 
-def test_a_damaged_compressed_file_is_one_line_and_exit_code_2(tmp_path, capsys):
+def test_a_damaged_compressed_file_is_one_line_and_exit_code_1(tmp_path, capsys):
     """Damaged deflate data raises zlib.error, which the CLI neither expects nor catches."""
     session = viewer.read_session(DATA / "add.pik")
     path = viewer.write_session(
@@ -204,7 +204,7 @@ def test_a_damaged_compressed_file_is_one_line_and_exit_code_2(tmp_path, capsys)
     start = header + 30 + name_length + extra_length + 8  # into the deflate stream
     raw[start : start + 64] = bytes(b ^ 0x5A for b in raw[start : start + 64])
     path.write_bytes(bytes(raw))
-    assert main(["show", str(path)]) == 2
+    assert main(["show", str(path)]) == 1
     assert_one_line_error(capsys.readouterr().err, "show", str(path), "corrupt")
 
 
@@ -259,6 +259,70 @@ def test_the_console_script_shows_a_capture_and_fails_cleanly_on_a_missing_one(t
     missing = subprocess.run(
         [str(SCRIPT), "show", str(tmp_path / "nope.pik")], capture_output=True, text=True, timeout=60
     )
-    assert missing.returncode == 2
+    assert missing.returncode == 1
     assert missing.stdout == ""
     assert_one_line_error(missing.stderr, "show", "does not exist")
+
+
+def copy_of(name: str, tmp_path: Path) -> Path:
+    path = tmp_path / name
+    path.write_bytes((DATA / name).read_bytes())
+    return path
+
+
+def test_convert_refuses_to_write_over_its_input(tmp_path, capsys):
+    session = copy_of("add.pik", tmp_path)
+    before = session.read_bytes()
+    for extra in ([], ["--force"]):
+        assert main(["convert", str(session), "--to", "perfetto", "-o", str(session), *extra]) == 2
+        assert_one_line_error(capsys.readouterr().err, "convert", "is the input file")
+    assert session.read_bytes() == before
+
+
+def test_convert_replaces_an_existing_file_only_with_force(tmp_path, capsys):
+    session = copy_of("add.pik", tmp_path)
+    output = tmp_path / "add.json"
+    output.write_text("keep me")
+    assert main(["convert", str(session), "--to", "chrome"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "convert", "exists", "--force")
+    assert output.read_text() == "keep me"
+    assert main(["convert", str(session), "--to", "chrome", "--force"]) == 0
+    assert chrome_scope_counts(output) == Counter(load=64, compute=64, store=64)
+
+
+def test_convert_of_a_trace_file_says_what_it_is_not_that_it_is_corrupt(tmp_path, capsys):
+    trace = tmp_path / "add.pftrace"
+    assert main(["convert", str(DATA / "add.pik"), "--to", "perfetto", "-o", str(trace)]) == 0
+    capsys.readouterr()
+    assert main(["convert", str(trace), "--to", "chrome"]) == 1
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "convert", "is a Perfetto trace", "session file (.pik)")
+    assert "corrupt" not in err and "truncated" not in err
+
+
+def test_bad_usage_is_exit_code_2_and_bad_input_exit_code_1(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["show"])
+    assert exited.value.code == 2
+    capsys.readouterr()
+    garbage = tmp_path / "garbage.pik"
+    garbage.write_bytes(b"PK\x03\x04 not a zip at all")
+    assert main(["show", str(garbage)]) == 1
+    assert_one_line_error(capsys.readouterr().err, "show", str(garbage))
+
+
+def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
+    """A kernel name with an ANSI colour escape and a right-to-left override: shown, not obeyed."""
+    kernel = "k\x1b[31mred\u202e"
+    session = viewer.read_session(DATA / "add.pik")
+    captures = [viewer.LaunchCapture({**s.meta, "kernel": kernel}, s.buffer) for s in session]
+    path = viewer.write_session(tmp_path / "s.pik", session.info, captures)
+    assert main(["show", str(path)]) == 1  # the manifest's schema wants printable names
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err
+    assert_one_line_error(err, "show", "'kernel' is", "not printable text")
+    trace = viewer.Trace.from_captures(session.info, captures).write_perfetto(tmp_path / "s.pftrace")
+    assert main(["show", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "k\\x1b[31mred\\u202e" in out

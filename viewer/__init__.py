@@ -11,7 +11,8 @@
 The modules, in data-flow order: ``session_file`` (the raw capture), ``trim`` (its stored
 form), ``decode`` (bytes to arrays), ``events`` (begin/end pairing), ``timebase`` (cycles to
 ns), ``table`` (columns and pandas), ``pipeline`` (launches to chunks of columns, in bounded
-memory), ``summary``, ``perfetto`` and ``chrome`` (trace writers, chunk by chunk), ``trace``
+memory), ``summary``, ``perfetto`` and ``chrome`` (trace writers, chunk by chunk), ``hatchet``
+(Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace``
 (the tables of a whole session), ``render`` (a session straight to trace files). Helpers:
 ``groups`` (numbering tracks, threads and SMs) and ``byterows`` (encoding millions of packets or
 JSON objects at once). Nothing loops in Python per record, event or unit, so a session of

@@ -3,7 +3,12 @@
 The track tree lets a kernel author find any SM, CTA or warp::
 
     proton_ik: <session>                      sorted by launch
-      launch 3: matmul_kernel                 a "lifetime" slice whose args are the launch's
+      host scopes                             where launches were made in ``proton_ik.scope``s:
+                                              a slice per scope instance, nested, spanning its
+                                              launches
+      launch 3: matmul_kernel                 a slice named after the launch (its
+                                              ``launch_metadata`` name; "lifetime" if it has
+                                              none) whose args are the launch's
         SM 17                                 metadata and statistics (also in its description)
           CTA 42                              sorted by SM, then CTA, then warp (numerically)
             warp 4                            a "lifetime" slice with the warp's scopes nested in it
@@ -13,6 +18,9 @@ Streaming: the trace is written chunk by chunk (``pipeline.Chunk``: a run of lau
 chunk is its own packet sequence, with its own interned names and incremental clock, so nothing
 of a chunk is kept once it is written. A launch whose pieces span chunks keeps its launch and SM
 tracks; its launch track is described, and its lifetime slice written, with its last piece.
+Host scope instances (a few numbers each, not events) are gathered as launches end and written
+last, as their own sequence: an instance is a run of consecutive launches (in launch order)
+under the same scope, from its first launch's begin to its last launch's end.
 
 Size: within a sequence, each track gets one header packet that sets the sequence's default
 track and restarts an incremental clock (a sequence-scoped clock whose timestamps are deltas,
@@ -76,14 +84,17 @@ ANNOTATIONS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
 # A launch's lifetime slice carries these (where its metadata has them), then "config" and
 # "problems" as a dictionary and an array.
 LAUNCH_ANNOTATIONS = (
-    "kernel", "launch", "device", "stream", "graph", "replay", "grid", "warps_per_unit", "capacity",
-    "capacity_source", "capacity_bound", "capacity_reason", "ctas", "units", "records", "events",
-    "overwritten", "mhz", "clock_source", "config", "problems",
+    "kernel", "name", "host_scope", "launch", "device", "stream", "graph", "replay", "grid",
+    "warps_per_unit", "capacity", "capacity_source", "capacity_bound", "capacity_reason", "ctas", "units",
+    "records", "events", "overwritten", "mhz", "clock_source", "config", "launch_metrics", "problems",
 )  # fmt: skip
+HOST_ANNOTATIONS = ("launches", "first_launch", "last_launch")  # of a host scope's slice
 _ANNOTATION_IID = {
-    name: iid for iid, name in enumerate(dict.fromkeys([*ANNOTATIONS, *LAUNCH_ANNOTATIONS]), start=1)
+    name: iid
+    for iid, name in enumerate(dict.fromkeys([*ANNOTATIONS, *LAUNCH_ANNOTATIONS, *HOST_ANNOTATIONS]), start=1)
 }
 LIFETIME = "lifetime"  # the slice spanning a unit (or a launch) from its start to its end
+HOST_TRACK = "host scopes"  # the track of host scope slices, beside the launch tracks
 _LIFE_COLUMNS = (
     "kernel", "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns", "start_cycles", "end_cycles",
     "count", "overwritten",
@@ -183,6 +194,7 @@ class PerfettoWriter:
         self._next_uuid = 2
         self._sequence = SEQUENCE_ID
         self._open: _OpenLaunch | None = None
+        self._host = _HostScopes()
 
     def add(self, chunk: Chunk) -> None:
         """Write one chunk as its own packet sequence."""
@@ -201,6 +213,9 @@ class PerfettoWriter:
         """Finish the file (an empty session still gets its root track)."""
         if self._sequence == SEQUENCE_ID:
             self._start_sequence({LIFETIME: 1})
+        instances = self._host.finish()
+        if instances:
+            self._write_host_track(instances)
         self._sink.close()
         self._file.close()
         return self.path
@@ -224,6 +239,51 @@ class PerfettoWriter:
             self._sink.framed(data)
             if self._bar is not None:
                 self._bar.update(hi - lo)
+
+    def _write_host_track(self, instances: list[_HostInstance]) -> None:
+        """The host scopes' track and its slices, as one more sequence."""
+        names = {name: iid for iid, name in enumerate(dict.fromkeys(i.name for i in instances), start=1)}
+        self._sink.packet(_interning_packet(names, self._sequence))
+        uuid = int(self._allocate(1)[0])
+        self._sink.packet(TracePacket(track_descriptor=_descriptor(uuid, 1, HOST_TRACK, -1)))
+        markers = _host_markers(instances)
+        first = markers[0][0]
+        snapshot = ClockSnapshot(
+            clocks=[
+                ClockSnapshot.Clock(clock_id=INCREMENTAL_CLOCK_ID, timestamp=first, is_incremental=True),
+                ClockSnapshot.Clock(clock_id=BUILTIN_CLOCK_BOOTTIME, timestamp=first),
+            ]
+        )
+        defaults = TracePacketDefaults(
+            timestamp_clock_id=INCREMENTAL_CLOCK_ID, track_event_defaults=TrackEventDefaults(track_uuid=uuid)
+        )
+        self._sink.packet(
+            TracePacket(
+                clock_snapshot=snapshot,
+                trusted_packet_sequence_id=self._sequence,
+                trace_packet_defaults=defaults,
+            )
+        )
+        now = first
+        for ts, instance in markers:
+            if instance is None:
+                event = TrackEvent(type=TrackEvent.TYPE_SLICE_END)
+            else:
+                event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[instance.name])
+                for key in HOST_ANNOTATIONS:
+                    event.debug_annotations.add(
+                        name_iid=_ANNOTATION_IID[key], int_value=getattr(instance, key)
+                    )
+            self._sink.packet(
+                TracePacket(
+                    timestamp=ts - now,
+                    trusted_packet_sequence_id=self._sequence,
+                    track_event=event,
+                    sequence_flags=TracePacket.SEQ_NEEDS_INCREMENTAL_STATE,
+                )
+            )
+            now = ts
+        self._sequence += 1
 
     def _allocate(self, count: int) -> np.ndarray:
         first = self._next_uuid
@@ -273,6 +333,10 @@ class PerfettoWriter:
             )
             self._open = _OpenLaunch(number, int(tracks.launch_uuid[i]), sm_uuid, int(begin[i]), int(end[i]))
         index = np.flatnonzero(ending)
+        timed_at = {int(tracks.launch[i]): (int(begin[i]), int(end[i])) for i in index.tolist()}
+        for row in chunk.launches:  # in launch order, with launches that left no track too
+            number = int(row["launch"])
+            self._host.add(chunk.host_paths.get(number, ()), number, *timed_at.get(number, (1, 0)))
         for i in index.tolist():
             number = int(tracks.launch[i])
             descriptor = _descriptor(
@@ -438,11 +502,17 @@ def _launch_description(stats: Mapping[str, Any]) -> str:
     )
 
 
+def _launch_slice_name(row: Mapping[str, Any]) -> str:
+    """A launch's slice is named after the launch where ``launch_metadata`` named it apart from its kernel."""
+    name = row.get("name")
+    return name if isinstance(name, str) and name and name != row.get("kernel") else LIFETIME
+
+
 def _launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
     """A launch lifetime's begin: its metadata and statistics as structured args."""
     values = {name: row.get(name) for name in LAUNCH_ANNOTATIONS}
     values["config"] = row.get("config_args")
-    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[LIFETIME])
+    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[_launch_slice_name(row)])
     for name, value in values.items():
         annotation = _debug_annotation(value)
         if annotation is not None:
@@ -542,10 +612,82 @@ def _warp_name(n: int, warp: np.ndarray, width: np.ndarray, lane: np.ndarray) ->
 
 
 def _event_names(chunk: Chunk) -> dict[str, int]:
-    """Interned event names: the lifetime first, then every scope name the chunk uses."""
+    """Interned event names: the lifetime first, then every scope name the chunk uses, then the
+    names of its launches' slices."""
     used = np.unique(chunk.events["scope"]).tolist()
     scopes = sorted(chunk.scopes[code] for code in used)
-    return {name: iid for iid, name in enumerate(dict.fromkeys([LIFETIME, *scopes]), start=1)}
+    launches = sorted({_launch_slice_name(row) for row in chunk.launches})
+    return {name: iid for iid, name in enumerate(dict.fromkeys([LIFETIME, *scopes, *launches]), start=1)}
+
+
+# --- host scopes -----------------------------------------------------------------------------
+
+
+@dataclass
+class _HostInstance:
+    """One run of consecutive launches made under a host scope (and the scopes around it)."""
+
+    name: str
+    depth: int
+    first_launch: int
+    last_launch: int
+    begin: int = np.iinfo(np.int64).max  # the earliest begin and latest end of its timed launches
+    end: int = np.iinfo(np.int64).min
+    launches: int = 0
+
+
+class _HostScopes:
+    """Host scope instances, gathered launch by launch in launch order: a launch under the same
+    outer scopes as the launch before it extends their instances; a scope that it is not under
+    ends its instance."""
+
+    def __init__(self) -> None:
+        self.open: list[_HostInstance] = []  # outermost first
+        self.done: list[_HostInstance] = []  # in the order they opened: outer before inner, then by time
+
+    def add(self, path: Sequence[str], number: int, begin: int, end: int) -> None:
+        """A launch (``begin > end``: it has no time) made under ``path``, outermost first."""
+        keep = 0
+        while keep < min(len(self.open), len(path)) and self.open[keep].name == path[keep]:
+            keep += 1
+        del self.open[keep:]
+        for depth in range(keep, len(path)):
+            instance = _HostInstance(path[depth], depth, number, number)
+            self.open.append(instance)
+            self.done.append(instance)
+        for instance in self.open:
+            instance.last_launch = number
+            instance.launches += 1
+            if begin <= end:
+                instance.begin, instance.end = min(instance.begin, begin), max(instance.end, end)
+
+    def finish(self) -> list[_HostInstance]:
+        """Every instance with a time, outer before inner and in launch order."""
+        self.open = []
+        return [instance for instance in self.done if instance.begin <= instance.end]
+
+
+def _host_markers(instances: list[_HostInstance]) -> list[tuple[int, _HostInstance | None]]:
+    """Slice begins (the instance) and ends (None) in the order one track needs them: nested by
+    depth, never back in time. Launches on several streams can overlap; an instance that begins
+    before the one before it at its depth ended is shown from that end."""
+    markers: list[tuple[int, _HostInstance | None]] = []
+    stack: list[_HostInstance] = []
+    now = np.iinfo(np.int64).min
+
+    def close_to(depth: int) -> None:
+        nonlocal now
+        while len(stack) > depth:
+            now = max(now, stack.pop().end)
+            markers.append((now, None))
+
+    for instance in instances:
+        close_to(instance.depth)
+        now = max(now, instance.begin)
+        markers.append((now, instance))
+        stack.append(instance)
+    close_to(0)
+    return markers
 
 
 @dataclass(frozen=True)

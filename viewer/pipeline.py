@@ -37,6 +37,7 @@ from proton_ik.viewer.decode import (
 from proton_ik.viewer.events import pair_records
 from proton_ik.viewer.session_file import Capture, StoredLaunch, check_meta
 from proton_ik.viewer.table import (
+    HOST_SCOPE_SEPARATOR,
     LAUNCH_COUNTS,
     Labels,
     LaunchGroup,
@@ -44,6 +45,7 @@ from proton_ik.viewer.table import (
     TimeShift,
     event_columns,
     first_grid,
+    host_scopes,
     launch_counts,
     launch_row,
     scope_codes,
@@ -66,10 +68,11 @@ class Chunk:
     """A run of consecutive launches, decoded: columns as ``table`` builds them, group by group
     (launches of one kernel and profile), each in launch order (its ``order`` column).
 
-    ``kernel`` and ``scope`` columns hold codes into ``kernels`` and ``scopes`` (the session's
-    names so far, in the order first seen). ``launches`` holds the launch-table rows of the
-    launches whose last piece is here; ``widths`` the warps per unit of every launch (by number)
-    with rows here. Times relative to the session start are in the ``*_rel_ns`` columns.
+    ``kernel``, ``scope`` and ``host_scope`` columns hold codes into ``kernels``, ``scopes`` and
+    ``host_scopes`` (the session's names so far, in the order first seen). ``launches`` holds the
+    launch-table rows of the launches whose last piece is here, and ``host_paths`` their host
+    scopes (outermost first); ``widths`` the warps per unit of every launch (by number) with rows
+    here. Times relative to the session start are in the ``*_rel_ns`` columns.
     """
 
     kernels: tuple[str, ...]
@@ -79,6 +82,8 @@ class Chunk:
     unmatched: Mapping[str, np.ndarray]
     launches: list[dict[str, Any]]
     widths: dict[int, int]
+    host_scopes: tuple[str, ...] = ("",)
+    host_paths: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -275,6 +280,8 @@ class Pipeline:
         self.shift = shift
         self.kernels = Labels()
         self.scopes = Labels()
+        self.host_scopes = Labels()
+        self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
         self.session = fit_session(self.launches)
         self.mhz, self.source = self.session.clocks.per_launch(len(self.launches))
         self.tallies: dict[int, _Tally] = {}
@@ -289,7 +296,8 @@ class Pipeline:
             self._decode([piece for piece in run if piece.launch.key == key])
             for key in dict.fromkeys(piece.launch.key for piece in run)
         ]
-        rows = [self._launch_row(piece.launch) for piece in run if piece.last]
+        ending = [piece.launch for piece in run if piece.last]
+        rows = [self._launch_row(launch) for launch in ending]
         start = self.session.start_ns
         for events, units, _ in parts:
             events["begin_rel_ns"] = events["begin_ns"] - start
@@ -306,6 +314,8 @@ class Pipeline:
             unmatched=unmatched,
             launches=rows,
             widths={int(piece.launch.meta["launch"]): warps_per_unit(piece.launch.meta) for piece in run},
+            host_scopes=tuple(self.host_scopes.codes),
+            host_paths={int(launch.meta["launch"]): host_scopes(launch.meta) for launch in ending},
         )
 
     def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns]:
@@ -320,6 +330,13 @@ class Pipeline:
             index=index,
             number=np.array([int(piece.launch.meta["launch"]) for piece in pieces], dtype=np.int64),
             kernel=self.kernels.code(str(meta["kernel"])),
+            host_scope=np.array(
+                [
+                    self.host_scopes.code(HOST_SCOPE_SEPARATOR.join(host_scopes(piece.launch.meta)))
+                    for piece in pieces
+                ],
+                dtype=np.int64,
+            ),
             scopes=ScopeTable.from_profile(meta["profile"]),
             warps_per_unit=warps_per_unit(meta),
             ctas=decoded.ctas,
@@ -425,6 +442,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         {*_labels(events["kernel"]), *_labels(units["kernel"]), *_labels(launches.get("kernel", []))}
     )
     scopes = _labels(events["scope"])
+    hosts = ["", *(label for label in _labels(events.get("host_scope", [])) if label)]
     rows = launches.to_dict("records")
     return Chunk(
         kernels=tuple(kernels),
@@ -433,6 +451,9 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
             **{name: _ints(events[name]) for name in _EVENT_INTS},
             "kernel": _codes(events["kernel"], kernels),
             "scope": _codes(events["scope"], scopes),
+            "host_scope": _codes(events["host_scope"], hosts)
+            if "host_scope" in events
+            else np.zeros(len(events), np.int64),
         },
         units={
             **{name: _ints(units[name]) for name in _UNIT_INTS},
@@ -442,7 +463,14 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         unmatched={},
         launches=rows,
         widths={int(row["launch"]): int(row.get("warps_per_unit", 1)) for row in rows},
+        host_scopes=tuple(hosts),
+        host_paths={int(row["launch"]): _host_path(row.get("host_scope")) for row in rows},
     )
+
+
+def _host_path(joined: Any) -> tuple[str, ...]:
+    """A launch table's host scope path (joined by "/") as its scopes, outermost first."""
+    return tuple(joined.split(HOST_SCOPE_SEPARATOR)) if isinstance(joined, str) and joined else ()
 
 
 # What the trace writers read of the tables; -1 stands for a missing value.

@@ -17,13 +17,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from proton_ik.viewer.chrome import ChromeWriter
+from proton_ik.viewer.hatchet import HatchetWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.trace import time_shift_cycles
 
-OUTPUTS = ("pftrace", "json")
+# Perfetto, Chrome JSON (also under Proton's name for it), and Proton's tree for proton-viewer.
+OUTPUTS = ("pftrace", "json", "chrome_trace", "hatchet")
 PROGRESS_DELAY_S = 2.0  # progress=None: a bar only for renders that take longer than this
 
 
@@ -45,9 +47,10 @@ class RenderStats:
 def render_session(
     session_path: str | Path, outputs: Mapping[str, Path], *, progress: bool | None = None
 ) -> RenderStats:
-    """Decode a session file and write the trace files named in ``outputs`` ("pftrace" for
-    Perfetto, "json" for Chrome), launch run by launch run, in memory that does not grow with the
-    number of launches. ``progress=None`` shows a bar if it takes more than a few seconds."""
+    """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
+    "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
+    in memory that does not grow with the number of launches (the tree is per scope, not per
+    event). ``progress=None`` shows a bar if it takes more than a few seconds."""
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
@@ -58,12 +61,15 @@ def render_session(
     launches = records = events = 0
     problems: list[str] = []
     with ExitStack() as stack:
-        writers: list[PerfettoWriter | ChromeWriter] = []
+        writers: list[PerfettoWriter | ChromeWriter | HatchetWriter] = []
         if "pftrace" in outputs:
             title = f"proton_ik: {name}"
             writers.append(stack.enter_context(PerfettoWriter(outputs["pftrace"], title, warnings=warnings)))
-        if "json" in outputs:
-            writers.append(stack.enter_context(ChromeWriter(outputs["json"], session.info)))
+        for key in ("json", "chrome_trace"):
+            if key in outputs:
+                writers.append(stack.enter_context(ChromeWriter(outputs[key], session.info)))
+        if "hatchet" in outputs:
+            writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], session.info)))
         bar = stack.enter_context(
             tqdm(
                 total=len(session.launches),

@@ -25,25 +25,38 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from tokenize import TokenError
 from typing import IO, Any, BinaryIO, Protocol, TypeVar
 
 import numpy as np
 
 from proton_ik.layout import BufferLayout
 from proton_ik.viewer.decode import BufferView, raw_view
+from proton_ik.viewer.manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MAX_NPY_HEADER,
+    STORED_KEY,
+    TRIMMED,
+    ManifestError,
+    Shape,
+    check_manifest,
+)
 from proton_ik.viewer.trim import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.trim import trim as trim_buffer
 
-FORMAT_NAME = "proton_ik-session"
-FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 REQUIRED_META = ("launch", "kernel", "profile")
-STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored by viewer.trim, not raw
+# The manifest is small beside the buffers it lists; one larger than this is no manifest.
+MANIFEST_BYTES, MANIFEST_PER_FILE_BYTE = 1 << 20, 32
+DEFLATE_RATIO = 1032  # the most that deflate can expand its input
 _T = TypeVar("_T")
 
 
 class SessionFileError(ValueError):
-    """A session file that cannot be read; the message says what is wrong and what to do."""
+    """A file proton_ik cannot read (a session ``.pik``, a ``.pftrace`` or a Chrome ``.json``):
+    the message says what is wrong and what to do. Every reader raises this, and only this, for
+    a bad file."""
 
 
 class Capture(Protocol):
@@ -73,10 +86,11 @@ class StoredLaunch:
     each time, which grows with the number of launches.
     """
 
-    def __init__(self, path: Path, member: zipfile.ZipInfo, meta: Mapping[str, Any]):
+    def __init__(self, path: Path, member: zipfile.ZipInfo, meta: Mapping[str, Any], shape: Shape):
         self.path = path
         self.member = member
         self.meta = meta
+        self.shape = shape
 
     @property
     def entry(self) -> str:
@@ -113,6 +127,12 @@ class StoredLaunch:
                 f"{self.path}: {self.entry} holds a {array.dtype} array of shape {array.shape}, not "
                 "the 1-D uint8 buffer a launch needs; this is not a proton_ik session file"
             )
+        problem = self.shape.problem(array.size)
+        if problem:
+            raise SessionFileError(
+                f"{self.path}: the buffer of launch {self.meta['launch']} ({self.entry}) {problem}; "
+                "the file is damaged: capture the session again"
+            )
         return array
 
     def _layout(self) -> BufferLayout:
@@ -124,7 +144,7 @@ class StoredLaunch:
     def _reading(self, read: Callable[[], np.ndarray]) -> np.ndarray:
         try:
             return read()
-        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as error:
+        except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, SyntaxError) as error:
             raise SessionFileError(
                 f"{self.path}: the buffer of launch {self.meta.get('launch')} ({self.entry}) is "
                 f"corrupt ({error}); the file was damaged after it was written: capture the session again"
@@ -250,53 +270,95 @@ def write_session(path: str | Path, info: Mapping[str, Any], launches: list[Capt
 
 
 def read_session(path: str | Path) -> Session:
-    """Open a session file and check its manifest; buffers are read lazily, per launch."""
+    """Open a session file and check its manifest against the schema (``viewer.manifest``) and
+    the zip's members, before any buffer is read; buffers are read lazily, per launch."""
     path = Path(path)
     try:
+        file_size = path.stat().st_size
         with zipfile.ZipFile(path) as archive:
             members = {member.filename: member for member in archive.infolist()}
-            if MANIFEST not in members:
-                raise SessionFileError(
-                    f"{path} has no {MANIFEST}: the session was never closed (the capturing process "
-                    "stopped before proton_ik.finalize()). Its launches cannot be trusted; capture again"
-                )
-            manifest = json.loads(archive.read(MANIFEST))
     except FileNotFoundError:
-        raise SessionFileError(f"{path} does not exist") from None
-    except zipfile.BadZipFile as error:
+        raise SessionFileError(f"{path} does not exist; check the path") from None
+    except IsADirectoryError:
+        raise SessionFileError(f"{path} is a folder, not a session file") from None
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        struct.error,
+        OverflowError,
+    ) as error:
         raise SessionFileError(
-            f"{path} is not a complete proton_ik session file ({error}): it is truncated or "
+            f"{path} is not a complete proton_ik session file ({_reason(error)}): it is truncated or "
             "corrupt, e.g. the capturing process was killed or the copy was cut short. Capture the "
             "session again, or copy the whole file"
         ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SessionFileError(
-            f"{path}: {MANIFEST} is not valid JSON ({error}); the file is corrupt"
-        ) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise SessionFileError(
-            f"{path} is a zip but not a proton_ik session file (no '{FORMAT_NAME}' manifest)"
-        )
-    version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
-        raise SessionFileError(
-            f"{path} is session format version {version}; this proton_ik reads version "
-            f"{FORMAT_VERSION}. Open it with the proton_ik release that wrote it"
-        )
-    launches = []
-    for number, item in enumerate(manifest.get("launches", [])):
-        entry, meta = item.get("entry"), item.get("meta")
-        if not isinstance(entry, str) or entry not in members or not isinstance(meta, dict):
+    except OSError as error:
+        raise SessionFileError(f"{path} cannot be read ({_reason(error)})") from None
+    for member in members.values():
+        problem = _member_problem(member, file_size)
+        if problem:
             raise SessionFileError(
-                f"{path}: launch #{number} ({entry}) is listed in the manifest but its buffer or "
-                "metadata is missing; the file is incomplete, capture the session again"
+                f"{path}: zip member {member.filename!r} {problem}; the file is corrupt or was not "
+                "written by proton_ik: capture the session again"
             )
-        try:
-            check_meta(meta)
-        except ValueError as error:
-            raise SessionFileError(f"{path}: launch #{number}: {error}") from None
-        launches.append(StoredLaunch(path, members[entry], meta))
+    if MANIFEST not in members:
+        raise SessionFileError(
+            f"{path} has no {MANIFEST}: the session was never closed (the capturing process "
+            "stopped before proton_ik.finalize()). Its launches cannot be trusted; capture again"
+        )
+    manifest_cap = MANIFEST_BYTES + MANIFEST_PER_FILE_BYTE * file_size
+    if members[MANIFEST].file_size > manifest_cap:
+        raise SessionFileError(
+            f"{path}: its {MANIFEST} is {members[MANIFEST].file_size:,} bytes, more than a session "
+            f"file of {file_size:,} bytes can need ({manifest_cap:,}); the file is corrupt or was not "
+            "written by proton_ik"
+        )
+    try:
+        manifest = json.loads(_read_member(path, members[MANIFEST]).tobytes())
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        raise SessionFileError(
+            f"{path}: its {MANIFEST} is corrupt ({_reason(error)}); capture the session again"
+        ) from None
+    except (ValueError, RecursionError) as error:
+        raise SessionFileError(
+            f"{path}: {MANIFEST} is not valid JSON ({_reason(error)}); the file is corrupt"
+        ) from None
+    sizes = {name: member.file_size for name, member in members.items() if name != MANIFEST}
+    try:
+        shapes = check_manifest(manifest, sizes)
+    except ManifestError as error:
+        raise SessionFileError(
+            f"{path} is not a session file this proton_ik can read: {error}. The file is damaged or "
+            "was not written by proton_ik: capture the session again"
+        ) from None
+    launches = [
+        StoredLaunch(path, members[item["entry"]], item["meta"], shape)
+        for item, shape in zip(manifest.get("launches", []), shapes, strict=True)
+    ]
     return Session(path, manifest.get("info", {}), launches)
+
+
+def _member_problem(member: zipfile.ZipInfo, file_size: int) -> str | None:
+    """Why a zip member cannot be read in memory proportional to the file, or None."""
+    if member.flag_bits & 0x1:
+        return "is encrypted"
+    if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return (
+            f"is compressed with method {member.compress_type}; proton_ik writes stored or deflated members"
+        )
+    if member.header_offset + member.compress_size > file_size:
+        return "lies past the end of the file"
+    most = member.compress_size * (DEFLATE_RATIO if member.compress_type == zipfile.ZIP_DEFLATED else 1)
+    if member.file_size > most:
+        return f"declares {member.file_size:,} bytes, more than its {member.compress_size:,} stored bytes can hold"
+    return None
+
+
+def _reason(error: BaseException) -> str:
+    """An exception's message, or its kind where it has none."""
+    return str(error) or type(error).__name__
 
 
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
@@ -308,9 +370,6 @@ MAP_BYTES = 1 << 24  # stored members at least this large are mapped, not read
 def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
     """The bytes of one zip member, checked against its CRC. A large stored (uncompressed)
     member is mapped from the file rather than copied: the decoder reads it where it lies."""
-    if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        with zipfile.ZipFile(path) as archive:
-            return np.frombuffer(archive.read(member), dtype=np.uint8)
     with open(path, "rb") as file:
         start = _data_start(file, member)
         if start + member.compress_size > os.fstat(file.fileno()).st_size:
@@ -323,7 +382,7 @@ def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
         data = data.view(np.ndarray)
     elif member.compress_type == zipfile.ZIP_DEFLATED:
-        data = np.frombuffer(zlib.decompress(stored, -zlib.MAX_WBITS, member.file_size), dtype=np.uint8)
+        data = np.frombuffer(_inflate(stored, member), dtype=np.uint8)
     else:
         data = np.frombuffer(stored, dtype=np.uint8)
     if data.size != member.file_size or zlib.crc32(data) != member.CRC:
@@ -331,23 +390,33 @@ def _read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
     return data
 
 
+def _inflate(stored: bytes, member: zipfile.ZipInfo) -> bytes:
+    """A deflated member's bytes, never more than it declares: a member that inflates further
+    is refused before its surplus is held."""
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    data = inflater.decompress(stored, member.file_size + 1)
+    if len(data) > member.file_size or inflater.unconsumed_tail:
+        raise zipfile.BadZipFile(
+            f"{member.filename} inflates to more than its declared {member.file_size} bytes"
+        )
+    return data
+
+
 def _read_member_front(path: Path, member: zipfile.ZipInfo, size: int) -> np.ndarray:
     """Up to the first ``size`` bytes of one zip member."""
-    if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        with zipfile.ZipFile(path) as archive, archive.open(member) as file:
-            return np.frombuffer(file.read(size), dtype=np.uint8)
     with open(path, "rb") as file:
         file.seek(_data_start(file, member))
         if member.compress_type == zipfile.ZIP_STORED:
             return np.frombuffer(file.read(min(size, member.compress_size)), dtype=np.uint8)
         inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        out, left = [], member.compress_size
-        while left > 0 and sum(len(part) for part in out) < size:
+        out, held, left = [], 0, member.compress_size
+        while left > 0 and held < size:
             chunk = file.read(min(left, 1 << 16))
             if not chunk:
                 raise EOFError(f"the file ends inside {member.filename}")
             left -= len(chunk)
-            out.append(inflater.decompress(chunk))
+            out.append(inflater.decompress(chunk, size - held))
+            held += len(out[-1])
     return np.frombuffer(b"".join(out)[:size], dtype=np.uint8)
 
 
@@ -372,10 +441,15 @@ _NPY_HEADERS = {
 def _read_npy(data: np.ndarray) -> np.ndarray:
     """The array in ``.npy`` bytes, as a view of them (no pickles, no copy)."""
     header_end, shape, fortran_order, dtype = _npy_layout(data)
+    if dtype.itemsize == 0 or any(length < 0 for length in shape):
+        raise ValueError(f"the .npy header declares an impossible array ({dtype}, shape {shape})")
     count = math.prod(shape)
-    body = data[header_end : header_end + count * dtype.itemsize]
-    if body.size != count * dtype.itemsize:
-        raise EOFError("the array's data is shorter than its header says")
+    if header_end + count * dtype.itemsize != data.size:
+        raise ValueError(
+            f"the .npy header declares {count * dtype.itemsize} bytes of data, but "
+            f"{data.size - header_end} follow it"
+        )
+    body = data[header_end:]
     return body.view(dtype).reshape(shape, order="F" if fortran_order else "C")
 
 
@@ -389,6 +463,8 @@ def _npy_layout(data: np.ndarray) -> tuple[int, tuple[int, ...], bool, np.dtype]
     if data.size < start:
         raise EOFError("the .npy header is cut short")
     header_end = start + struct.unpack_from(length_format, data[:start].tobytes(), 8)[0]
+    if header_end > MAX_NPY_HEADER:
+        raise ValueError(f"the .npy header declares {header_end} bytes, more than a launch's can take")
     if data.size < header_end:
         raise EOFError("the .npy header is cut short")
     return header_end, *_npy_header(data[:header_end].tobytes())
@@ -416,8 +492,11 @@ def _read_npy_front(path: Path, member: zipfile.ZipInfo, wanted: int) -> np.ndar
 def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     """Shape, order and dtype from an .npy header; launches of one kernel share theirs."""
     file = io.BytesIO(header)
-    read_header = _NPY_HEADERS[np.lib.format.read_magic(file)][0]
-    shape, fortran_order, dtype = read_header(file)
+    try:
+        read_header = _NPY_HEADERS[np.lib.format.read_magic(file)][0]
+        shape, fortran_order, dtype = read_header(file)
+    except (ValueError, TypeError, SyntaxError, RecursionError, KeyError, OverflowError, TokenError) as error:
+        raise ValueError(f"its .npy header does not parse ({_reason(error)})") from None
     if dtype.hasobject:
         raise ValueError("the buffer holds Python objects")
     return shape, fortran_order, dtype

@@ -1,4 +1,10 @@
-"""Per-scope statistics, and what was lost on the way, as tables and as text."""
+"""Per-scope statistics, and what was lost on the way, as tables and as text.
+
+Statistics are grouped by host scope path (``proton_ik.scope`` around the launches; "" for none),
+kernel, launch name (what the kernel's ``launch_metadata`` named the launch, e.g. one name per
+autotuned config; the kernel's name otherwise) and scope. Tables without those launch columns
+(older sessions, traces read back) group as if no launch had a host scope or a name.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +25,13 @@ LOSS_COLUMNS = {
 }
 
 
+LAUNCH_KEYS = ["host_scope", "kernel", "name"]  # what a scope's statistics are grouped under
+
+
 @dataclass(frozen=True)
 class Summary:
-    """``scopes``: one row per (kernel, scope). ``kernels``: one row per kernel, with what was lost."""
+    """``scopes``: one row per (host scope, kernel, launch name, scope). ``kernels``: one row per
+    (host scope, kernel), with what was lost."""
 
     scopes: pd.DataFrame
     kernels: pd.DataFrame
@@ -41,11 +51,13 @@ def summarize(
     warnings: Sequence[str] = (),
 ) -> Summary:
     """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
-    kernel's time: the sum of its durations over the sum of the kernel's finished unit lifetimes."""
-    keys = ["kernel", "scope"]
-    finished = units[units["finished"]]
-    lifetime = finished.groupby(finished["kernel"].astype(str))["dur_ns"].sum().astype(np.int64)
-    grouped = events.assign(**{key: events[key].astype(str) for key in keys}).groupby(keys, sort=True)
+    kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
+    launches it ran in (of its kernel, launch name and host scope)."""
+    keys = [*LAUNCH_KEYS, "scope"]
+    labels = _launch_labels(launches)
+    finished = _labelled(units[units["finished"]], labels)
+    lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
+    grouped = _labelled(events, labels).assign(scope=events["scope"].astype(str)).groupby(keys, sort=True)
     stats = grouped.agg(
         line=("line", "first"),
         count=("dur_ns", "size"),
@@ -58,7 +70,7 @@ def summarize(
     stats["p90_ns"] = grouped["dur_ns"].quantile(0.9)
     stats["p90_cycles"] = grouped["dur_cycles"].quantile(0.9)
     scopes = stats.merge(
-        _losses_by_scope(unmatched),
+        _losses_by_scope(_labelled(unmatched, labels)),
         left_index=True,
         right_index=True,
         how="outer",
@@ -68,34 +80,69 @@ def summarize(
     for column in ("count", "total_ns", *LOSS_COLUMNS):
         scopes[column] = scopes[column].fillna(0).astype(np.int64)
     scopes = scopes.reset_index()
-    kernel_time = scopes["kernel"].map(lifetime).astype(np.float64)
+    kernel_time = pd.Series(
+        lifetime.reindex(pd.MultiIndex.from_frame(scopes[LAUNCH_KEYS])).to_numpy(), dtype=np.float64
+    )
     scopes["share"] = scopes["total_ns"] / kernel_time.where(kernel_time > 0)
-    return Summary(scopes[list(SCOPE_COLUMNS)], _kernels(launches, lifetime), problems, list(warnings))
+    return Summary(
+        scopes[list(SCOPE_COLUMNS)],
+        _kernels(_labelled(launches, labels), lifetime),
+        problems,
+        list(warnings),
+    )
 
 
 SCOPE_COLUMNS = (
-    "kernel", "scope", "line", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
+    "host_scope", "kernel", "name", "scope", "line", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
     "p90_cycles", "total_ns", "share", *LOSS_COLUMNS,
 )  # fmt: skip
 
 
+def _launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
+    """Host scope path and launch name by launch number, where the launch table has them."""
+    present = [key for key in ("host_scope", "name") if key in launches]
+    if not len(launches) or not present:
+        return None
+    return launches.drop_duplicates("launch").set_index("launch")[present]
+
+
+def _labelled(frame: pd.DataFrame, labels: pd.DataFrame | None) -> pd.DataFrame:
+    """``frame`` with string ``kernel``, ``host_scope`` ("" for none) and ``name`` (the kernel's
+    where the launch has none) columns, looked up by its ``launch`` column."""
+    kernel = frame["kernel"].astype(str)
+    host = pd.Series("", index=frame.index, dtype=object)
+    name = kernel
+    if labels is not None and len(frame):
+        launch = frame["launch"]
+        if "host_scope" in labels:
+            host = launch.map(labels["host_scope"]).astype(object).where(lambda v: v.notna(), "")
+        if "name" in labels:
+            name = launch.map(labels["name"]).astype(object)
+            name = name.where(name.notna(), kernel)
+    return frame.assign(kernel=kernel, host_scope=host.astype(str), name=name.astype(str))
+
+
 def _losses_by_scope(unmatched: pd.DataFrame) -> pd.DataFrame:
-    """Unmatched records per (kernel, scope), by kind, with the scope's source line."""
+    """Unmatched records per (host scope, kernel, launch name, scope), by kind, with the scope's
+    source line."""
     columns = ["line", *LOSS_COLUMNS]
+    keys = [*LAUNCH_KEYS, "scope"]
     if not len(unmatched):
-        return pd.DataFrame(columns=columns, index=pd.MultiIndex.from_tuples([], names=["kernel", "scope"]))
-    frame = unmatched.assign(kernel=unmatched["kernel"].astype(str), scope=unmatched["scope"].astype(str))
-    counts = frame.groupby(["kernel", "scope", "kind"], observed=False).size().unstack("kind", fill_value=0)
+        return pd.DataFrame(columns=columns, index=pd.MultiIndex.from_tuples([], names=keys))
+    frame = unmatched.assign(scope=unmatched["scope"].astype(str))
+    counts = frame.groupby([*keys, "kind"], observed=False).size().unstack("kind", fill_value=0)
     counts = counts.rename(columns={label: column for column, label in LOSS_COLUMNS.items()})
     counts.columns = list(counts.columns)
-    counts["line"] = frame.groupby(["kernel", "scope"])["line"].first()
+    counts["line"] = frame.groupby(keys)["line"].first()
     return counts.loc[counts[list(LOSS_COLUMNS)].sum(axis=1) > 0, columns]
 
 
 def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
+    """One row per (host scope, kernel): its launches' counts, lifetime, ring and variety."""
     if not len(launches):
         return pd.DataFrame()
-    totals = launches.groupby("kernel", sort=True).agg(
+    keys = ["host_scope", "kernel"]
+    totals = launches.groupby(keys, sort=True).agg(
         launches=("launch", "size"),
         ctas=("ctas", "sum"),
         ctas_missing=("ctas_missing", "sum"),
@@ -113,19 +160,40 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
         time_shift_cycles=("time_shift_cycles", "max"),
         time_shift_pair_cycles=("time_shift_pair_cycles", "max"),
     )
-    totals["lifetime_ns"] = lifetime.reindex(totals.index).fillna(0).astype(np.int64)
-    by_kernel = dict(tuple(launches.groupby("kernel", sort=True)))
-    totals["ring"] = [_ring(by_kernel[kernel]) for kernel in totals.index]
-    totals["variety"] = [_variety(by_kernel[kernel]) for kernel in totals.index]
+    by_kernel = lifetime.groupby(level=keys).sum()
+    totals["lifetime_ns"] = by_kernel.reindex(totals.index).fillna(0).astype(np.int64)
+    groups = dict(tuple(launches.groupby(keys, sort=True)))
+    totals["ring"] = [_ring(groups[key]) for key in totals.index]
+    totals["variety"] = [_variety(groups[key]) for key in totals.index]
     return totals.reset_index()
 
 
 def format_summary(summary: Summary) -> str:
-    """The summary as text for a terminal: one table per kernel, then what was lost."""
+    """The summary as text for a terminal: one table per kernel (under its host scope, where
+    launches were made in host scopes), then what was lost."""
     if not len(summary.kernels):
         return "proton_ik: no launches were captured"
     lines = []
-    for kernel in summary.kernels.itertuples():
+    if (summary.kernels["host_scope"] != "").any():
+        for host, kernels in summary.kernels.groupby("host_scope", sort=True):
+            lines.append(f"host scope {host}:" if host else "outside host scopes:")
+            scopes = summary.scopes[summary.scopes["host_scope"] == host]
+            lines.extend("  " + line for line in _kernel_lines(kernels, scopes))
+    else:
+        lines.extend(_kernel_lines(summary.kernels, summary.scopes))
+    if summary.warnings:
+        lines.extend(f"warning: {warning}" for warning in summary.warnings)
+    if summary.problems:
+        lines.append("problems:")
+        lines.extend(f"  - {problem}" for problem in summary.problems)
+    return "\n".join(lines)
+
+
+def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame) -> list[str]:
+    """Each kernel's launches, its scope table (by launch name too, where launches were named
+    apart from the kernel) and what it lost."""
+    lines = []
+    for kernel in kernels.itertuples():
         lines.append(
             f"{kernel.kernel}: {kernel.launches} launch(es), {kernel.units} units, "
             f"SM clock {kernel.mhz:.0f} MHz, {kernel.events} events; scope begins shifted by "
@@ -135,10 +203,12 @@ def format_summary(summary: Summary) -> str:
         lines.append(f"  {kernel.ring}")
         if kernel.variety:
             lines.append(f"  launches: {kernel.variety}")
-        table = summary.scopes[summary.scopes["kernel"] == kernel.kernel]
+        table = scopes[scopes["kernel"] == kernel.kernel]
         if len(table):
+            named = (table["name"] != table["kernel"]).any()
             shown = pd.DataFrame(
                 {
+                    **({"name": table["name"]} if named else {}),
                     "scope": table["scope"],
                     "line": table["line"].astype("string").fillna("-"),
                     "count": table["count"],
@@ -158,12 +228,7 @@ def format_summary(summary: Summary) -> str:
             f"unmatched: {kernel.unmatched_begin:,} begins, {kernel.unmatched_end:,} ends, "
             f"{kernel.lost_to_ring:,} ends lost to the ring; {kernel.units_unfinished:,} unfinished units"
         )
-    if summary.warnings:
-        lines.extend(f"warning: {warning}" for warning in summary.warnings)
-    if summary.problems:
-        lines.append("problems:")
-        lines.extend(f"  - {problem}" for problem in summary.problems)
-    return "\n".join(lines)
+    return lines
 
 
 def _column(values: pd.Series, spec: str) -> pd.Series:

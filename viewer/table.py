@@ -10,6 +10,10 @@ without nesting (trace writers put lanes on separate tracks); ``begin_record`` a
 ``end_record`` number the unit's records, overwritten ones included; ``line`` is the source
 line of the scope's first marker.
 
+``host_scope`` is the path of host-side scopes (``proton_ik.scope``) open when the event's launch
+was made, joined by "/" ("" when none): the launch table has it too, with ``name``, the launch's
+name as the kernel's ``launch_metadata`` gave it (the kernel's name otherwise).
+
 ``begin_cycles`` is the begin record's clock moved later by the session's calibrated time shift
 (``time_shift_cycles`` in the session info: what an empty scope measures, i.e. the recording's
 own cost that lands inside every scope), but never past the unit's next record, so durations
@@ -41,7 +45,7 @@ from proton_ik.viewer.events import (
 from proton_ik.viewer.timebase import SmClocks
 
 EVENT_COLUMNS = [
-    "kernel", "launch", "cta", "sm", "warp", "unit", "lane", "scope", "scope_id", "depth",
+    "kernel", "launch", "host_scope", "cta", "sm", "warp", "unit", "lane", "scope", "scope_id", "depth",
     "begin_cycles", "begin_cycles_raw", "end_cycles", "dur_cycles", "begin_ns", "end_ns", "dur_ns",
     "line", "begin_record", "end_record",
 ]  # fmt: skip
@@ -57,7 +61,7 @@ _INT64_MASKED = {
     "end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line", "start_rel_ns",
     "end_rel_ns",
 }  # fmt: skip
-_CATEGORIES = {"kernel", "scope"}
+HOST_SCOPE_SEPARATOR = "/"  # between the names of a host scope path, in tables and text
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class LaunchGroup:
     index: np.ndarray  # each piece's launch, by position in the session (0, 1, ...), as clock fits know it
     number: np.ndarray  # each piece's launch, by the "launch" number in its metadata
     kernel: int  # code of the kernel's name among the session's kernel labels
+    host_scope: np.ndarray  # each piece's code of its host scope path among the session's labels
     scopes: ScopeTable
     warps_per_unit: int
     ctas: CtaTable
@@ -177,6 +182,7 @@ def event_columns(
     line = group.scopes.line_lookup()[pairs.scope]
     return {
         **_where(group, row),
+        "host_scope": group.host_scope[units.launch[row]],
         "lane": pairs.lane,
         "scope": codes[pairs.scope],
         "scope_id": pairs.scope,
@@ -314,6 +320,9 @@ def launch_row(
     return {
         "launch": int(meta["launch"]),
         "kernel": str(meta["kernel"]),
+        "name": launch_name(meta),
+        "host_scope": HOST_SCOPE_SEPARATOR.join(host_scopes(meta)),
+        "launch_metrics": launch_metrics(meta),
         "stream": meta.get("stream"),
         "device": meta.get("device"),
         "graph": meta.get("graph"),
@@ -333,6 +342,31 @@ def launch_row(
         "time_shift_pair_cycles": shift.pair,
         "problems": list(problems),
     }
+
+
+def launch_name(meta: Mapping[str, Any]) -> str:
+    """The launch's name from the kernel's ``launch_metadata`` (Proton's hook="triton"), or the kernel's."""
+    name = meta.get("name")
+    return name if isinstance(name, str) and name else str(meta["kernel"])
+
+
+def host_scopes(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """The host scopes open when the launch was made, outermost first (none in older sessions)."""
+    scopes = meta.get("host_scope") or ()
+    return tuple(str(scope) for scope in scopes) if isinstance(scopes, (list, tuple)) else ()
+
+
+def launch_metrics(meta: Mapping[str, Any]) -> dict[str, float] | None:
+    """The numbers ``launch_metadata`` gave besides the name (e.g. "flops", "bytes"); None if none."""
+    metrics = meta.get("launch_metrics")
+    if not isinstance(metrics, Mapping):
+        return None
+    numbers = {
+        str(key): value
+        for key, value in metrics.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+    return numbers or None
 
 
 def config_text(config: Mapping[str, Any] | None) -> str | None:

@@ -147,13 +147,16 @@ def _tables(chunks: list[Chunk]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     last = chunks[-1]
     kernel_names, kernel_remap = categories(last.kernels)
     scope_names, scope_remap = categories(last.scopes)
-    labels = {"kernel": kernel_names, "scope": scope_names}
+    host_names, host_remap = categories(last.host_scopes)
+    labels = {"kernel": kernel_names, "scope": scope_names, "host_scope": host_names}
     tables = []
     for table, names in (("events", EVENT_TABLE), ("units", UNIT_TABLE), ("unmatched", UNMATCHED_COLUMNS)):
         columns = _in_launch_order([getattr(chunk, table) for chunk in chunks])
         columns["kernel"] = kernel_remap[columns["kernel"]]
         if "scope" in columns:
             columns["scope"] = scope_remap[columns["scope"]]
+        if "host_scope" in columns:
+            columns["host_scope"] = host_remap[columns["host_scope"]]
         tables.append(frame(columns, names, labels))
     launches = pd.DataFrame([row for chunk in chunks for row in chunk.launches])
     return (*tables, launches)

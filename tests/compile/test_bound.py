@@ -21,7 +21,7 @@ from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ttir_bound
 from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.pipeline import choose_capacity, instrument, kernel_metadata, next_power_of_two
-from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
+from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, MAX_CAPACITY, Mode
 
 # --- PTX in, bound out -------------------------------------------------------------------------
 
@@ -375,6 +375,18 @@ def test_a_number_is_a_ring_of_that_many_entries():
 def test_bad_capacities_say_what_to_type(text: str, message: str):
     with pytest.raises(ValueError, match=message):
         Mode.parse(text)
+
+
+def test_capacities_stop_at_max_capacity():
+    """The largest ring is MAX_CAPACITY entries; the next power of two is refused, by the
+    dataclass and by the parser, with the limit in the message."""
+    assert Mode(capacity=MAX_CAPACITY).capacity == MAX_CAPACITY
+    over = 2 * MAX_CAPACITY
+    message = f"capacity={over}: entries per unit must be a power of two between 1 and {MAX_CAPACITY}"
+    with pytest.raises(ValueError, match=message):
+        Mode(capacity=over)
+    with pytest.raises(ValueError, match=message):
+        Mode.parse(f"instrumentation:capacity={over}")
 
 
 def test_a_capacity_must_be_auto_or_an_int():

@@ -290,3 +290,44 @@ def test_the_demo_runs_as_the_readme_says(tmp_path):
     assert "matmul_kernel: 2 launch(es)" in run.stdout and f"{2 * 64 * 8 * 17} events" in run.stdout
     assert (tmp_path / "proton_ik_demo.pik").stat().st_size > 0
     assert (tmp_path / "proton_ik_demo.pftrace").stat().st_size > 0
+
+
+@pytest.mark.parametrize("cycles", [100, 300, 600])
+def test_short_spins_are_measured_within_twenty_cycles(tmp_path, cycles):
+    ctas = 132
+    spans = torch.zeros(ctas, dtype=torch.int64, device="cuda")
+    _, result = _profiled(
+        tmp_path, "short", lambda: kernels.spin_kernel[(ctas,)](spans, CYCLES=cycles, num_warps=1)
+    )
+    events = result.events.sort_values("cta")
+    reference = spans.cpu().numpy()[events.cta.to_numpy()]
+    error = events.dur_cycles.to_numpy() - reference
+    assert abs(np.median(error)) <= 20 and np.percentile(np.abs(error), 95) <= 20, (
+        f"N={cycles}: median error {np.median(error):+.0f}, p95 |error| {np.percentile(np.abs(error), 95):.0f}"
+    )
+
+
+def test_the_inferred_sm_clock_matches_nvidia_smi_within_half_a_percent(tmp_path):
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        pytest.skip("nvidia-smi is not installed")
+    sampler = subprocess.Popen(
+        [smi, "--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-lms", "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    spans = torch.zeros(132, dtype=torch.int64, device="cuda")
+    try:
+        # About a tenth of a second of spinning on every SM: nvidia-smi samples the busy clock.
+        _, result = _profiled(
+            tmp_path, "clock", lambda: kernels.spin_kernel[(132,)](spans, CYCLES=200_000_000, num_warps=1)
+        )
+    finally:
+        sampler.terminate()
+        output = sampler.communicate(timeout=30)[0]
+    samples = [int(line) for line in output.split() if line.strip().isdigit()]
+    busy = max(samples)  # idle samples before and after the kernel read lower
+    inferred = float(result.trace.launches["mhz"].iloc[0])
+    assert abs(inferred - busy) / busy < 0.005, f"trace {inferred:.1f} MHz, nvidia-smi {busy} MHz"

@@ -81,3 +81,54 @@ def test_a_launch_description_it_cannot_read_is_refused(tmp_path):
         ValueError, match=re.escape("launch 0 (add_kernel) has no statistics proton_ik can read")
     ):
         readback.read_perfetto(path)
+
+
+def test_any_reader_error_is_a_session_file_error_with_the_path(tmp_path):
+    for name, data in {
+        "a.json": b"[" * 100_000,
+        "b.json": b'{"otherData": {"proton_ik": {}, "launches": [1]}, "traceEvents": []}',
+        "c.pftrace": b"\x0a\xff\xff\xff\xff\x0f",
+        "d.pftrace": b"\x12\x00",
+    }.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        reader = readback.read_chrome if name.endswith(".json") else readback.read_perfetto
+        with pytest.raises(viewer.SessionFileError, match=re.escape(str(path))):
+            reader(path)
+
+
+def test_a_track_that_is_its_own_parent_is_refused_not_looped_on(tmp_path):
+    session = viewer.load(DATA / "add.pik")
+    path = write_perfetto(
+        tmp_path / "t.pftrace", session.events, session.units, session.launches, compress=False
+    )
+    packets = readback.read_packets(path)
+    launches = {p.track_descriptor.uuid for p in packets if p.track_descriptor.parent_uuid == 1}
+    below = next(p for p in packets if p.track_descriptor.parent_uuid in launches)
+    below.track_descriptor.parent_uuid = below.track_descriptor.uuid
+    with open(path, "wb") as file:
+        for packet in packets:
+            body = packet.SerializeToString()
+            file.write(b"\x0a" + _varint(len(body)) + body)
+    with pytest.raises(viewer.SessionFileError, match="parents form a loop"):
+        readback.read_perfetto(path)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes([*out, value])
+
+
+def test_names_with_nul_and_bidi_characters_read_back(tmp_path):
+    session = viewer.read_session(DATA / "add.pik")
+    captures = []
+    for launch in session:
+        profile = {**launch.meta["profile"]}
+        profile["scopes"] = [{**scope, "name": f"{scope['name']}\x00\u202e"} for scope in profile["scopes"]]
+        captures.append(viewer.LaunchCapture({**launch.meta, "profile": profile}, launch.buffer))
+    trace = Trace.from_captures(session.info, captures)
+    scopes = readback.read_perfetto(trace.write_perfetto(tmp_path / "t.pftrace")).summary().scopes
+    assert sorted(scopes["scope"]) == ["compute\x00\u202e", "load\x00\u202e", "store\x00\u202e"]

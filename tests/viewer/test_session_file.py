@@ -66,7 +66,7 @@ def test_another_format_version_names_both_versions(tmp_path, busy_launch):
 def test_a_missing_buffer_entry_is_named(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
     rewrite_manifest(path, lambda manifest: manifest["launches"][0].update(entry="launches/999999.npy"))
-    with pytest.raises(SessionFileError, match=r"launches/999999\.npy.*missing"):
+    with pytest.raises(SessionFileError, match=r"launches/999999\.npy.*which the file does not hold"):
         read_session(path)
 
 
@@ -75,7 +75,7 @@ def test_a_buffer_of_the_wrong_kind_is_rejected_on_read(tmp_path, busy_launch):
     path = tmp_path / "s.pik"
     with zipfile.ZipFile(path, "w") as archive:
         with archive.open("launches/000000.npy", "w") as file:
-            np.save(file, np.zeros(4, dtype=np.float32))
+            np.save(file, np.zeros(capture.buffer.size // 4, dtype=np.float32))
         manifest = {"format": "proton_ik-session", "format_version": FORMAT_VERSION, "info": {}}
         manifest["launches"] = [{"entry": "launches/000000.npy", "meta": capture.meta}]
         archive.writestr(MANIFEST, json.dumps(manifest))
@@ -124,3 +124,99 @@ def test_a_damaged_buffer_is_named(tmp_path, busy_launch, compress):
     (launch,) = read_session(path).launches
     with pytest.raises(SessionFileError, match=r"launch 0 \(launches/000000\.npy\) is corrupt"):
         _ = launch.buffer
+
+
+def manifest_problem(tmp_path, busy_launch, change):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    rewrite_manifest(path, change)
+    with pytest.raises(SessionFileError) as raised:
+        read_session(path)
+    return str(raised.value)
+
+
+def set_in(path, value):
+    """A change to the manifest: the field at ``path`` set to ``value``."""
+
+    def change(manifest):
+        table = manifest
+        for key in path[:-1]:
+            table = table[key]
+        table[path[-1]] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "path, value, fragment",
+    [
+        (("launches", 0, "meta", "profile", "scopes", 0, "id"), 99_999_999, "'id' is 99999999"),
+        (("info", "time_shift_cycles"), 10**30, "time_shift_cycles: 'single' is"),
+        (("launches", 0, "meta", "launch"), "0", "'launch' is '0' (a str)"),
+        (("launches", 0, "meta", "profile", "layout", "capacity"), 3, "power of two"),
+        (("launches", 0, "meta", "profile", "layout", "cta_bytes"), 12, "cta_bytes is 12"),
+        (("launches", 0, "meta", "profile", "scopes"), {"id": 0}, "profile.scopes is a dict"),
+        (("launches", 0, "meta", "profile"), None, "profile is None (a NoneType), not a JSON object"),
+        (("launches", 0, "meta", "grid"), [4, "x"], "grid is [4, 'x']"),
+        (("launches", 0, "meta", "num_ctas"), 10**6, "where its metadata declares"),
+        (("launches", 0, "meta", "kernel"), "a\x1bb", "not printable text"),
+        (("info", "unrecorded"), [{"kernel": "k"}], "info.unrecorded[0]: 'reason'"),
+    ],
+)
+def test_the_manifest_schema_names_the_field_that_is_wrong(tmp_path, busy_launch, path, value, fragment):
+    message = manifest_problem(tmp_path, busy_launch, set_in(path, value))
+    assert fragment in message
+    assert "capture the session again" in message
+
+
+def test_a_format_version_of_the_wrong_type_says_so(tmp_path, busy_launch):
+    message = manifest_problem(tmp_path, busy_launch, set_in(("format_version",), "1"))
+    assert "version '1' (a str); this proton_ik reads version 1" in message
+
+
+def test_launches_that_share_one_buffer_are_refused_before_any_is_read(tmp_path, busy_launch):
+    def repeat(manifest):
+        manifest["launches"] = manifest["launches"] * 100_000
+
+    message = manifest_problem(tmp_path, busy_launch, repeat)
+    assert "launch #1 names the buffer launches/000000.npy, which an earlier launch names too" in message
+
+
+def test_a_huge_manifest_is_refused_by_its_declared_size(tmp_path, busy_launch):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    entries[MANIFEST] = entries[MANIFEST] + b" " * (64 << 20)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(SessionFileError, match=r"manifest\.json is 67,\d{3},\d{3} bytes, more than"):
+        read_session(path)
+
+
+def test_a_member_that_inflates_past_its_declared_size_is_refused(tmp_path, busy_launch):
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO, compress=True) as writer:
+        writer.add_launch(busy_launch().meta, busy_launch().buffer)
+    raw = bytearray(path.read_bytes())
+    name = MANIFEST.encode()
+    # The central directory's record of the manifest (where zipfile reads sizes): one byte less.
+    central = next(
+        i for i in range(len(raw)) if raw.startswith(b"PK\x01\x02", i) and raw[i + 46 :].startswith(name)
+    )
+    struct.pack_into("<I", raw, central + 24, struct.unpack_from("<I", raw, central + 24)[0] - 1)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SessionFileError, match="inflates to more than its declared"):
+        read_session(path)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA])
+def test_a_member_compressed_another_way_is_refused_up_front(tmp_path, busy_launch, method):
+    path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    with zipfile.ZipFile(path) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    with zipfile.ZipFile(path, "w", compression=method) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    with pytest.raises(SessionFileError, match=f"compressed with method {method}"):
+        read_session(path)

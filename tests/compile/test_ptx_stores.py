@@ -1,0 +1,434 @@
+"""What the emitted PTX means, on the CPU: a small interpreter runs the instrumentation of real
+sm_90 compiles for every thread of a grid, and the test reads the bytes back with layout.py's
+dtypes.
+
+The other compile tests check the PTX's text; these check what its stores put where. Each
+thread is given its %tid, %ctaid, %nctaid and %smid, and distinct %clock64, %clock and
+%globaltimer readings; the buffer starts poisoned. Then every CTA's header must name the CTA's
+own linear id (x + y * nx + z * nx * ny) and sit at that id's region, every unit header must
+hold the clock64 and globaltimer its writer read, in that order, every entry the tags and
+clocks of its records, and no byte may be written by two threads, or outside the buffer.
+
+The interpreter knows only the instructions the lowering emits (``mov`` from special registers,
+``shr``/``and``/``add``/``mul``/``mad``, ``setp.eq``, predicated vector ``st.global``, the branch
+to the epilogue). It runs the ``%pik_`` instructions of a straight-line kernel in text order and
+skips the kernel's own, which never touch a ``%pik_`` register. Anything else on a ``%pik_``
+register stops it with the line, so that a change in the lowering fails here rather than
+going unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import proton_ik.language as pl
+from proton_ik.layout import (
+    CTA_HEADER_BYTES,
+    CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
+    ENTRY_DTYPE,
+    MAGIC,
+    RECORD_BYTES,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    BufferLayout,
+    Granularity,
+    field_offset,
+    make_tag,
+)
+from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
+from proton_ik.mode import Mode
+
+POISON = 0xA5
+SCRATCH = 0x7F00_0000_0000  # the profile_scratch address the launch hands over
+CLOCK0 = (3 << 32) + 0xFFFF_F000  # clock64 near a 32-bit wrap, so %clock and %clock64 differ
+TIME0 = 1_700_000_000_000_000_000  # %globaltimer, ns: far from any clock64 value
+SM_COUNT = 132
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    with pl.scope("load"):
+        a = tl.load(x + offs, mask=mask)
+        b = tl.load(y + offs, mask=mask)
+    pl.enter_scope("store")
+    tl.store(out + offs, a + b, mask=mask)
+    pl.exit_scope("store")
+
+
+ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+# add_kernel's records in program order: (scope id, is_end), scopes numbered as first entered.
+ADD_RECORDS = [(0, False), (0, True), (1, False), (1, True)]
+
+
+# --- the interpreter -------------------------------------------------------------------------
+
+_INSTRUCTION = re.compile(r"^(?:@(?P<negate>!?)(?P<guard>%\w+)\s+)?(?P<op>[\w.]+)\s*(?P<args>.*);$")
+_OPERAND = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,\s][^,]*")
+_ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
+_BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64}
+
+
+class PtxError(Exception):
+    """An instruction the interpreter does not know, or one that misbehaves (e.g. an
+    out-of-bounds store)."""
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    text: str
+    op: list[str]  # "st.global.v4.b32" -> ["st", "global", "v4", "b32"]
+    args: list[str]
+    guard: str | None
+    negate: bool
+
+
+def parse_program(ptx: str) -> tuple[list[Instruction], dict[str, int], str]:
+    """The instrumentation's instructions in text order, the index of each label among them, and
+    the name of the entry's last parameter (Triton's profile_scratch)."""
+    lines = ptx.splitlines()
+    params = [m.group(1) for line in lines if (m := re.match(r"^\s*\.param\s+.*?(\w+),?$", line))]
+    program: list[Instruction] = []
+    labels: dict[str, int] = {}
+    for number, raw in enumerate(lines, 1):
+        text = raw.split("//")[0].strip()
+        if text == f"{EXIT_LABEL}:":
+            labels[EXIT_LABEL] = len(program)
+            continue
+        mentions_ours = "%pik_" in text or EXIT_LABEL in text
+        if not text or text.startswith(".reg") or not (mentions_ours or text == "ret;"):
+            continue
+        match = _INSTRUCTION.match(text)
+        if match is None:
+            raise PtxError(f"PTX line {number}: cannot parse {text!r}")
+        program.append(
+            Instruction(
+                number,
+                text,
+                match.group("op").split("."),
+                [a.strip() for a in _OPERAND.findall(match.group("args"))],
+                match.group("guard"),
+                match.group("negate") == "!",
+            )
+        )
+    return program, labels, params[-1]
+
+
+@dataclass
+class Thread:
+    """One thread's special registers and what it read from the clocks, in order."""
+
+    tid: int
+    ctaid: tuple[int, int, int]
+    nctaid: tuple[int, int, int]
+    smid: int
+    clock: int  # the next %clock64 value
+    time: int  # the next %globaltimer value
+    reads: dict[str, list[int]] = field(
+        default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": []}
+    )
+
+    def special(self, name: str) -> int:
+        axis = "xyz".index(name[-1]) if name[-2] == "." else -1
+        if name == "%tid.x":
+            return self.tid
+        if name.startswith("%ctaid."):
+            return self.ctaid[axis]
+        if name.startswith("%nctaid."):
+            return self.nctaid[axis]
+        if name == "%smid":
+            return self.smid
+        if name in ("%clock64", "%clock"):
+            self.clock += 37  # every read sees a later clock
+            value = self.clock if name == "%clock64" else self.clock & 0xFFFFFFFF
+        elif name == "%globaltimer":
+            self.time += 32
+            value = self.time
+        else:
+            raise PtxError(f"unknown special register {name}")
+        self.reads[name[1:]].append(value)
+        return value
+
+
+class Memory:
+    """The launch's buffer, poisoned, with the thread that wrote each byte."""
+
+    def __init__(self, size: int) -> None:
+        self.data = np.full(size, POISON, dtype=np.uint8)
+        self.writer = np.full(size, -1, dtype=np.int64)  # a thread's global index
+        self.conflicts: list[str] = []
+
+    def store(self, address: int, data: bytes, writer: int, instruction: Instruction) -> None:
+        start = address - SCRATCH
+        if start < 0 or start + len(data) > len(self.data):
+            raise PtxError(f"PTX line {instruction.line}: a store to byte {start}, outside the buffer")
+        span = slice(start, start + len(data))
+        others = set(self.writer[span].tolist()) - {-1, writer}
+        if others:
+            self.conflicts.append(f"bytes {start}..{start + len(data)}: thread {writer} and {sorted(others)}")
+        self.data[span] = np.frombuffer(data, dtype=np.uint8)
+        self.writer[span] = writer
+
+
+def run_thread(program, labels, scratch_param: str, thread: Thread, memory: Memory, writer: int) -> None:
+    regs: dict[str, int] = {}
+
+    def value(operand: str) -> int:
+        if operand.startswith("%pik_"):
+            if operand not in regs:
+                raise PtxError(f"{operand} is read before it is written")
+            return regs[operand]
+        if operand.startswith("%"):
+            return thread.special(operand)
+        return int(operand, 0)
+
+    pc = 0
+    while pc < len(program):
+        ins = program[pc]
+        pc += 1
+        base, args = ins.op[0], ins.args
+        if ins.guard is not None:
+            if not ins.guard.startswith("%pik_"):
+                raise PtxError(f"PTX line {ins.line}: {ins.text!r} is guarded by the kernel's own predicate")
+            if bool(regs[ins.guard]) == ins.negate:
+                continue
+        bits = _BITS.get(ins.op[-1], 0)
+        mask = (1 << bits) - 1
+        if base == "ret":
+            return
+        if base == "bra" and args == [EXIT_LABEL]:
+            pc = labels[EXIT_LABEL]
+        elif base == "ld" and ins.op[1] == "param":
+            if args[1] != f"[{scratch_param}]":
+                raise PtxError(f"PTX line {ins.line}: reads {args[1]}, not profile_scratch")
+            regs[args[0]] = SCRATCH
+        elif base == "mov":
+            regs[args[0]] = value(args[1]) & mask
+        elif base in ("shr", "and", "add"):
+            a, b = value(args[1]), value(args[2])
+            regs[args[0]] = {"shr": a >> b, "and": a & b, "add": a + b}[base] & mask
+        elif base == "mul" and ins.op[1] == "wide":
+            regs[args[0]] = value(args[1]) * value(args[2])
+        elif base == "mad":
+            product = value(args[1]) * value(args[2]) + value(args[3])
+            regs[args[0]] = product & (mask if ins.op[1] == "lo" else (1 << 2 * bits) - 1)
+        elif base == "setp" and ins.op[1] == "eq":
+            regs[args[0]] = int(value(args[1]) == value(args[2]))
+        elif base == "st" and ins.op[1] == "global":
+            address = _ADDRESS.match(args[0])
+            if address is None:
+                raise PtxError(f"PTX line {ins.line}: cannot read the address {args[0]}")
+            where = regs[address.group("reg")] + int(address.group("offset") or 0)
+            elements = [value(e.strip()) for e in args[1].strip("{}").split(",")]
+            if len(elements) != int(ins.op[2][1:]):
+                raise PtxError(f"PTX line {ins.line}: {ins.op[2]} with {len(elements)} values")
+            data = b"".join((e & mask).to_bytes(bits // 8, "little") for e in elements)
+            memory.store(where, data, writer, ins)
+        else:
+            raise PtxError(f"PTX line {ins.line}: the interpreter does not know {ins.text!r}")
+    raise PtxError("the program ran off its end without a ret")
+
+
+# --- launches --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """A compiled kernel and what its launch must write."""
+
+    ptx: str
+    layout: BufferLayout
+    granularity: Granularity
+    num_warps: int
+    paired: bool
+
+    @property
+    def threads(self) -> int:
+        return self.num_warps * 32
+
+    @property
+    def threads_per_unit(self) -> int:
+        return self.granularity.warps_per_unit(self.num_warps) * 32
+
+
+def linear_cta(ctaid: tuple[int, int, int], grid: tuple[int, int, int]) -> int:
+    x, y, z = ctaid
+    return x + y * grid[0] + z * grid[0] * grid[1]
+
+
+def smid_of(linear: int) -> int:
+    return (7 * linear + 3) % SM_COUNT
+
+
+@dataclass
+class Launch:
+    memory: Memory
+    threads: dict[tuple[int, int], Thread]  # (linear CTA id, tid) -> the thread
+
+
+def launch(case: Case, grid: tuple[int, int, int]) -> Launch:
+    program, labels, scratch = parse_program(case.ptx)
+    ctas = int(np.prod(grid))
+    memory = Memory(ctas * case.layout.cta_bytes)
+    threads = {}
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                linear = linear_cta((x, y, z), grid)
+                for tid in range(case.threads):
+                    writer = linear * case.threads + tid
+                    # Far apart for each thread, so that no thread's readings match another's.
+                    clock, time = CLOCK0 + 10**6 * writer, TIME0 + 10**6 * writer
+                    thread = Thread(tid, (x, y, z), grid, smid_of(linear), clock, time)
+                    run_thread(program, labels, scratch, thread, memory, writer)
+                    threads[linear, tid] = thread
+    return Launch(memory, threads)
+
+
+def compile_case(compile_kernel, mode: Mode, num_warps: int) -> Case:
+    kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=num_warps)
+    layout = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
+    return Case(kernel.asm["ptx"], layout, mode.granularity, num_warps, mode.pairs)
+
+
+MODES = {
+    "warp-pairs": (Mode(), 4),
+    "warp-singles-ring": (Mode(pairs=False, capacity=2), 4),  # four single entries in a ring of 2
+    "warpgroup": (Mode(granularity=Granularity.WARPGROUP, capacity=4), 8),
+    "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
+}
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def case(request, compile_kernel) -> Case:
+    return compile_case(compile_kernel, *MODES[request.param])
+
+
+@pytest.fixture(scope="module")
+def warp_pairs(compile_kernel) -> Case:
+    return compile_case(compile_kernel, *MODES["warp-pairs"])
+
+
+# --- what the bytes must hold ----------------------------------------------------------------
+
+
+def expected_entries(case: Case, clocks: list[int]) -> list[tuple[int, ...]]:
+    """The entries a unit writes, in order: (tag, clock) for a single record, (begin tag, begin
+    clock, end tag, end clock) for a pair. ``clocks``: the writer's %clock reads, in order."""
+    records = [
+        (make_tag(scope, is_end), clock) for (scope, is_end), clock in zip(ADD_RECORDS, clocks, strict=True)
+    ]
+    if not case.paired:
+        return records
+    entries = []
+    for (begin_tag, begin), (end_tag, end) in zip(records[::2], records[1::2], strict=True):
+        entries.append((begin_tag | make_tag(0, False, paired=True), begin, end_tag, end))
+    return entries
+
+
+def regions(case: Case, memory: Memory):
+    """CTA headers, unit headers and ring slots, read with layout.py's dtypes."""
+    layout = case.layout
+    raw = memory.data.reshape(-1, layout.cta_bytes)
+    segments = raw[:, layout.unit_offset(0) : layout.unit_offset(layout.units)]
+    segments = segments.reshape(len(raw), layout.units, layout.unit_bytes)
+    cta = raw[:, :CTA_HEADER_BYTES].copy().view(CTA_HEADER_DTYPE)[:, 0]
+    unit = segments[..., :UNIT_HEADER_BYTES].copy().view(UNIT_HEADER_DTYPE)[..., 0]
+    slots = segments[..., UNIT_HEADER_BYTES:].copy().view(ENTRY_DTYPE)
+    return cta, unit, slots
+
+
+GRID_3D = (2, 3, 2)  # x, y and z all above 1
+GRIDS = [(1, 1, 1), (5, 1, 1), GRID_3D, (3, 2, 4)]
+
+
+def test_every_cta_header_names_its_own_linear_id_at_its_own_region(warp_pairs: Case):
+    for grid in GRIDS:
+        memory = launch(warp_pairs, grid).memory
+        cta, _, _ = regions(warp_pairs, memory)
+        ids = np.arange(int(np.prod(grid)))
+        assert (cta["magic"] == MAGIC).all() and (cta["version"] == VERSION).all()
+        assert cta["cta"].tolist() == ids.tolist(), grid
+        assert cta["smid"].tolist() == [smid_of(i) for i in ids], grid
+        assert (np.stack([cta["nctaid_x"], cta["nctaid_y"], cta["nctaid_z"]], axis=1) == grid).all()
+        assert (cta["units"] == warp_pairs.layout.units).all()
+        assert (cta["capacity"] == warp_pairs.layout.capacity).all()
+        assert memory.conflicts == [], grid
+
+
+def test_headers_and_entries_hold_what_each_writer_read(case: Case):
+    """Each unit's writer (lane 0 of its first warp) stores its own clock64 and globaltimer
+    readings, start then end, the counts, and one entry per record or pair in ring slot
+    ``i & (capacity - 1)``. Single entries leave their second 8 bytes as they were."""
+    result = launch(case, GRID_3D)
+    _, unit, slots = regions(case, result.memory)
+    layout = case.layout
+    for linear in range(int(np.prod(GRID_3D))):
+        for u in range(layout.units):
+            writer = result.threads[linear, u * case.threads_per_unit]
+            header = unit[linear, u]
+            assert writer.reads["clock64"] == [int(header["start_clock"]), int(header["end_clock"])]
+            assert writer.reads["globaltimer"] == [int(header["start_time"]), int(header["end_time"])]
+            entries = expected_entries(case, writer.reads["clock"])
+            singles = 0 if case.paired else len(entries)
+            assert (int(header["entries"]), int(header["end_magic"]), int(header["singles"])) == (
+                len(entries),
+                MAGIC,
+                singles,
+            )
+            assert int(header["reserved"]) == 0
+            newest = range(max(0, len(entries) - layout.capacity), len(entries))
+            for i in newest:
+                slot = slots[linear, u, i & (layout.capacity - 1)]
+                first, second = slot["first"], slot["second"]
+                stored = (int(first["tag"]), int(first["clock"]))
+                if case.paired:
+                    stored += (int(second["tag"]), int(second["clock"]))
+                else:
+                    assert second.tobytes() == bytes([POISON]) * RECORD_BYTES
+                assert stored == entries[i], (linear, u, i)
+            used = {i & (layout.capacity - 1) for i in newest}
+            for empty in sorted(set(range(layout.capacity)) - used):
+                assert slots[linear, u, empty].tobytes() == bytes([POISON]) * ENTRY_BYTES
+    assert result.memory.conflicts == []
+
+
+def test_only_each_units_writer_stores_and_only_inside_its_own_region(case: Case):
+    result = launch(case, GRID_3D)
+    layout, memory = case.layout, result.memory
+    written = memory.writer >= 0
+    writers = np.unique(memory.writer[written] % case.threads)
+    assert writers.tolist() == list(range(0, case.threads, case.threads_per_unit))
+    offsets = np.arange(len(memory.data))
+    cta_of_byte = offsets // layout.cta_bytes
+    assert (memory.writer[written] // case.threads == cta_of_byte[written]).all()
+    within = offsets % layout.cta_bytes
+    unit_of_byte = (within - CTA_HEADER_BYTES) // layout.unit_bytes
+    in_segment = (within >= CTA_HEADER_BYTES) & (unit_of_byte < layout.units)
+    owner = memory.writer % case.threads // case.threads_per_unit
+    assert (owner[written & in_segment] == unit_of_byte[written & in_segment]).all()
+    header_end = field_offset(CTA_HEADER_DTYPE, "reserved")
+    in_header = within < CTA_HEADER_BYTES
+    assert (memory.writer[written & in_header] % case.threads == 0).all()  # thread 0 of the CTA
+    assert (written | ~(within < header_end)).all()  # every named header field is written
+    assert not (written & ~in_header & ~in_segment).any()  # the alignment padding is untouched
+    assert memory.conflicts == []
+
+
+def test_the_interpreter_refuses_what_it_does_not_know():
+    """A new instruction in the lowering must fail these tests, not be skipped."""
+    ptx = "\t.param .u64 k_param_0\n\tld.param.u64 \t%pik_scratch, [k_param_0];\n\txor.b32 \t%pik_t, %pik_n, 1;\n\tret;\n"
+    program, labels, scratch = parse_program(ptx)
+    thread = Thread(0, (0, 0, 0), (1, 1, 1), 0, CLOCK0, TIME0)
+    with pytest.raises(PtxError, match=r"line 3: the interpreter does not know 'xor.b32"):
+        run_thread(program, labels, scratch, thread, Memory(64), 0)

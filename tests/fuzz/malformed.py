@@ -1,0 +1,272 @@
+"""Malformed inputs for every reader, built by structural mutations of real files: the session
+manifest's fields, the zip's headers, the launch arrays' .npy headers, a .pftrace's packets and a
+Chrome trace's JSON. ``show`` is what ``proton-ik show`` runs; a reader may only succeed or raise
+``SessionFileError``. The CI tests (test_readers.py) and the full run (tests/fuzz_run.py) share this."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import struct
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from proton_ik import viewer
+from proton_ik.viewer import readback
+from proton_ik.viewer.perfetto import write_perfetto
+
+DATA = Path(__file__).parents[1] / "data"
+ODD_VALUES = [
+    None, "", "1", "abc", "\x1b[31m", -1, 0, 1, 3, 2**31, 99_999_999, 10**30, 2**64, 1.5, float("inf"),
+    True, [], [1, 2], {}, {"id": 1}, "x" * 5000,
+]  # fmt: skip
+
+
+DEEP = "<deep>"  # replaced by JSON nested deeper than any parser's recursion
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value).replace(json.dumps(DEEP), "[" * 5000 + "]" * 5000).encode()
+
+
+def show(path: Path) -> str:
+    """What ``proton-ik show`` prints for ``path``."""
+    from proton_ik.cli import _kind
+
+    kind = _kind(path)
+    if kind == "session":
+        return viewer.load(path).summary_text()
+    reader = readback.read_chrome if kind == "chrome" else readback.read_perfetto
+    return reader(path).summary_text()
+
+
+def seeds(tmp: Path) -> dict[str, bytes]:
+    """Real files of each format: the captures, stored and deflated, and their traces."""
+    out = {}
+    for name in ("add", "ring", "spin"):
+        out[f"{name}.pik"] = (DATA / f"{name}.pik").read_bytes()
+        session = viewer.read_session(DATA / f"{name}.pik")
+        captures = [viewer.LaunchCapture(s.meta, s.buffer) for s in session]
+        deflated = viewer.write_session(tmp / f"{name}-z.pik", session.info, captures)
+        out[f"{name}-z.pik"] = deflated.read_bytes()
+    trace = viewer.load(DATA / "add.pik")
+    out["add.pftrace"] = trace.write_perfetto(tmp / "add.pftrace").read_bytes()
+    plain = write_perfetto(tmp / "plain.pftrace", trace.events, trace.units, trace.launches, compress=False)
+    out["add-plain.pftrace"] = plain.read_bytes()
+    out["add.json"] = trace.write_chrome(tmp / "add.json").read_bytes()
+    return out
+
+
+def _zip_entries(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def _rezip(entries: dict[str, bytes], deflate: bool) -> bytes:
+    out = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zipfile.ZipFile(out, "w", compression=method) as archive:
+        for name, data in entries.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def _paths(value: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path into a JSON value."""
+    paths = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            paths += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:8]):
+            paths += _paths(item, (*prefix, index))
+    return paths
+
+
+def mutate_json(value: object, rng: random.Random) -> object:
+    """One structural change at a random place: a field dropped, retyped, set out of range,
+    duplicated, or nested deeply."""
+    value = json.loads(json.dumps(value))  # a copy
+    path = rng.choice(_paths(value)[1:] or [()])
+    if not path:
+        return rng.choice(ODD_VALUES)
+    parent = value
+    for key in path[:-1]:
+        parent = parent[key]
+    key, action = path[-1], rng.randrange(5)
+    if action == 0 and isinstance(parent, dict):
+        del parent[key]
+    elif action == 1 and isinstance(parent, list):
+        parent.extend([parent[key]] * rng.choice([1, 10, 1000]))
+    elif action == 2:
+        parent[key] = DEEP if rng.random() < 0.2 else [parent[key]]
+    else:
+        parent[key] = rng.choice(ODD_VALUES)
+    return value
+
+
+def mutate_manifest(data: bytes, rng: random.Random) -> bytes:
+    entries = _zip_entries(data)
+    manifest = json.loads(entries["manifest.json"])
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        manifest = mutate_json(manifest, rng)
+    entries["manifest.json"] = _dumps(manifest)
+    return _rezip(entries, deflate=rng.random() < 0.5)
+
+
+def mutate_npy(data: bytes, rng: random.Random) -> bytes:
+    entries = _zip_entries(data)
+    name = rng.choice([n for n in entries if n.endswith(".npy")])
+    array = entries[name]
+    header_length = struct.unpack_from("<I" if array[6] == 2 else "<H", array, 8)[0]
+    start = 12 if array[6] == 2 else 10
+    header = array[start : start + header_length].decode("latin1")
+    choice = rng.randrange(6)
+    if choice == 0:
+        header = header.replace("'|u1'", rng.choice(["'<f4'", "'|O'", "'V0'", "'|u1", "'<u8'"]))
+    elif choice == 1:
+        header = header.replace("(", rng.choice(["(-1, ", "(10**30, ", "(0, 0, ", "((((", "(2, "]), 1)
+    elif choice == 2:
+        header = header.replace("False", rng.choice(["True", "None", "1"]))
+    elif choice == 3:
+        header = "{" + "[" * 5000
+    elif choice == 4:
+        array = array[:6] + bytes([rng.choice([1, 2, 3, 9])]) + array[7:]
+    else:
+        length = rng.choice([0, 1, 2**16 - 1, 2**31, header_length + 16])
+        array = (
+            array[:8]
+            + struct.pack("<I" if array[6] == 2 else "<H", length % (2**32 if array[6] == 2 else 2**16))
+            + array[start:]
+        )
+        entries[name] = array
+        return _rezip(entries, deflate=rng.random() < 0.5)
+    encoded = header.encode("latin1")
+    length_format = "<I" if array[6] == 2 else "<H"
+    entries[name] = (
+        array[:8]
+        + struct.pack(length_format, len(encoded) % 65536)
+        + encoded
+        + array[start + header_length :]
+    )
+    return _rezip(entries, deflate=rng.random() < 0.5)
+
+
+# Fields of a zip's local file header and central directory record: (offset, struct format).
+_LOCAL_FIELDS = [(4, "<H"), (6, "<H"), (8, "<H"), (14, "<I"), (18, "<I"), (22, "<I"), (26, "<H"), (28, "<H")]
+_CENTRAL_FIELDS = [
+    (10, "<H"),
+    (8, "<H"),
+    (16, "<I"),
+    (20, "<I"),
+    (24, "<I"),
+    (28, "<H"),
+    (30, "<H"),
+    (42, "<I"),
+]
+_END_FIELDS = [(8, "<H"), (10, "<H"), (12, "<I"), (16, "<I"), (20, "<H")]
+
+
+def mutate_zip(data: bytes, rng: random.Random) -> bytes:
+    """One field of a zip header set to an odd value: a method, flags, sizes, CRC, offsets, lengths."""
+    raw = bytearray(data)
+    kinds = [(b"PK\x03\x04", _LOCAL_FIELDS), (b"PK\x01\x02", _CENTRAL_FIELDS), (b"PK\x05\x06", _END_FIELDS)]
+    signature, fields = rng.choice(kinds)
+    places = [i for i in range(len(raw)) if raw.startswith(signature, i)]
+    if not places:
+        return bytes(raw)
+    place = rng.choice(places)
+    offset, fmt = rng.choice(fields)
+    most = 2 ** (8 * struct.calcsize(fmt)) - 1
+    value = rng.choice([0, 1, 8, 12, 14, 99, most, most // 2, rng.randrange(most + 1), len(raw), 2**20])
+    if place + offset + struct.calcsize(fmt) <= len(raw):
+        struct.pack_into(fmt, raw, place + offset, value % (most + 1))
+    return bytes(raw)
+
+
+def _packets(data: bytes) -> list[bytes]:
+    """The packets of an uncompressed trace, each as its bytes (tag and length included)."""
+    out, at = [], 0
+    while at < len(data):
+        start, at = at, at + 1
+        length, shift = 0, 0
+        while True:
+            byte = data[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        at += length
+        out.append(data[start:at])
+    return out
+
+
+def _packet(body: bytes) -> bytes:
+    length, varint = len(body), bytearray()
+    while True:
+        varint.append((length & 0x7F) | (0x80 if length > 0x7F else 0))
+        length >>= 7
+        if not length:
+            return b"\x0a" + bytes(varint) + body
+
+
+def mutate_pftrace(data: bytes, rng: random.Random) -> bytes:
+    """Packets dropped, repeated, reordered, cut or crafted: a track that is its own parent, a
+    length beyond the file, a bundle that inflates far, an odd annotation."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
+
+    packets = _packets(data)
+    choice = rng.randrange(7)
+    at = rng.randrange(len(packets))
+    if choice == 0:
+        del packets[at]
+    elif choice == 1:
+        packets.insert(at, packets[rng.randrange(len(packets))] * rng.choice([1, 50]))
+    elif choice == 2:
+        rng.shuffle(packets)
+    elif choice == 3:
+        packet = TracePacket()
+        packet.track_descriptor.uuid = rng.choice([5, 1, 2**63])
+        packet.track_descriptor.parent_uuid = packet.track_descriptor.uuid
+        packet.track_descriptor.name = rng.choice(["launch 0: k", "x", "launch 99999999999999999999: k"])
+        packets.insert(at, _packet(packet.SerializeToString()))
+    elif choice == 4:
+        packets[at] = b"\x0a" + bytes([0xFF] * rng.choice([3, 9, 11])) + packets[at][2:]
+    elif choice == 5:
+        import zlib
+
+        packet = TracePacket(compressed_packets=zlib.compress(b"\x0a\x80\x80\x80\x01" + b"\0" * 2_000_000))
+        packets.insert(at, _packet(packet.SerializeToString()))
+    else:
+        body = bytearray(packets[at])
+        for _ in range(rng.choice([1, 4])):
+            body[rng.randrange(len(body))] = rng.randrange(256)
+        packets[at] = bytes(body)
+    out = b"".join(packets)
+    return out[: rng.randrange(len(out))] if rng.random() < 0.1 else out
+
+
+def mutate_chrome(data: bytes, rng: random.Random) -> bytes:
+    document = json.loads(data)
+    return _dumps(mutate_json(document, rng))
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[bytes, random.Random], bytes]]] = {
+    "manifest": (".pik", mutate_manifest),
+    "npy": (".pik", mutate_npy),
+    "zip": (".pik", mutate_zip),
+    "pftrace": (".pftrace", mutate_pftrace),
+    "json": (".json", mutate_chrome),
+}
+
+
+def malformed(kind: str, seeds: dict[str, bytes], rng: random.Random) -> tuple[str, bytes]:
+    """One malformed input of a kind: its suffix and bytes."""
+    suffix, mutate = MUTATIONS[kind]
+    if kind == "pftrace":
+        return suffix, mutate(seeds["add-plain.pftrace"], rng)
+    names = [name for name in seeds if name.endswith(suffix) and not name.endswith("plain.pftrace")]
+    return suffix, mutate(seeds[rng.choice(names)], rng)

@@ -1,0 +1,212 @@
+"""Plant known bugs one at a time and report which CPU tests catch each (issue 13). Not a test module.
+
+    python tests/mutations.py                 # every mutation, against the whole CPU suite
+    python tests/mutations.py --only cta-id-drops-z -- tests/compile
+
+Each run is a fresh ``pytest`` process in which one module is imported from its source text with
+one edit applied; no file on disk changes, so a run interrupted at any point leaves the tree
+as it was and never disturbs anyone else's tests. A baseline run without a mutation comes first:
+a test that fails there is reported apart and never counted as catching a bug.
+
+Every edit must match its module's source exactly once; when the source moves on, the script
+says which mutation no longer applies rather than planting nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.machinery
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One planted bug: in ``module``'s source, ``old`` (which must occur exactly once) becomes ``new``."""
+
+    name: str
+    module: str
+    old: str
+    new: str
+    description: str
+
+    def apply(self, source: str) -> str:
+        count = source.count(self.old)
+        if count != 1:
+            raise SystemExit(
+                f"mutation {self.name}: {self.old!r} occurs {count} times in {self.module}, not once; "
+                "update tests/mutations.py to the module's current source"
+            )
+        return source.replace(self.old, self.new)
+
+
+MUTATIONS = [
+    Mutation(
+        "prologue-swaps-clock-and-time",
+        "proton_ik.lowering.pikgpu_to_ptx",
+        '"{%pik_clk64, %pik_gtime};"',
+        '"{%pik_gtime, %pik_clk64};"',
+        "the prologue stores {globaltimer, clock64} into the unit header's start fields, swapped",
+    ),
+    Mutation(
+        "cta-id-drops-z",
+        "proton_ik.lowering.pikgpu_to_ptx",
+        '"\\tmad.lo.u32 \\t%pik_cta, %pik_z, %pik_ny, %pik_y;"',
+        '"\\tmov.u32 \\t%pik_cta, %pik_y;"',
+        "the linear CTA id is x + y * nx, without %ctaid.z",
+    ),
+    Mutation(
+        "fit-uncentred",
+        "proton_ik.viewer.timebase",
+        "cx, cy = dx - mean_dx[group], dy - mean_dy[group]",
+        "cx, cy = dx, dy",
+        "the clock-rate fit is uncentred: its slope is fitted through the earliest anchor",
+    ),
+    Mutation(
+        "fit-drops-offset",
+        "proton_ik.viewer.timebase",
+        "offset=fit.mean_dy - slope * fit.mean_dx,",
+        "offset=np.zeros_like(slope),",
+        "the fitted time offset is dropped: each line goes through its earliest anchor",
+    ),
+    Mutation(
+        "capacity-unbounded",
+        "proton_ik.mode",
+        "return 1 <= entries <= MAX_CAPACITY and",
+        "return 1 <= entries and",
+        "the mode accepts any power-of-two capacity, with no upper bound",
+    ),
+]
+BY_NAME = {m.name: m for m in MUTATIONS}
+
+
+class _PatchedLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the module from its edited source, never from a cached .pyc."""
+
+    def __init__(self, fullname: str, path: str, mutation: Mutation) -> None:
+        super().__init__(fullname, path)
+        self.mutation = mutation
+
+    def get_code(self, fullname: str):
+        source = Path(self.path).read_text()
+        return compile(self.mutation.apply(source), self.path, "exec", dont_inherit=True)
+
+
+class _PlantingFinder(importlib.abc.MetaPathFinder):
+    """Finds the mutated module through the other finders (the editable install's among them),
+    then swaps in the patching loader."""
+
+    def __init__(self, mutation: Mutation) -> None:
+        self.mutation = mutation
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.mutation.module:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                spec.loader = _PatchedLoader(fullname, spec.origin, self.mutation)
+                return spec
+        return None
+
+
+class _Failures:
+    """A pytest plugin that collects the node ids of failing tests (setup and teardown included)."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.failed and report.nodeid not in self.failed:
+            self.failed.append(report.nodeid)
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed:
+            self.failed.append(report.nodeid)
+
+
+def _child(mutation: str | None, result: Path, pytest_args: list[str]) -> int:
+    """Run pytest in this process, with ``mutation`` planted; write the failing tests to ``result``."""
+    import pytest
+
+    if mutation is not None:
+        sys.meta_path.insert(0, _PlantingFinder(BY_NAME[mutation]))
+    failures = _Failures()
+    code = pytest.main(["-q", "-p", "no:cacheprovider", *pytest_args], plugins=[failures])
+    loaded = mutation is None or BY_NAME[mutation].module in sys.modules
+    result.write_text(json.dumps({"failed": failures.failed, "exit": int(code), "loaded": loaded}))
+    return 0
+
+
+def _run(mutation: str | None, pytest_args: list[str], workdir: Path) -> dict:
+    result = workdir / f"{mutation or 'baseline'}.json"
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        mutation or "",
+        "--result",
+        str(result),
+        "--",
+        *pytest_args,
+    ]
+    subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    if not result.exists():
+        raise SystemExit(f"the pytest run for {mutation or 'the baseline'} crashed before reporting")
+    return json.loads(result.read_text())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", action="append", choices=list(BY_NAME), help="run only these mutations")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("pytest_args", nargs="*", help="after --: what pytest runs (default: tests)")
+    args = parser.parse_args()
+    pytest_args = args.pytest_args or ["tests"]
+    if args.child is not None:
+        return _child(args.child or None, args.result, pytest_args)
+
+    names = args.only or list(BY_NAME)
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="mutations-") as workdir:
+        baseline = _run(None, pytest_args, Path(workdir))
+        print(f"baseline: {len(baseline['failed'])} failing", flush=True)
+        for test in baseline["failed"]:
+            print(f"  {test}")
+        for name in names:
+            outcome = _run(name, pytest_args, Path(workdir))
+            caught = [t for t in outcome["failed"] if t not in baseline["failed"]]
+            # A test that fails again without the mutation is flaky (or the tree changed under us).
+            flaky = _run(None, caught, Path(workdir))["failed"] if caught else []
+            caught = [t for t in caught if t not in flaky]
+            results[name] = {"description": BY_NAME[name].description, "caught_by": caught, "flaky": flaky}
+            verdict = f"caught by {len(caught)}" if caught else "NOT CAUGHT"
+            if not outcome["loaded"]:
+                verdict += f" ({BY_NAME[name].module} was never imported)"
+            print(f"{name}: {verdict}", flush=True)
+            for test in caught:
+                print(f"  {test}")
+            for test in flaky:
+                print(f"  (failed, but also without the mutation: {test})")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"baseline_failed": baseline["failed"], "mutations": results}, indent=2)
+        )
+    return 0 if all(r["caught_by"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
