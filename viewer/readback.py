@@ -40,7 +40,7 @@ from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TracePacket, TrackEvent
 
 from proton_ik.viewer.manifest import ManifestError, check_info
-from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, LIFETIME
+from proton_ik.viewer.perfetto import HOST_TRACK, INCREMENTAL_CLOCK_ID, LIFETIME
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
 from proton_ik.viewer.table import UNMATCHED_COLUMNS, config_text
@@ -86,7 +86,8 @@ class TraceFile:
         summary = self.trace.summary()
         if not len(summary.kernels):
             return summary
-        lost = summary.kernels.set_index("kernel")[list(LOSS_COLUMNS)].sum(axis=1)
+        # A kernel has a row per host scope it ran under: what it lost, summed over them.
+        lost = summary.kernels.groupby("kernel", observed=True)[list(LOSS_COLUMNS)].sum().sum(axis=1)
         unknown = summary.scopes["kernel"].map(lost).fillna(0).to_numpy() > 0
         scopes = summary.scopes.copy()
         for column in LOSS_COLUMNS:
@@ -251,6 +252,8 @@ def read_perfetto(path: str | Path) -> TraceFile:
             if not stack:
                 del stacks[track]  # one list per open track, not one per track ever seen
             duration = _whole(now - begin, f"the duration of a {name!r:.40} slice", path)
+            if track in tracks.host:
+                continue  # host scopes group launches; the summary reads them from the launches
             if track in tracks.launches:
                 launch_args[track] = args
                 continue
@@ -271,6 +274,7 @@ class TrackTree:
     def __init__(self) -> None:
         self.uuids, self.parents, self.overlap = array("Q"), array("Q"), array("b")
         self.launches: dict[int, tuple[int, str, str]] = {}
+        self.host: set[int] = set()  # the host scopes' track
         self.title = ""
 
     def add(self, descriptor: Any) -> None:
@@ -278,6 +282,8 @@ class TrackTree:
         self.uuids.append(descriptor.uuid)
         self.parents.append(descriptor.parent_uuid)
         self.overlap.append(" overlap " in name)
+        if descriptor.parent_uuid == 1 and name == HOST_TRACK:
+            self.host.add(descriptor.uuid)
         match = _LAUNCH_TRACK.fullmatch(name) if descriptor.parent_uuid == 1 else None
         if match:
             self.launches[descriptor.uuid] = (

@@ -179,3 +179,16 @@ def test_launch_slices_are_named_after_their_launch(session, tmp_path):
         if p.HasField("track_event") and track in launch_tracks and p.track_event.name_iid:
             named[launch_tracks[track]] = names[p.track_event.name_iid]
     assert named == {f"launch {i}: add_kernel": name or LIFETIME for i, (_, name) in enumerate(PLAN)}
+
+
+@pytest.mark.parametrize("fmt", ["pftrace", "json"])
+def test_show_reads_back_a_trace_with_host_scopes(session, tmp_path, fmt):
+    from proton_ik.viewer.readback import read_chrome, read_perfetto
+
+    out = tmp_path / f"h.{fmt}"
+    render_session(session, {fmt: out})
+    again = (read_perfetto if fmt == "pftrace" else read_chrome)(out)
+    expected = load(session)
+    assert len(again.trace.events) == len(expected.events)
+    # One kernel under several host scopes: the summary still adds up its losses per kernel.
+    assert "add_kernel" in again.summary_text()
