@@ -10,6 +10,7 @@ the member's size agrees with the shape its metadata declares (``data_bytes``).
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +65,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
         raise ManifestError(f"its manifest does not name the format '{FORMAT_NAME}'")
     version = manifest.get("format_version")
     if version != FORMAT_VERSION or isinstance(version, bool):
-        shown = f"{version!r} (a {type(version).__name__})" if not isinstance(version, int) else version
+        shown = _shown(version) if not isinstance(version, int) else str(version)
         raise ManifestError(
             f"it is session format version {shown}; this proton_ik reads version {FORMAT_VERSION}. "
             "Open it with the proton_ik release that wrote it"
@@ -79,7 +80,9 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
         item = _mapping(item, where)
         entry = item.get("entry")
         if not isinstance(entry, str) or entry not in member_sizes:
-            raise ManifestError(f"{where} names the buffer {entry!r}, which the file does not hold")
+            raise ManifestError(
+                f"{where} names the buffer {reprlib.repr(entry)}, which the file does not hold"
+            )
         if entry in seen:
             raise ManifestError(f"{where} names the buffer {entry}, which an earlier launch names too")
         seen.add(entry)
@@ -129,12 +132,14 @@ def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
         or not 1 <= len(grid) <= 3
         or not all(isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1 << 32 for g in grid)
     ):
-        raise ManifestError(f"{where}: grid is {grid!r}, not a list of 1 to 3 whole numbers >= 0")
+        raise ManifestError(f"{where}: grid is {reprlib.repr(grid)}, not a list of 1 to 3 whole numbers >= 0")
     _config(meta.get("config"), where)
     layout = check_profile(_mapping(meta.get("profile"), f"{where}: profile"), where)
     stored = meta.get(STORED_KEY)
     if stored is not None and stored != TRIMMED:
-        raise ManifestError(f"{where}: '{STORED_KEY}' is {stored!r}; the only stored form is '{TRIMMED}'")
+        raise ManifestError(
+            f"{where}: '{STORED_KEY}' is {reprlib.repr(stored)}; the only stored form is '{TRIMMED}'"
+        )
     if num_ctas is None and grid:
         num_ctas = math.prod(grid)
     if stored == TRIMMED:
@@ -152,7 +157,7 @@ def check_profile(profile: Mapping[str, Any], where: str) -> BufferLayout:
     layout = _mapping(profile.get("layout"), f"{where}: profile.layout")
     if layout.get("version") != VERSION:
         raise ManifestError(
-            f"{where}: buffer layout version {layout.get('version')!r} is not the version {VERSION} "
+            f"{where}: buffer layout version {reprlib.repr(layout.get('version'))} is not the version {VERSION} "
             "this proton_ik reads; render it with the proton_ik release that captured it"
         )
     units = _integer(layout, "units", f"{where}: profile.layout", 1, 1 << 16)
@@ -164,7 +169,7 @@ def check_profile(profile: Mapping[str, Any], where: str) -> BufferLayout:
     cta_bytes = layout.get("cta_bytes", buffer_layout.cta_bytes)
     if cta_bytes != buffer_layout.cta_bytes:
         raise ManifestError(
-            f"{where}: profile.layout.cta_bytes is {cta_bytes!r}, but {units} units of {capacity} "
+            f"{where}: profile.layout.cta_bytes is {reprlib.repr(cta_bytes)}, but {units} units of {capacity} "
             f"entries take {buffer_layout.cta_bytes}"
         )
     _integer(profile, "warps_per_unit", f"{where}: profile", 1, MAX_WARPS, required=False)
@@ -174,7 +179,9 @@ def check_profile(profile: Mapping[str, Any], where: str) -> BufferLayout:
     if capacity_info is not None and not (
         isinstance(capacity_info, dict) and all(isinstance(v, SCALARS) for v in capacity_info.values())
     ):
-        raise ManifestError(f"{where}: profile.capacity is {capacity_info!r}, not a table of plain values")
+        raise ManifestError(
+            f"{where}: profile.capacity is {reprlib.repr(capacity_info)}, not a table of plain values"
+        )
     scopes = profile.get("scopes", [])
     if not isinstance(scopes, list):
         raise ManifestError(f"{where}: profile.scopes is a {type(scopes).__name__}, not a list")
@@ -258,6 +265,8 @@ def _config(config: object, where: str) -> None:
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
+    """A value from a hostile file, bounded: ``reprlib`` stops at a few levels and items, so a
+    deeply nested or huge value neither recurses nor floods the message."""
+    text = reprlib.repr(value)
     text = text if len(text) <= 60 else f"{text[:57]}..."
     return f"{text} (a {type(value).__name__})"

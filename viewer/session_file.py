@@ -19,6 +19,7 @@ import io
 import json
 import math
 import os
+import reprlib
 import struct
 import zipfile
 import zlib
@@ -177,7 +178,7 @@ def check_meta(meta: Mapping[str, Any]) -> None:
     missing = [key for key in REQUIRED_META if key not in meta]
     if missing:
         raise ValueError(
-            f"launch metadata {dict(meta)!r} lacks {missing}; the runtime must record "
+            f"launch metadata {reprlib.repr(dict(meta))} lacks {missing}; the runtime must record "
             f"{list(REQUIRED_META)} for every launch (profile = the kernel's 'proton_ik' metadata)"
         )
 
@@ -300,7 +301,7 @@ def read_session(path: str | Path) -> Session:
         problem = _member_problem(member, file_size)
         if problem:
             raise SessionFileError(
-                f"{path}: zip member {member.filename!r} {problem}; the file is corrupt or was not "
+                f"{path}: zip member {reprlib.repr(member.filename)} {problem}; the file is corrupt or was not "
                 "written by proton_ik: capture the session again"
             )
     if MANIFEST not in members:

@@ -59,8 +59,10 @@ def session(tmp_path, busy_launch):
 
 def test_events_and_launches_carry_the_host_scope_path_and_the_name(session):
     trace = load(session)
-    by_launch = trace.events.groupby("launch")["host_scope"].agg(lambda v: set(v.astype(str)))
-    assert by_launch.to_dict() == {i: {"/".join(host)} for i, (host, _) in enumerate(PLAN)}
+    by_launch = {
+        launch: set(scopes.astype(str)) for launch, scopes in trace.events.groupby("launch")["host_scope"]
+    }
+    assert by_launch == {i: {"/".join(host)} for i, (host, _) in enumerate(PLAN)}
     launches = trace.launches.set_index("launch")
     assert launches["host_scope"].tolist() == ["/".join(host) for host, _ in PLAN]
     assert launches["name"].tolist() == [name or "add_kernel" for _, name in PLAN]

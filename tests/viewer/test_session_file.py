@@ -220,3 +220,20 @@ def test_a_member_compressed_another_way_is_refused_up_front(tmp_path, busy_laun
             archive.writestr(name, data)
     with pytest.raises(SessionFileError, match=f"compressed with method {method}"):
         read_session(path)
+
+
+@pytest.mark.parametrize("depth", [3, 900])
+def test_a_hostile_value_is_shown_bounded_in_the_message(tmp_path, busy_launch, depth):
+    """Found by the fuzzer: a format_version of deeply nested lists made a 10 kB message."""
+    path = write_session(tmp_path / "s.pik", {"name": "s"}, [busy_launch()])
+    nested = "[" * depth + "]" * depth
+    rewrite_manifest(path, lambda m: m.update(format_version="@@") or m)
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    members[MANIFEST] = members[MANIFEST].replace(b'"@@"', nested.encode())
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    with pytest.raises(SessionFileError, match="session format version") as refused:
+        read_session(path)
+    assert len(str(refused.value)) < 600
