@@ -19,13 +19,19 @@ from proton_ik.cli import main
 from proton_ik.session import gpu_available
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.readback import read_packets
+from proton_ik.viewer.trace import time_shift_cycles
 
 DATA = Path(__file__).parent / "data"
 # The console script installed beside this interpreter (pip puts both in one bin folder).
 SCRIPT = Path(sys.executable).parent / "proton-ik"
 DEMO_EVENTS = {"k_step": 2 * 64 * 8 * 16, "epilogue": 2 * 64 * 8}
 
-SHIFTED = "scope begins shifted by 2 cycles"  # the captures' calibrated time shift
+
+def shifted(capture: Path) -> str:
+    """The summary's words for the time shift that the capture's own session file records."""
+    return f"scope begins shifted by {time_shift_cycles(viewer.read_session(capture).info)}"
+
+
 # (capture, scope counts, other text the summary must hold). Ring: 16 warps each wrote 21 pair
 # entries (20 steps, then outer) into 16 slots: each kept outer and steps 5..19 whole, the ring
 # overwrote steps 0..4 (10 records), and as it drops whole pairs, no end lost its begin.
@@ -33,14 +39,18 @@ SHOWN = {
     "add": (
         DATA / "add.pik",
         {"load": 64, "compute": 64, "store": 64},
-        ["add_kernel: 1 launch(es), 64 units", SHIFTED, "records: 384 kept, 0 overwritten by the ring"],
+        [
+            "add_kernel: 1 launch(es), 64 units",
+            shifted(DATA / "add.pik"),
+            "records: 384 kept, 0 overwritten by the ring",
+        ],
     ),
     "ring": (
         DATA / "ring.pik",
         {"outer": 16, "step": 240},
         [
             "loop_kernel: 1 launch(es), 16 units",
-            SHIFTED,
+            shifted(DATA / "ring.pik"),
             "records: 512 kept, 160 overwritten by the ring; "
             "unmatched: 0 begins, 0 ends, 0 ends lost to the ring",
         ],
@@ -48,14 +58,18 @@ SHOWN = {
     "spin": (
         DATA / "spin.pik",
         {"spin": 8},
-        ["spin_kernel: 1 launch(es), 8 units", SHIFTED, "records: 16 kept, 0 overwritten by the ring"],
+        [
+            "spin_kernel: 1 launch(es), 8 units",
+            shifted(DATA / "spin.pik"),
+            "records: 16 kept, 0 overwritten by the ring",
+        ],
     ),
     "demo": (
         demo.bundled_capture(),
         DEMO_EVENTS,
         [
             "matmul_kernel: 2 launch(es), 1024 units",
-            SHIFTED,
+            shifted(demo.bundled_capture()),
             "records: 34,816 kept, 0 overwritten by the ring",
         ],
     ),
