@@ -82,6 +82,12 @@ def start(
     _check_choice("context", context, PROTON_CONTEXTS)
     _check_choice("data", data, (None, *PROTON_DATA))
     _check_choice("hook", hook, PROTON_HOOKS)
+    if context == "python":
+        warnings.warn(
+            "proton_ik: context='python' (Python call stacks as context) has no meaning for "
+            "intra-kernel records; accepted and ignored. Host scopes (proton_ik.scope) group launches",
+            stacklevel=2,
+        )
     if isinstance(pool_bytes, bool) or not isinstance(pool_bytes, int) or pool_bytes < MIN_POOL_BYTES:
         raise ValueError(
             f"pool_bytes={pool_bytes!r}: the device pool for profile buffers takes a byte count of "

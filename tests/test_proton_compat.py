@@ -162,3 +162,8 @@ def test_finalize_and_activate_take_triton_profilers_session_argument(tmp_path):
     with pytest.raises(ValueError, match="unknown trace format 'xml'"):
         proton_ik.finalize(output_format="xml")
     proton_ik.finalize(0)
+
+
+def test_a_context_with_no_meaning_here_warns_naming_it(tmp_path):
+    with pytest.warns(UserWarning, match=r"context='python'.*accepted and ignored"):
+        proton_ik.start("c", out_dir=tmp_path, context="python")
