@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from proton_ik import viewer
-from proton_ik.viewer.session_file import SessionFileError
+
+if TYPE_CHECKING:
+    from proton_ik.viewer.readback import TraceFile
 
 CONVERSIONS = {"perfetto": ".pftrace", "chrome": ".json"}
 OUTPUTS = {"perfetto": "pftrace", "chrome": "json"}  # viewer.render_session's names for them
@@ -40,17 +43,16 @@ def _kind(path: Path) -> str:
     return "chrome" if head.lstrip().startswith(b"{") else "perfetto"
 
 
-def _show(args: argparse.Namespace) -> int:
+def _read_trace(path: Path, kind: str) -> TraceFile:
     from proton_ik.viewer import readback
 
+    return readback.read_chrome(path) if kind == "chrome" else readback.read_perfetto(path)
+
+
+def _show(args: argparse.Namespace) -> int:
     path = Path(args.file)
     kind = _kind(path)
-    if kind == "session":
-        trace = viewer.load(path)
-    elif kind == "chrome":
-        trace = readback.read_chrome(path)
-    else:
-        trace = readback.read_perfetto(path)
+    trace = viewer.load(path) if kind == "session" else _read_trace(path, kind)
     print(terminal_safe(trace.summary_text()))
     return 0
 
@@ -63,14 +65,17 @@ def _convert(args: argparse.Namespace) -> int:
     if output.exists() and not args.force:
         raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
     kind = _kind(source)
-    if kind != "session":
-        raise SessionFileError(
-            f"{source} is a {'Chrome JSON' if kind == 'chrome' else 'Perfetto'} trace, which keeps "
-            "durations but not the records a trace is written from; convert the session file (.pik) "
-            "it was written from (`proton-ik show` reads this file as it is)"
-        )
-    # Streamed: the session's tables are never built, so any session converts in bounded memory.
-    viewer.render_session(source, {OUTPUTS[args.to]: output})
+    if kind == "session":
+        # Streamed: the session's tables are never built, so any session converts in bounded memory.
+        viewer.render_session(source, {OUTPUTS[args.to]: output})
+    else:
+        # A trace is read whole (into typed columns, in memory proportional to the file) before
+        # anything is written, so a file it cannot read leaves no output behind.
+        trace = _read_trace(source, kind)
+        if args.to == "perfetto":
+            trace.write_perfetto(output)
+        else:
+            trace.write_chrome(output)
     print(terminal_safe(f"wrote {output}"))
     return 0
 
@@ -111,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("file", help="a session (.pik), Perfetto (.pftrace) or Chrome (.json) file")
     show.set_defaults(run=_show)
 
-    convert = commands.add_parser("convert", help="convert a session file to a trace")
+    convert = commands.add_parser(
+        "convert", help="convert a session or trace file (.pik, .pftrace, .json) to a trace"
+    )
     convert.add_argument("file")
     convert.add_argument("--to", choices=sorted(CONVERSIONS), required=True)
     convert.add_argument("-o", "--output", help="output path (default: FILE with the format's suffix)")

@@ -15,7 +15,7 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import demo, viewer
-from proton_ik.cli import main
+from proton_ik.cli import CONVERSIONS, main
 from proton_ik.session import gpu_available
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.readback import read_packets
@@ -304,14 +304,79 @@ def test_convert_replaces_an_existing_file_only_with_force(tmp_path, capsys):
     assert chrome_scope_counts(output) == Counter(load=64, compute=64, store=64)
 
 
-def test_convert_of_a_trace_file_says_what_it_is_not_that_it_is_corrupt(tmp_path, capsys):
-    trace = tmp_path / "add.pftrace"
-    assert main(["convert", str(DATA / "add.pik"), "--to", "perfetto", "-o", str(trace)]) == 0
-    capsys.readouterr()
+def shown(path: Path, capsys) -> str:
+    assert main(["show", str(path)]) == 0
+    return capsys.readouterr().out
+
+
+def converted(path: Path, kind: str, output: Path, capsys) -> Path:
+    assert main(["convert", str(path), "--to", kind, "-o", str(output)]) == 0
+    assert capsys.readouterr().out == f"wrote {output}\n"
+    return output
+
+
+@pytest.mark.parametrize(
+    "first, second", [("perfetto", "chrome"), ("chrome", "perfetto"), ("perfetto", "perfetto")]
+)
+@pytest.mark.parametrize("name", ["add", "ring"])
+def test_convert_writes_a_trace_from_a_trace_that_shows_the_same_summary(
+    name, first, second, tmp_path, capsys
+):
+    trace = converted(DATA / f"{name}.pik", first, tmp_path / f"first{CONVERSIONS[first]}", capsys)
+    expected = shown(trace, capsys)
+    again = converted(trace, second, tmp_path / f"second{CONVERSIONS[second]}", capsys)
+    got = shown(again, capsys)
+    assert got == expected
+    for scope, count in SHOWN[name][1].items():
+        assert cell(got, scope, "count") == str(count)
+        for column in ("mean ns", "median ns", "mean cyc", "median cyc"):
+            assert cell(got, scope, column) == cell(expected, scope, column)
+
+
+def test_a_session_converted_to_perfetto_then_chrome_shows_as_the_session(tmp_path, capsys):
+    pftrace = converted(DATA / "ring.pik", "perfetto", tmp_path / "ring.pftrace", capsys)
+    chrome = converted(pftrace, "chrome", tmp_path / "ring.json", capsys)
+    assert shown(chrome, capsys) == shown(DATA / "ring.pik", capsys)
+
+
+def test_a_trace_converted_keeps_its_tracks_and_launch_metadata(tmp_path, capsys):
+    """Warp tracks nest each unit's scopes in its lifetime, and the launch table comes through."""
+    pftrace = converted(DATA / "add.pik", "perfetto", tmp_path / "add.pftrace", capsys)
+    chrome = converted(pftrace, "chrome", tmp_path / "add.json", capsys)
+    document = json.loads(chrome.read_text())
+    threads = [o for o in document["traceEvents"] if o.get("name") == "thread_name"]
+    assert len(threads) == 64  # one unit per warp: 64 warps, each its own thread
+    expected = viewer.load(DATA / "add.pik").launches.iloc[0]
+    launch = document["otherData"]["launches"][0]
+    for key in ("launch", "kernel", "grid", "warps_per_unit", "records", "events", "capacity"):
+        assert launch[key] == expected[key], key
+    back = converted(chrome, "perfetto", tmp_path / "back.pftrace", capsys)
+    depth: dict[int, int] = {}
+    for packet in read_packets(back):
+        if packet.HasField("trace_packet_defaults"):
+            track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+        if packet.WhichOneof("data") == "track_event":
+            step = {TrackEvent.TYPE_SLICE_BEGIN: 1, TrackEvent.TYPE_SLICE_END: -1}[packet.track_event.type]
+            depth[track] = depth.get(track, 0) + step
+            assert depth[track] >= 0
+    assert set(depth.values()) == {0}
+    assert pftrace_scope_counts(back) == Counter(load=64, compute=64, store=64)
+
+
+def test_convert_of_a_trace_refuses_to_write_over_it(tmp_path, capsys):
+    trace = converted(DATA / "add.pik", "chrome", tmp_path / "add.json", capsys)
+    before = trace.read_bytes()
+    assert main(["convert", str(trace), "--to", "chrome", "-o", str(trace), "--force"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "convert", "is the input file")
+    assert trace.read_bytes() == before
+
+
+def test_convert_of_a_damaged_trace_is_one_line_and_leaves_no_output(tmp_path, capsys):
+    trace = converted(DATA / "add.pik", "perfetto", tmp_path / "add.pftrace", capsys)
+    trace.write_bytes(trace.read_bytes()[: trace.stat().st_size // 2])
     assert main(["convert", str(trace), "--to", "chrome"]) == 1
-    err = capsys.readouterr().err
-    assert_one_line_error(err, "convert", "is a Perfetto trace", "session file (.pik)")
-    assert "corrupt" not in err and "truncated" not in err
+    assert_one_line_error(capsys.readouterr().err, "convert", str(trace), "truncated")
+    assert not (tmp_path / "add.json").exists()
 
 
 def test_bad_usage_is_exit_code_2_and_bad_input_exit_code_1(tmp_path, capsys):

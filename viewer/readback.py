@@ -1,9 +1,11 @@
 """Trace files proton_ik wrote (Chrome ``.json``, Perfetto ``.pftrace``) read back into tables.
 
-Only what ``summary`` needs comes back: one row per scope event (kernel, launch, scope, CTA, SM,
-warp, ``dur_ns``, ``dur_cycles``, source line), the finished units' lifetimes (the denominator of
-a scope's share of kernel time) and the launch table, so that ``proton-ik show`` prints the same
-per-scope statistics for a trace as for its session file.
+What ``summary`` and the trace writers need comes back: one row per scope event (kernel, launch,
+scope, CTA, SM, warp, unit, lane, begin and duration in ns and cycles, source line, and the place
+of its begin and end on its track), the finished units' lifetimes (the denominator of a scope's
+share of kernel time) and the launch table, so that ``proton-ik show`` prints the same per-scope
+statistics for a trace as for its session file, and ``proton-ik convert`` writes a ``.pftrace``
+as Chrome JSON and back (``TraceFile.write_perfetto``, ``write_chrome``).
 
 What a trace does not carry is left out or shown as unknown:
 
@@ -71,8 +73,11 @@ _DESCRIBED_COUNTS = (
 
 # What a launch's lifetime slice says that its track description does not.
 _LAUNCH_METADATA = (
-    "device", "graph", "replay", "capacity", "capacity_source", "capacity_bound", "capacity_reason",
+    "name", "host_scope", "launch_metrics", "device", "graph", "replay", "warps_per_unit", "capacity",
+    "capacity_source", "capacity_bound", "capacity_reason",
 )  # fmt: skip
+_THREAD_NAME = re.compile(r"CTA \d{1,9} warps? \d{1,9}(?:-\d{1,9})?(?: overlap (?P<lane>\d{1,9}))?")
+MAX_WARPS_PER_UNIT = 1 << 10  # a unit is a block of a CTA's warps; a CTA has at most 32
 
 
 @dataclass(frozen=True)
@@ -97,9 +102,17 @@ class TraceFile:
     def summary_text(self) -> str:
         return str(self.summary())
 
+    def write_perfetto(self, path: str | Path) -> Path:
+        """Write the trace again as a ``.pftrace`` (what ``proton-ik convert`` runs)."""
+        return self.trace.write_perfetto(path)
+
+    def write_chrome(self, path: str | Path) -> Path:
+        """Write the trace again as Chrome JSON."""
+        return self.trace.write_chrome(path)
+
 
 MAX_PACKET_BYTES = 32 << 20  # no packet proton_ik writes comes near this
-_SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line")
+_SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _NOT_A_TRACE = "is not a proton_ik session (.pik), Chrome JSON (.json) or Perfetto (.pftrace) file"
 
@@ -145,8 +158,11 @@ def read_chrome(path: str | Path) -> TraceFile:
     except ManifestError as error:
         raise _refuse(path, f"otherData.proton_ik: {error}") from None
     processes: dict[object, int] = {}
+    lanes: dict[tuple[object, object], int] = {}  # by (pid, tid), from the thread's name
+    threads: dict[tuple[object, object], int] = {}
     columns: dict[str, list[Any]] = {
-        name: [] for name in ("kernel", "launch", "scope", "dur_ns", *_SLICE_ARGS)
+        name: []
+        for name in ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *_SLICE_ARGS)
     }
     for number, obj in enumerate(objects):
         if not isinstance(obj, dict):
@@ -156,22 +172,33 @@ def read_chrome(path: str | Path) -> TraceFile:
             match = _PROCESS_NAME.fullmatch(str(args.get("name")))
             if match and isinstance(obj.get("pid"), (int, str)):
                 processes[obj["pid"]] = int(match["launch"])
+        if obj.get("ph") == "M" and obj.get("name") == "thread_name" and isinstance(args, dict):
+            match = _THREAD_NAME.fullmatch(str(args.get("name")))
+            if match and isinstance(obj.get("pid"), (int, str)) and isinstance(obj.get("tid"), (int, str)):
+                lanes[obj["pid"], obj["tid"]] = int(match["lane"] or 0)
         if obj.get("ph") != "X":
             continue
         where = f"traceEvents[{number}]"
-        kernel, scope, dur = obj.get("cat"), obj.get("name"), obj.get("dur")
+        kernel, scope, ts, dur = obj.get("cat"), obj.get("name"), obj.get("ts"), obj.get("dur")
         if not (isinstance(kernel, str) and isinstance(scope, str) and isinstance(args, dict)):
             raise _refuse(path, f"{where} is a slice without a kernel (cat), name or args")
-        if obj.get("pid") not in processes:
+        pid, tid = obj.get("pid"), obj.get("tid")
+        if not isinstance(pid, (int, str)) or pid not in processes:
             raise _refuse(
                 path, f"{where} is a slice in process {obj.get('pid')!r:.40}, which names no launch"
             )
         if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur < 1e15:
             raise _refuse(path, f"{where} has the duration {dur!r:.40}, not a number of microseconds")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not -1e15 < ts < 1e15:
+            raise _refuse(path, f"{where} has the start {ts!r:.40}, not a time in microseconds")
+        thread = (pid, tid if isinstance(tid, (int, str)) else None)
         columns["kernel"].append(kernel)
         columns["launch"].append(processes[obj["pid"]])
         columns["scope"].append(scope)
+        columns["begin_ns"].append(round(ts * 1000))
         columns["dur_ns"].append(round(dur * 1000))
+        columns["lane"].append(lanes.get(thread, 0))
+        columns["track"].append(threads.setdefault(thread, len(threads)))
         for key in _SLICE_ARGS:
             columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
     launches = _checked_launches(path, launch_rows)
@@ -190,6 +217,7 @@ def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
             _whole(row.get(key), f"{where}.{key}", path)
         for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound", "units_skipped"):
             _whole(row.get(key), f"{where}.{key}", path, missing=True)
+        _warps_per_unit(row.get("warps_per_unit"), f"{where}.warps_per_unit", path)
         mhz = row.get("mhz")
         if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not math.isfinite(mhz):
             raise _refuse(path, f"{where}.mhz is {mhz!r:.40}, not a clock rate")
@@ -206,24 +234,40 @@ def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
         launches["problems"] = [[] for _ in range(len(launches))]
     if "units_skipped" not in launches:
         launches["units_skipped"] = pd.NA
+    launches["warps_per_unit"] = [_warps_per_unit(row.get("warps_per_unit"), "", path) for row in rows]
     return launches
+
+
+def _warps_per_unit(value: object, what: str, path: Path) -> int:
+    """A launch's warps per unit (1 where the trace does not say), which numbers its units."""
+    width = _whole(value, what, path, missing=True)
+    if width is None:
+        return 1
+    if not 1 <= width <= MAX_WARPS_PER_UNIT:
+        raise _refuse(path, f"{what} is {width}, not 1 to {MAX_WARPS_PER_UNIT}")
+    return width
 
 
 def read_perfetto(path: str | Path) -> TraceFile:
     """Read a ``.pftrace`` written by ``perfetto.write_perfetto``, replaying its packets as they
     stream in: interned names, per-track incremental clocks, slice begins and ends on each warp
-    track's stack. Slices go into typed columns; only launch lifetimes keep their args."""
+    track's stack. Slices go into typed columns, with the place of their begin and end in the
+    file (which orders a track's markers when the trace is written again); only launch
+    lifetimes keep their args."""
     path = Path(path)
     tracks = TrackTree()
     names: dict[int, str] = {}
     annotation_names: dict[int, str] = {}
-    stacks: dict[int, list[tuple[str, int, dict[str, Any]]]] = defaultdict(list)
+    stacks: dict[int, list[tuple[str, int, dict[str, Any], int]]] = defaultdict(list)
     scopes: dict[str, int] = {}  # slice name -> code
-    rows = {"track": array("Q"), "scope": array("q"), "dur_ns": array("q")}
+    rows = {
+        "track": array("Q"), "scope": array("q"), "begin_ns": array("q"), "dur_ns": array("q"),
+        "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
+    }  # fmt: skip
     values = {key: array("q") for key in _SLICE_ARGS}
     present = {key: array("b") for key in _SLICE_ARGS}
     launch_args: dict[int, dict[str, Any]] = {}
-    track, now = 0, 0
+    track, now, marker = 0, 0, 0
     for packet in iter_packets(path):
         if packet.HasField("interned_data"):
             names.update({entry.iid: _text(entry.name) for entry in packet.interned_data.event_names})
@@ -243,15 +287,19 @@ def read_perfetto(path: str | Path) -> TraceFile:
             continue
         event = packet.track_event
         now += packet.timestamp
+        marker += 1
         if event.type == TrackEvent.TYPE_SLICE_BEGIN:
             args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
-            stacks[track].append((names.get(event.name_iid, ""), now, args))
+            stacks[track].append((names.get(event.name_iid, ""), now, args, marker))
         elif event.type == TrackEvent.TYPE_SLICE_END and track in stacks:
             stack = stacks[track]
-            name, begin, args = stack.pop()
+            name, begin, args, begun = stack.pop()
+            depth = len(stack)
             if not stack:
                 del stacks[track]  # one list per open track, not one per track ever seen
             duration = _whole(now - begin, f"the duration of a {name!r:.40} slice", path)
+            if not (_INT64[0] <= begin <= _INT64[1] and _INT64[0] <= now <= _INT64[1]):
+                raise _refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
             if track in tracks.host:
                 continue  # host scopes group launches; the summary reads them from the launches
             if track in tracks.launches:
@@ -259,7 +307,11 @@ def read_perfetto(path: str | Path) -> TraceFile:
                 continue
             rows["track"].append(track)
             rows["scope"].append(scopes.setdefault(name, len(scopes)))
+            rows["begin_ns"].append(begin)
             rows["dur_ns"].append(duration)
+            rows["depth"].append(depth)
+            rows["begin_record"].append(begun)
+            rows["end_record"].append(marker)
             for key in _SLICE_ARGS:
                 value = args.get(key)
                 present[key].append(value is not None)
@@ -268,11 +320,12 @@ def read_perfetto(path: str | Path) -> TraceFile:
 
 
 class TrackTree:
-    """The track descriptors as compact columns (uuid, parent, overlap flag); launch tracks,
-    which are few, keep their launch number, kernel and description (the launch's statistics)."""
+    """The track descriptors as compact columns (uuid, parent, lane: the number after a warp
+    track's "overlap", 0 for none); launch tracks, which are few, keep their launch number,
+    kernel and description (the launch's statistics)."""
 
     def __init__(self) -> None:
-        self.uuids, self.parents, self.overlap = array("Q"), array("Q"), array("b")
+        self.uuids, self.parents, self.lanes = array("Q"), array("Q"), array("q")
         self.launches: dict[int, tuple[int, str, str]] = {}
         self.host: set[int] = set()  # the host scopes' track
         self.title = ""
@@ -281,7 +334,10 @@ class TrackTree:
         name = _text(descriptor.name)
         self.uuids.append(descriptor.uuid)
         self.parents.append(descriptor.parent_uuid)
-        self.overlap.append(" overlap " in name)
+        _, overlap, lane = name.rpartition(" overlap ")
+        self.lanes.append(
+            (int(lane) if lane.isascii() and lane.isdigit() and len(lane) <= 9 else 1) if overlap else 0
+        )
         if descriptor.parent_uuid == 1 and name == HOST_TRACK:
             self.host.add(descriptor.uuid)
         match = _LAUNCH_TRACK.fullmatch(name) if descriptor.parent_uuid == 1 else None
@@ -295,7 +351,7 @@ class TrackTree:
             self.title = name
 
     def launch_of(self, path: Path, tracks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each track, the launch track above it, and whether it is an overlap track;
+        """For each track, the launch track above it, and its lane (past 0: an overlap track);
         refuses a track that belongs to no launch track (or sits on a loop of parents)."""
         uuids = np.frombuffer(self.uuids, dtype=np.uint64)
         order = np.argsort(uuids, kind="stable")
@@ -303,13 +359,13 @@ class TrackTree:
         at = np.minimum(np.searchsorted(known, tracks), max(len(known) - 1, 0))
         if len(tracks) and (not len(known) or (known[at] != tracks).any()):
             raise SessionFileError(f"{path} {_NOT_A_TRACE}: a slice is on a track with no descriptor")
-        overlap = np.frombuffer(self.overlap, dtype=np.int8)[order][at].astype(bool)
+        lane = np.frombuffer(self.lanes, dtype=np.int64)[order][at]
         launch_uuids = np.fromiter(self.launches, dtype=np.uint64, count=len(self.launches))
         current = tracks.copy()
         for _ in range(64):  # deeper than any tree proton_ik writes: a loop of parents
             done = np.isin(current, launch_uuids)
             if done.all():
-                return current, overlap
+                return current, lane
             at = np.minimum(np.searchsorted(known, current), len(known) - 1)
             if (~done & (known[at] != current)).any():
                 raise SessionFileError(f"{path} {_NOT_A_TRACE}: a track belongs to no launch track")
@@ -332,7 +388,7 @@ def _perfetto_tables(
         raise SessionFileError(f"{path} {_NOT_A_TRACE}: it has no launch track")
     track = np.frombuffer(rows["track"], dtype=np.uint64)
     uuids, slice_track = np.unique(track, return_inverse=True)
-    above, overlapping_track = tracks.launch_of(path, uuids)
+    above, track_lane = tracks.launch_of(path, uuids)
     launch_of = above.tolist()
     launch_number = np.array([launch_tracks[t][0] for t in launch_of], dtype=np.int64)[slice_track]
     kernels: dict[str, int] = {}
@@ -344,15 +400,21 @@ def _perfetto_tables(
         "kernel": pd.Categorical.from_codes(np.array(kernel_of, dtype=np.int32)[slice_track], list(kernels)),
         "launch": launch_number,
         "scope": pd.Categorical.from_codes(scope_code.astype(np.int32), list(scopes)),
-        "dur_ns": np.frombuffer(rows["dur_ns"], dtype=np.int64),
+        "lane": track_lane[slice_track],
+        **{name: np.frombuffer(rows[name], dtype=np.int64) for name in _TIMED},
     }
+    # A warp track's first slice is its unit's lifetime: scopes under it count from depth 0.
+    columns["depth"] = np.maximum(columns["depth"] - (columns["lane"] == 0), 0)
     for key in _SLICE_ARGS:
         columns[key] = pd.arrays.IntegerArray(
             np.frombuffer(values[key], dtype=np.int64).copy(), ~np.frombuffer(present[key], dtype=bool)
         )
-    overlapping = overlapping_track[slice_track] & (scope_code != scopes.get(LIFETIME, -1))
+    overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
     launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
     return _trace_file({"name": tracks.title.removeprefix("proton_ik: ")}, columns, launches)
+
+
+_TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
 
 
 def _text(value: str | bytes) -> str:
@@ -515,6 +577,14 @@ def _described_launches(
         metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
         for key in ("device", "graph", "replay", "capacity", "capacity_bound"):
             _whole(metadata[key], f"launch {launch}'s {key}", path, missing=True)
+        metadata["warps_per_unit"] = _warps_per_unit(
+            metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
+        )
+        metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
+        if not isinstance(metadata["host_scope"], (str, type(None))):
+            raise _refuse(path, f"launch {launch}'s host_scope is {metadata['host_scope']!r:.40}, not text")
+        if not isinstance(metadata["launch_metrics"], (dict, type(None))):
+            raise _refuse(path, f"launch {launch}'s launch_metrics is not a table")
         config = args.get("config")
         if config is not None and not isinstance(config, dict):
             raise _refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
@@ -523,7 +593,7 @@ def _described_launches(
                 "launch": launch,
                 "kernel": kernel,
                 "grid": stats["grid"],
-                "stream": stats["stream"],
+                "stream": int(stats["stream"]) if re.fullmatch(_NUMBER, stats["stream"]) else None,
                 **metadata,
                 "config": config_text(config),
                 "config_args": config,
@@ -548,23 +618,63 @@ def _labels(values: Any) -> pd.Series:
 
 
 def _trace_file(info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame) -> TraceFile:
-    """Split slices into scope events and unit lifetimes, and make the tables ``summarize`` reads."""
+    """Split slices into scope events and unit lifetimes, and make the tables ``summarize`` reads,
+    with the columns the trace writers read too (``pipeline.chunk_from_tables``), so that a trace
+    file can be written again in the other format."""
+    launch = np.asarray(columns["launch"], dtype=np.int64)
+    begin = np.asarray(columns["begin_ns"], dtype=np.int64)
+    dur = np.asarray(columns["dur_ns"], dtype=np.int64)
+    warp = pd.Series(columns["warp"], dtype="Int64")
+    numbers = launches["launch"].to_numpy(np.int64)
+    order = np.argsort(numbers, kind="stable")
+    at = np.minimum(np.searchsorted(numbers[order], launch), max(len(numbers) - 1, 0))
+    width = launches["warps_per_unit"].to_numpy(np.int64)[order][at] if len(numbers) else np.ones_like(launch)
     slices = pd.DataFrame(
         {
             "kernel": _labels(columns["kernel"]),
-            "launch": pd.Series(columns["launch"], dtype=np.int64),
+            "launch": launch,
             "scope": _labels(columns["scope"]),
             "cta": pd.Series(columns["cta"], dtype="Int64"),
             "sm": pd.Series(columns["sm"], dtype="Int64"),
-            "warp": pd.Series(columns["warp"], dtype="Int64"),
-            "dur_ns": pd.Series(columns["dur_ns"], dtype=np.int64),
+            "warp": warp,
+            "unit": warp // width,
+            "lane": np.asarray(columns["lane"], dtype=np.int64),
+            "begin_ns": begin,
+            "end_ns": begin + dur,
+            "dur_ns": dur,
             "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
             "line": pd.Series(columns["line"], dtype="Int64"),
+            "count": pd.Series(columns["records"], dtype="Int64"),
+            "overwritten": pd.Series(columns["overwritten"], dtype="Int64"),
         }
     )
+    del begin, dur, warp, width
     lifetime = (slices["scope"] == LIFETIME).to_numpy()
+    # Times from the session's first unit start, as a session's tables count them.
+    start = int(slices["begin_ns"][lifetime].min()) if lifetime.any() else 0
+    if "begin_record" in columns:
+        slices["depth"] = np.asarray(columns["depth"], dtype=np.int64)
+        slices["begin_record"] = np.asarray(columns["begin_record"], dtype=np.int64)
+        slices["end_record"] = np.asarray(columns["end_record"], dtype=np.int64)
+    else:
+        slices["depth"] = 0
+        track = np.asarray(columns["track"], dtype=np.int64)
+        slices["begin_record"], slices["end_record"] = _nesting_order(
+            np.where(lifetime, -1, track), slices["begin_ns"].to_numpy(), slices["end_ns"].to_numpy()
+        )
     events = slices[~lifetime].reset_index(drop=True)
-    units = slices.loc[lifetime, ["kernel", "launch", "cta", "sm", "warp", "dur_ns"]].reset_index(drop=True)
+    events["begin_rel_ns"] = events["begin_ns"] - start
+    events["end_rel_ns"] = events["end_ns"] - start
+    units = slices.loc[
+        lifetime, ["kernel", "launch", "cta", "sm", "warp", "unit", "dur_ns", "count", "overwritten"]
+    ]
+    units = units.reset_index(drop=True)
+    units["start_ns"] = slices["begin_ns"][lifetime].to_numpy()
+    units["end_ns"] = slices["end_ns"][lifetime].to_numpy()
+    units["start_rel_ns"] = units["start_ns"] - start
+    units["end_rel_ns"] = units["end_ns"] - start
+    units["start_cycles"] = 0
+    units["end_cycles"] = slices["dur_cycles"][lifetime].reset_index(drop=True)
     del slices
     for table in (events, units):
         for name in ("kernel", "scope"):
@@ -573,3 +683,23 @@ def _trace_file(info: dict[str, Any], columns: Mapping[str, Any], launches: pd.D
     units["finished"] = True
     unmatched = pd.DataFrame({column: [] for column in UNMATCHED_COLUMNS})
     return TraceFile(Trace(info, events, units, unmatched, launches))
+
+
+def _nesting_order(track: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The place of each slice's begin and end among its track's, where a trace keeps only
+    times: slices that nest (as a track's do) begin outermost first and end innermost first, and
+    a slice that ends as another begins ends first. Returns the begin's and the end's place."""
+    n = len(track)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.lexsort((-end, begin, track))] = np.arange(n)
+    empty = begin == end
+    # Markers sort by (track, time, phase, then): ends of slices begun before (phase 0,
+    # innermost first), then begins (phase 1, outermost first), each empty slice's end right
+    # after its begin.
+    phase = np.concatenate([np.ones(n, np.int64), empty.astype(np.int64)])
+    then = np.concatenate([2 * rank, np.where(empty, 2 * rank + 1, -rank)])
+    place = np.empty(2 * n, dtype=np.int64)
+    place[np.lexsort((then, phase, np.concatenate([begin, end]), np.concatenate([track, track])))] = (
+        np.arange(2 * n)
+    )
+    return place[:n], place[n:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -132,3 +133,24 @@ def test_names_with_nul_and_bidi_characters_read_back(tmp_path):
     trace = Trace.from_captures(session.info, captures)
     scopes = readback.read_perfetto(trace.write_perfetto(tmp_path / "t.pftrace")).summary().scopes
     assert sorted(scopes["scope"]) == ["compute\x00\u202e", "load\x00\u202e", "store\x00\u202e"]
+
+
+def test_nesting_order_begins_outermost_first_and_ends_innermost_first():
+    """A Chrome trace keeps only times: slices that nest, touch or are empty replay as a stack."""
+    # Track 0: [0, 10] holds [0, 4], the empty [4, 4] and [4, 10];
+    # track 1: two identical slices.
+    begin = np.array([0, 0, 4, 4, 5, 5])
+    end = np.array([10, 4, 10, 4, 9, 9])
+    track = np.array([0, 0, 0, 0, 1, 1])
+    first, last = readback._nesting_order(track, begin, end)
+    markers = sorted(
+        [(p, i, "begin") for i, p in enumerate(first)] + [(p, i, "end") for i, p in enumerate(last)]
+    )
+    stack: list[int] = []
+    for _, i, kind in markers:
+        if kind == "begin":
+            stack.append(i)
+        else:
+            assert stack.pop() == i
+    assert not stack
+    assert [i for _, i, kind in markers if kind == "begin"][:2] == [0, 1]  # outermost first
