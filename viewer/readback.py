@@ -104,15 +104,21 @@ class TraceFile:
 
     def write_perfetto(self, path: str | Path) -> Path:
         """Write the trace again as a ``.pftrace`` (what ``proton-ik convert`` runs)."""
-        return self.trace.write_perfetto(path)
+        return self._writable().write_perfetto(path)
 
     def write_chrome(self, path: str | Path) -> Path:
         """Write the trace again as Chrome JSON."""
-        return self.trace.write_chrome(path)
+        return self._writable().write_chrome(path)
+
+    def _writable(self) -> Trace:
+        if "begin_record" not in self.trace.events:
+            raise ValueError("this trace was read for its summary only: read it with for_writing=True")
+        return self.trace
 
 
 MAX_PACKET_BYTES = 32 << 20  # no packet proton_ik writes comes near this
 _SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
+_SUMMARY_ARGS = _SLICE_ARGS[:5]  # what show needs of a slice's args; the writers need them all
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _NOT_A_TRACE = "is not a proton_ik session (.pik), Chrome JSON (.json) or Perfetto (.pftrace) file"
 
@@ -135,7 +141,7 @@ def _whole(value: object, what: str, path: Path, *, missing: bool = False) -> in
     return value
 
 
-def read_chrome(path: str | Path) -> TraceFile:
+def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     """Read a Chrome JSON trace written by ``chrome.write_chrome``."""
     path = Path(path)
     try:
@@ -202,7 +208,7 @@ def read_chrome(path: str | Path) -> TraceFile:
         for key in _SLICE_ARGS:
             columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
     launches = _checked_launches(path, launch_rows)
-    return _trace_file(info, columns, launches)
+    return _trace_file(info, columns, launches, for_writing)
 
 
 def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
@@ -248,7 +254,7 @@ def _warps_per_unit(value: object, what: str, path: Path) -> int:
     return width
 
 
-def read_perfetto(path: str | Path) -> TraceFile:
+def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     """Read a ``.pftrace`` written by ``perfetto.write_perfetto``, replaying its packets as they
     stream in: interned names, per-track incremental clocks, slice begins and ends on each warp
     track's stack. Slices go into typed columns, with the place of their begin and end in the
@@ -264,8 +270,9 @@ def read_perfetto(path: str | Path) -> TraceFile:
         "track": array("Q"), "scope": array("q"), "begin_ns": array("q"), "dur_ns": array("q"),
         "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
     }  # fmt: skip
-    values = {key: array("q") for key in _SLICE_ARGS}
-    present = {key: array("b") for key in _SLICE_ARGS}
+    slice_args = _SLICE_ARGS if for_writing else _SUMMARY_ARGS
+    values = {key: array("q") for key in slice_args}
+    present = {key: array("b") for key in slice_args}
     launch_args: dict[int, dict[str, Any]] = {}
     track, now, marker = 0, 0, 0
     for packet in iter_packets(path):
@@ -307,16 +314,17 @@ def read_perfetto(path: str | Path) -> TraceFile:
                 continue
             rows["track"].append(track)
             rows["scope"].append(scopes.setdefault(name, len(scopes)))
-            rows["begin_ns"].append(begin)
             rows["dur_ns"].append(duration)
-            rows["depth"].append(depth)
-            rows["begin_record"].append(begun)
-            rows["end_record"].append(marker)
-            for key in _SLICE_ARGS:
+            if for_writing:  # what only the writers need: kept apart, it costs show nothing
+                rows["begin_ns"].append(begin)
+                rows["depth"].append(depth)
+                rows["begin_record"].append(begun)
+                rows["end_record"].append(marker)
+            for key in slice_args:
                 value = args.get(key)
                 present[key].append(value is not None)
                 values[key].append(0 if value is None else _whole(value, f"a slice's {key}", path))
-    return _perfetto_tables(path, tracks, scopes, rows, values, present, launch_args)
+    return _perfetto_tables(path, tracks, scopes, rows, values, present, launch_args, for_writing)
 
 
 class TrackTree:
@@ -381,6 +389,7 @@ def _perfetto_tables(
     values: dict[str, array],
     present: dict[str, array],
     launch_args: dict[int, dict[str, Any]],
+    for_writing: bool = False,
 ) -> TraceFile:
     """The tables of a replayed ``.pftrace``: each slice's track walked up to its launch track."""
     launch_tracks = tracks.launches
@@ -401,17 +410,21 @@ def _perfetto_tables(
         "launch": launch_number,
         "scope": pd.Categorical.from_codes(scope_code.astype(np.int32), list(scopes)),
         "lane": track_lane[slice_track],
-        **{name: np.frombuffer(rows[name], dtype=np.int64) for name in _TIMED},
+        **{
+            name: np.frombuffer(rows[name], dtype=np.int64)
+            for name in (_TIMED if for_writing else ("dur_ns",))
+        },
     }
     # A warp track's first slice is its unit's lifetime: scopes under it count from depth 0.
-    columns["depth"] = np.maximum(columns["depth"] - (columns["lane"] == 0), 0)
-    for key in _SLICE_ARGS:
+    if for_writing:
+        columns["depth"] = np.maximum(columns["depth"] - (columns["lane"] == 0), 0)
+    for key in values:
         columns[key] = pd.arrays.IntegerArray(
             np.frombuffer(values[key], dtype=np.int64).copy(), ~np.frombuffer(present[key], dtype=bool)
         )
     overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
     launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
-    return _trace_file({"name": tracks.title.removeprefix("proton_ik: ")}, columns, launches)
+    return _trace_file({"name": tracks.title.removeprefix("proton_ik: ")}, columns, launches, for_writing)
 
 
 _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
@@ -617,7 +630,35 @@ def _labels(values: Any) -> pd.Series:
     return pd.Series(values) if isinstance(values, pd.Categorical) else pd.Series(values, dtype=str)
 
 
-def _trace_file(info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame) -> TraceFile:
+def _trace_file(
+    info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame, for_writing: bool = False
+) -> TraceFile:
+    """The tables ``summarize`` reads; with ``for_writing``, also those the trace writers read."""
+    if for_writing:
+        return _writable_trace_file(info, columns, launches)
+    slices = pd.DataFrame(
+        {
+            "kernel": _labels(columns["kernel"]),
+            "launch": pd.Series(columns["launch"], dtype=np.int64),
+            "scope": _labels(columns["scope"]),
+            "cta": pd.Series(columns["cta"], dtype="Int64"),
+            "sm": pd.Series(columns["sm"], dtype="Int64"),
+            "warp": pd.Series(columns["warp"], dtype="Int64"),
+            "dur_ns": pd.Series(columns["dur_ns"], dtype=np.int64),
+            "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
+            "line": pd.Series(columns["line"], dtype="Int64"),
+        }
+    )
+    lifetime = (slices["scope"] == LIFETIME).to_numpy()
+    events = slices[~lifetime].reset_index(drop=True)
+    units = slices.loc[lifetime, ["kernel", "launch", "cta", "sm", "warp", "dur_ns"]].reset_index(drop=True)
+    del slices
+    return _finished(info, events, units, launches)
+
+
+def _writable_trace_file(
+    info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame
+) -> TraceFile:
     """Split slices into scope events and unit lifetimes, and make the tables ``summarize`` reads,
     with the columns the trace writers read too (``pipeline.chunk_from_tables``), so that a trace
     file can be written again in the other format."""
@@ -676,6 +717,13 @@ def _trace_file(info: dict[str, Any], columns: Mapping[str, Any], launches: pd.D
     units["start_cycles"] = 0
     units["end_cycles"] = slices["dur_cycles"][lifetime].reset_index(drop=True)
     del slices
+    return _finished(info, events, units, launches)
+
+
+def _finished(
+    info: dict[str, Any], events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame
+) -> TraceFile:
+    """The trace file from its events and unit lifetimes: only what a file holds is named."""
     for table in (events, units):
         for name in ("kernel", "scope"):
             if name in table and isinstance(table[name].dtype, pd.CategoricalDtype):

@@ -154,3 +154,18 @@ def test_nesting_order_begins_outermost_first_and_ends_innermost_first():
             assert stack.pop() == i
     assert not stack
     assert [i for _, i, kind in markers if kind == "begin"][:2] == [0, 1]  # outermost first
+
+
+@pytest.mark.parametrize("suffix", [".pftrace", ".json"])
+def test_show_keeps_only_what_the_summary_needs_and_convert_asks_for_the_rest(suffix, tmp_path):
+    out = tmp_path / f"add{suffix}"
+    trace = viewer.load(DATA / "add.pik")
+    (trace.write_perfetto if suffix == ".pftrace" else trace.write_chrome)(out)
+    read = readback.read_perfetto if suffix == ".pftrace" else readback.read_chrome
+    summary_only, writable = read(out), read(out, for_writing=True)
+    assert "begin_record" not in summary_only.trace.events  # show: no writer columns held
+    assert summary_only.summary_text() == writable.summary_text()
+    with pytest.raises(ValueError, match="for_writing=True"):
+        summary_only.write_chrome(tmp_path / "again.json")
+    writable.write_chrome(tmp_path / "again.json")
+    assert readback.read_chrome(tmp_path / "again.json").summary_text() == writable.summary_text()
