@@ -146,7 +146,10 @@ class LaunchRecorder:
     def drain_for(self, device: int) -> Drain:
         drain = self.drains.get(device)
         if drain is None:
-            drain = self.drains[device] = Drain(device, self.pool_bytes, self.sink)
+            with self._numbering:  # two threads' first launches on a device make one drain
+                drain = self.drains.get(device)
+                if drain is None:
+                    drain = self.drains[device] = Drain(device, self.pool_bytes, self.sink)
         return drain
 
     # --- hooks -------------------------------------------------------------------------------
