@@ -134,12 +134,11 @@ class Session:
         from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.graphs import GraphFollower
         from proton_ik.runtime.hooks import LaunchRecorder
-        from proton_ik.viewer.session_file import SessionWriter
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         device = torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(device)
-        info = {
+        self._session_info = {
             "name": self.name,
             "mode": str(self.mode),
             "device": properties.name,
@@ -149,19 +148,14 @@ class Session:
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
         }
-        # Launches arrive raw when sized from the code (at most twice what they wrote) and trimmed
-        # on the device otherwise: the writer stores them as they come.
         writing = threading.Lock()  # one drain thread per device
 
         def sink(meta, data, trimmed_on_device):
             with writing:
                 # Created at the first launch: a session that records nothing (a program that
                 # stops early, say) leaves no empty file behind.
-                if self._writer is None:
-                    self._writer = SessionWriter(self.session_path, info, compress=False, trim=False)
-                self._writer.add_launch(meta, data, trimmed_on_device=trimmed_on_device)
+                self._file().add_launch(meta, data, trimmed_on_device=trimmed_on_device)
 
-        self._session_info = info
         self._recorder = LaunchRecorder(self.pool_bytes, sink, launch_metadata=self.launch_metadata)
         self._recorder.drain_for(device)
         self._graphs = GraphFollower(self._recorder)
@@ -176,18 +170,25 @@ class Session:
         """Whether this session records launches (a GPU is here), not only compiles."""
         return self._recorder is not None
 
-    def _close_file(self) -> None:
-        """Write the session file's manifest; launches that ran unrecorded make a file too."""
+    def _file(self):
+        """The session file, created at its first use."""
         from proton_ik.viewer.session_file import SessionWriter
 
-        unrecorded = self._recorder.unrecorded_info() if self._recorder is not None else []
-        if self._writer is None and unrecorded:
-            self._writer = SessionWriter(self.session_path, self._session_info, compress=False, trim=False)
         if self._writer is None:
+            # Launches arrive raw when sized from the code (at most twice what they wrote) and
+            # trimmed on the device otherwise: the writer stores them as they come.
+            self._writer = SessionWriter(self.session_path, self._session_info, compress=False, trim=False)
+        return self._writer
+
+    def _close_file(self) -> None:
+        """Write the session file's manifest; launches that ran unrecorded make a file too."""
+        unrecorded = self._recorder.unrecorded_info() if self._recorder is not None else []
+        if self._writer is None and not unrecorded:
             return
+        writer = self._file()
         if unrecorded:
-            self._writer.info["unrecorded"] = unrecorded
-        self._writer.close()
+            writer.info["unrecorded"] = unrecorded
+        writer.close()
 
     @contextlib.contextmanager
     def plain(self) -> Iterator[None]:

@@ -87,33 +87,18 @@ class Drain:
     # --- the user's thread -----------------------------------------------------------------
     def allocate(self, size: int) -> Chunk:
         """A chunk of the arena; while the pool is full, wait for the oldest launch to leave."""
-        while True:
-            chunk = self.pool.try_allocate(size)  # raises PoolTooSmall for a launch too large
-            if chunk is not None:
-                return chunk
-            with self._cond:
-                if not self._waiting and not self._busy:
-                    raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
-                self._room_wanted = True
-                self._cond.notify_all()
-                self._cond.wait_for(self._took_one_after(self._taken))
-            self.raise_if_failed()
+        return self.pool.allocate(size, self._wait_for_room)  # PoolTooSmall for a launch too large
 
-    def event(self):
-        """An event to record after a launch: creating one per launch costs microseconds."""
-        try:
-            return self._free_events.pop()
-        except IndexError:
-            return self._torch.cuda.Event()
-
-    def submit(self, launch: Launch, stream: int) -> None:
-        """Queue a launch just enqueued on ``stream``; it stays on the device for now."""
-        launch.launched.record(self.stream(stream))
+    def _wait_for_room(self) -> bool:
+        """Have the drain thread take the oldest launch, and wait for it; False if none is queued."""
         with self._cond:
-            self._waiting.append(launch)
-            self._submitted += 1
-            if self.pool.used_unlocked >= DRAIN_AT * self.pool.capacity:
-                self._cond.notify_all()
+            if not self._waiting and not self._busy:
+                return False
+            self._room_wanted = True
+            self._cond.notify_all()
+            self._cond.wait_for(self._took_one_after(self._taken))
+        self.raise_if_failed()
+        return True
 
     def _took_one_after(self, taken: int) -> Callable[[], bool]:
         return lambda: self._taken > taken or self._error is not None
