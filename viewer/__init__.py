@@ -8,14 +8,17 @@
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
     viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
 
-The modules, in data-flow order: ``session_file`` (the raw capture), ``trim`` (its stored
-form), ``decode`` (bytes to arrays), ``events`` (begin/end pairing), ``timebase`` (cycles to
-ns), ``table`` (columns and pandas), ``pipeline`` (launches to chunks of columns, in bounded
-memory), ``summary``, ``perfetto`` and ``chrome`` (trace writers, chunk by chunk), ``hatchet``
-(Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace``
-(the tables of a whole session), ``render`` (a session straight to trace files). Helpers:
-``groups`` (numbering tracks, threads and SMs) and ``byterows`` (encoding millions of packets or
-JSON objects at once). Nothing loops in Python per record, event or unit, so a session of
+The modules, in data-flow order: ``manifest`` and ``session_file`` (the raw capture, its
+schema checked first; ``zip_members`` reads its members in bounded memory), ``trim`` (its
+stored form), ``decode`` and ``clock_extension`` (bytes to arrays), ``events`` (begin/end
+pairing), ``timebase`` (cycles to ns), ``table`` (columns and pandas), ``pipeline`` and
+``chunk`` (launches to chunks of columns, in bounded memory), ``summary``, ``perfetto`` (with
+``perfetto_tracks``, ``perfetto_slices``, ``perfetto_host``, ``perfetto_wire`` and
+``perfetto_sink``) and ``chrome`` (trace writers, chunk by chunk), ``hatchet`` (Proton's tree of
+per-scope metrics, for ``proton-viewer``), ``trace`` (the tables of a whole session), ``render``
+(a session straight to trace files), and ``readback`` (traces read again: ``read_chrome``,
+``read_perfetto``, ``pftrace_packets``, ``trace_file``). Helpers: ``groups`` (numbering tracks,
+threads and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops in Python per record, event or unit, so a session of
 millions of records finalizes in seconds; ``tests/viewer/finalize_speed.py`` measures it.
 """
 

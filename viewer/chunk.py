@@ -1,0 +1,109 @@
+"""A chunk: a run of consecutive launches, decoded into columns, as the trace writers take it.
+
+``pipeline`` builds chunks from a session's launches run by run; ``chunk_from_tables`` builds one
+from a whole session's tables (``Trace``'s, or tables built by hand), so the writers take either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from proton_ik.viewer.table import HOST_SCOPE_SEPARATOR
+
+Columns = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A run of consecutive launches, decoded: columns as ``table`` builds them, group by group
+    (launches of one kernel and profile), each in launch order (its ``order`` column).
+
+    ``kernel``, ``scope`` and ``host_scope`` columns hold codes into ``kernels``, ``scopes`` and
+    ``host_scopes`` (the session's names so far, in the order first seen). ``launches`` holds the
+    launch-table rows of the launches whose last piece is here, and ``host_paths`` their host
+    scopes (outermost first); ``widths`` the warps per unit of every launch (by number) with rows
+    here. Times relative to the session start are in the ``*_rel_ns`` columns.
+    """
+
+    kernels: tuple[str, ...]
+    scopes: tuple[str, ...]
+    events: Mapping[str, np.ndarray]
+    units: Mapping[str, np.ndarray]
+    unmatched: Mapping[str, np.ndarray]
+    launches: list[dict[str, Any]]
+    widths: dict[int, int]
+    host_scopes: tuple[str, ...] = ("",)
+    host_paths: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+
+def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame) -> Chunk:
+    """A whole session's tables (``Trace``'s, or tables built by hand) as one chunk, for the writers."""
+    kernels = sorted(
+        {*_labels(events["kernel"]), *_labels(units["kernel"]), *_labels(launches.get("kernel", []))}
+    )
+    scopes = _labels(events["scope"])
+    hosts = ["", *(label for label in _labels(events.get("host_scope", [])) if label)]
+    rows = launches.to_dict("records")
+    return Chunk(
+        kernels=tuple(kernels),
+        scopes=tuple(scopes),
+        events={
+            **{name: _ints(events[name]) for name in _EVENT_INTS},
+            "kernel": _codes(events["kernel"], kernels),
+            "scope": _codes(events["scope"], scopes),
+            "host_scope": _codes(events["host_scope"], hosts)
+            if "host_scope" in events
+            else np.zeros(len(events), np.int64),
+        },
+        units={
+            **{name: _ints(units[name]) for name in _UNIT_INTS},
+            "kernel": _codes(units["kernel"], kernels),
+            "finished": units["finished"].to_numpy(bool),
+        },
+        unmatched={},
+        launches=rows,
+        widths={int(row["launch"]): int(row.get("warps_per_unit", 1)) for row in rows},
+        host_scopes=tuple(hosts),
+        host_paths={int(row["launch"]): _host_path(row.get("host_scope")) for row in rows},
+    )
+
+
+def _host_path(joined: Any) -> tuple[str, ...]:
+    """A launch table's host scope path (joined by "/") as its scopes, outermost first."""
+    return tuple(joined.split(HOST_SCOPE_SEPARATOR)) if isinstance(joined, str) and joined else ()
+
+
+# What the trace writers read of the tables; -1 stands for a missing value.
+_EVENT_INTS = (
+    "launch", "sm", "cta", "unit", "warp", "lane", "depth", "begin_ns", "end_ns", "begin_rel_ns", "dur_ns",
+    "dur_cycles", "line", "begin_record", "end_record",
+)  # fmt: skip
+_UNIT_INTS = (
+    "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns", "start_rel_ns", "dur_ns", "start_cycles",
+    "end_cycles", "count", "overwritten",
+)  # fmt: skip
+
+
+def _ints(column: pd.Series) -> np.ndarray:
+    return column.fillna(-1).to_numpy(np.int64) if column.hasnans else column.to_numpy(np.int64)
+
+
+def _labels(column: pd.Series | list) -> list[str]:
+    """The distinct values of a column of names, as strings, sorted."""
+    if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
+        return sorted(str(c) for c in column.cat.categories)
+    return sorted({str(c) for c in column})
+
+
+def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
+    """Each value's index in ``labels``."""
+    position = {label: i for i, label in enumerate(labels)}
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        lookup = np.array([position[str(c)] for c in column.cat.categories] or [0], dtype=np.int64)
+        return lookup[column.cat.codes.to_numpy()]
+    return pd.Categorical(column.astype(str), categories=list(labels)).codes.astype(np.int64)

@@ -1,0 +1,69 @@
+"""The Perfetto writer's output: framed packets written to the file, or gathered into bundles
+that worker threads zlib-compress (``TracePacket.compressed_packets``).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import BinaryIO
+
+import numpy as np
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
+from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
+
+from proton_ik.viewer.byterows import varint_bytes
+from proton_ik.viewer.perfetto_wire import _TRACE_PACKET
+
+BUNDLE_BYTES = 1 << 20  # uncompressed bytes per compressed bundle
+COMPRESS_LEVEL = 1  # zlib: level 6 saves about a quarter of the size for four times the time
+
+
+class _Sink:
+    """Writes framed packets (``Trace.packet`` fields) to the file, or gathers them into bundles
+    that worker threads compress while the caller encodes the next chunk."""
+
+    def __init__(self, file: BinaryIO, compress: bool):
+        self.file = file
+        self.builder = StreamingTraceProtoBuilder(file)
+        self.compress = compress
+        self.pending: list[bytes | np.ndarray] = []
+        self.pending_bytes = 0
+        self.workers = min(8, os.cpu_count() or 1)
+        self.pool = ThreadPoolExecutor(self.workers) if compress else None
+        self.bundles: deque[Future[bytes]] = deque()
+
+    def packet(self, packet: TracePacket) -> None:
+        self.framed(_TRACE_PACKET + varint_bytes(packet.ByteSize()) + packet.SerializeToString())
+
+    def framed(self, data: bytes | np.ndarray) -> None:
+        if not self.compress:
+            self.file.write(data)
+            return
+        self.pending.append(data)
+        self.pending_bytes += len(data)
+        if self.pending_bytes >= BUNDLE_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        payload = b"".join(self.pending)
+        self.pending, self.pending_bytes = [], 0
+        self.bundles.append(self.pool.submit(zlib.compress, payload, COMPRESS_LEVEL))
+        while len(self.bundles) > 2 * self.workers:
+            self._write_bundle()
+
+    def _write_bundle(self) -> None:
+        self.builder.write_packet(TracePacket(compressed_packets=self.bundles.popleft().result()))
+
+    def close(self) -> None:
+        """Write what is pending, and wait for the workers."""
+        if self.pool is None:
+            return
+        self.flush()
+        while self.bundles:
+            self._write_bundle()
+        self.pool.shutdown()

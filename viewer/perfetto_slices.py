@@ -1,0 +1,316 @@
+"""The slices of a chunk as Perfetto packets: each warp track's header (its clock anchor), then
+its slice begins and ends (scopes and unit lifetimes) in recorded order, and each launch's
+lifetime slice with its metadata as args; encoded column by column with ``byterows``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, TrackEvent, TrackEventDefaults
+
+from proton_ik.viewer.byterows import Rows
+from proton_ik.viewer.perfetto_tracks import LIFETIME, _launch_slice_name, _Tracks
+from proton_ik.viewer.perfetto_wire import (
+    _ANNOTATION_IID,
+    _BEGIN,
+    _BOOTTIME,
+    _CLOCK,
+    _DEFAULT_CLOCK,
+    _DEFAULTS,
+    _END_EVENT,
+    _EVENT,
+    _INCREMENTAL,
+    _IS_INCREMENTAL,
+    _NEEDS_STATE,
+    _PACKET,
+    _PRIMARY_BOOTTIME,
+    _TRACE_PACKET,
+    LAUNCH_ANNOTATIONS,
+    _annotations,
+    _debug_annotation,
+    _key,
+    _with,
+)
+from proton_ik.viewer.pipeline import Columns
+
+# Besides the CTA, SM and warp every slice of a track shares:
+_SCOPE_ANNOTATIONS = ("cycles", "line")
+_LIFETIME_ANNOTATIONS = ("cycles", "records", "overwritten")
+
+
+@dataclass(frozen=True)
+class _LaunchSlices:
+    """The lifetime slices of the launches that end in a chunk: each its own track's only slice."""
+
+    uuid: np.ndarray
+    begin: np.ndarray
+    end: np.ndarray
+    events: list[bytes]  # each begin's TrackEvent, encoded: its name and its annotations
+
+
+def _launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
+    """A launch lifetime's begin: its metadata and statistics as structured args."""
+    values = {name: row.get(name) for name in LAUNCH_ANNOTATIONS}
+    values["config"] = row.get("config_args")
+    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[_launch_slice_name(row)])
+    for name, value in values.items():
+        annotation = _debug_annotation(value)
+        if annotation is not None:
+            annotation.name_iid = _ANNOTATION_IID[name]
+            event.debug_annotations.append(annotation)
+    return event.SerializeToString()
+
+
+@dataclass(frozen=True)
+class _Markers:
+    """Every packet of a chunk's event stream, in the order written: one header per track, then
+    the track's slice begins and ends in the order its unit recorded them."""
+
+    rows: int
+    on_sequence: bytes  # the chunk's trusted_packet_sequence_id field
+    # Track headers: output row, the track's uuid, its first timestamp.
+    header_row: np.ndarray
+    header_uuid: np.ndarray
+    header_ts: np.ndarray
+    # Slice begins and ends, as written: output row, end or not, timestamp delta, track, and
+    # for a begin its slice: a row of ``name`` and ``values`` (events, unit lifetimes, then
+    # launch lifetimes).
+    row: np.ndarray
+    is_end: np.ndarray
+    delta: np.ndarray
+    track: np.ndarray
+    slice: np.ndarray
+    scopes: int  # slices below this are scope events
+    lives: int  # then up to this, unit lifetimes; the rest are launch lifetimes
+    name: np.ndarray
+    values: dict[str, np.ndarray]  # per annotation, -1 where a slice does not carry it
+    shared: Rows  # per warp track: the annotations all its slices carry (CTA, SM, warp)
+    launch_events: Rows  # per launch lifetime: its begin's TrackEvent
+
+
+def _markers(
+    events: Columns,
+    lives: Columns,
+    tracks: _Tracks,
+    names: dict[str, int],
+    launches: _LaunchSlices,
+    sequence: int,
+    scope_names: Sequence[str],
+) -> _Markers:
+    scope_track, life_track = tracks.event_track, tracks.life_track
+    n_warps = len(tracks.unit)
+    n_events, n_lives, n_launches = len(scope_track), len(life_track), len(launches.uuid)
+    n_tracks = n_warps + n_launches
+    begin_ns, end_ns = events["begin_ns"], events["end_ns"]
+    start, end = lives["start_ns"], lives["end_ns"]
+    if n_events and n_lives:
+        # Keep each lifetime around its unit's scopes even if the unit's clocks are inconsistent.
+        start = np.minimum(start, _per_track(np.minimum, n_warps, scope_track, begin_ns)[life_track])
+        end = np.maximum(end, _per_track(np.maximum, n_warps, scope_track, end_ns)[life_track])
+    begin_record, end_record = events["begin_record"], events["end_record"]
+    last_order = int(max(begin_record.max(initial=0), end_record.max(initial=0))) + 1
+    launch_track = n_warps + np.arange(n_launches)
+    track = np.concatenate([scope_track, scope_track, life_track, life_track, launch_track, launch_track])
+    # Within a track: a lifetime begins before, and ends after, every record of its unit.
+    order = np.concatenate(
+        [
+            begin_record + 1,
+            end_record + 1,
+            np.zeros(n_lives, np.int64),
+            np.full(n_lives, last_order + 1),
+            np.zeros(n_launches, np.int64),
+            np.full(n_launches, last_order + 1),
+        ]
+    )
+    ts = np.concatenate([begin_ns, end_ns, start, end, launches.begin, launches.end])
+    slices = np.arange(n_events + n_lives + n_launches)
+    ends = np.full(n_events, -1)
+    slice_of = np.concatenate(
+        [
+            slices[:n_events],
+            ends,
+            slices[n_events : n_events + n_lives],
+            np.full(n_lives, -1),
+            slices[n_events + n_lives :],
+            np.full(n_launches, -1),
+        ]
+    )
+
+    # Tracks go out in order of their first timestamp: each restarts the incremental clock with a
+    # snapshot against BOOTTIME, and one clock's snapshots must not go back in time.
+    first_ts = _per_track(np.minimum, n_tracks, track, ts)
+    rank = np.empty(n_tracks, dtype=np.int64)
+    rank[np.argsort(first_ts, kind="stable")] = np.arange(n_tracks)
+    sort = _argsort_keys(rank[track], order, last_order + 2)
+    track, ts, slice_of = track[sort], ts[sort], slice_of[sort]
+    new_track = np.ones(len(track), dtype=bool)
+    new_track[1:] = track[1:] != track[:-1]
+    # A timestamp never goes back within a track: that would be a negative delta.
+    ts = _running_max(ts, new_track)
+    delta = np.diff(ts, prepend=0)
+    delta[new_track] = 0
+    # Each track's header goes right before its first marker.
+    row = np.arange(len(track)) + np.cumsum(new_track)
+
+    def both(scoped: object, lived: object) -> np.ndarray:
+        return np.concatenate(
+            [np.asarray(scoped, dtype=np.int64), np.asarray(lived, dtype=np.int64), np.full(n_launches, -1)]
+        )
+
+    no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
+    track_uuid = np.concatenate([tracks.warp_uuid, launches.uuid])
+    return _Markers(
+        rows=len(track) + int(new_track.sum()),
+        on_sequence=_with(_PACKET, "trusted_packet_sequence_id", sequence),
+        header_row=row[new_track] - 1,
+        header_uuid=track_uuid[track[new_track]],
+        header_ts=ts[new_track],
+        row=row,
+        is_end=slice_of < 0,
+        delta=delta,
+        track=track,
+        slice=slice_of,
+        scopes=n_events,
+        lives=n_events + n_lives,
+        name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
+        shared=_annotations(
+            n_warps,
+            {
+                "cta": tracks.cta[tracks.warp_cta],
+                "sm": tracks.sm[tracks.cta_sm[tracks.warp_cta]],
+                "warp": tracks.warp,
+            },
+        ),
+        values={
+            "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
+            "line": both(events["line"], no_life),
+            "records": both(no_event, lives["count"]),
+            "overwritten": both(no_event, lives["overwritten"]),
+        },
+        launch_events=Rows(n_launches).pick(np.arange(n_launches), launches.events),
+    )
+
+
+def _scope_iids(codes: np.ndarray, scope_names: Sequence[str], names: dict[str, int]) -> np.ndarray:
+    """The interned name of each event's scope, from its scope code."""
+    lookup = np.array([names.get(name, 0) for name in scope_names] or [0], dtype=np.int64)
+    return lookup[codes]
+
+
+def _argsort_keys(major: np.ndarray, minor: np.ndarray, minor_range: int) -> np.ndarray:
+    """The order that sorts rows by (major, minor), both non-negative with unique pairs."""
+    if len(major) == 0:
+        return np.zeros(0, np.int64)
+    if (int(major.max()) + 1) * minor_range < 1 << 63:
+        # Stable: merge sort finds the long runs the rows come in (each track's records in order).
+        return np.argsort(major * minor_range + minor, kind="stable")
+    return np.lexsort((minor, major))
+
+
+def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Running maximum that restarts where ``starts`` is True (rows grouped)."""
+    if np.all((values[1:] >= values[:-1]) | starts[1:]):
+        return values
+    group = np.cumsum(starts) - 1
+    low = values.min()
+    span = int(values.max()) - int(low) + 1
+    lifted = (values - low) + group * span
+    return np.maximum.accumulate(lifted) - group * span + low
+
+
+def _per_track(reduce: np.ufunc, n_tracks: int, track: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``reduce`` (np.minimum or np.maximum) of ``values`` per warp track."""
+    identity = np.iinfo(np.int64).max if reduce is np.minimum else np.iinfo(np.int64).min
+    result = np.full(n_tracks, identity, dtype=np.int64)
+    reduce.at(result, track, values)
+    return result
+
+
+def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
+    """Output rows ``lo`` to ``hi`` of the event stream: track headers, slice begins and ends."""
+    kinds = []
+    a, b = np.searchsorted(markers.header_row, [lo, hi])
+    if a < b:
+        kinds.append((_header_rows(markers, a, b), markers.header_row[a:b] - lo))
+    a, b = np.searchsorted(markers.row, [lo, hi])
+    ends = np.flatnonzero(markers.is_end[a:b]) + a
+    begins = np.flatnonzero(~markers.is_end[a:b]) + a
+    # Scopes, unit lifetimes and launch lifetimes carry different annotations: each kind on its own.
+    slices = markers.slice[begins]
+    scoped, launched = slices < markers.scopes, slices >= markers.lives
+    for kind in (begins[scoped], begins[~scoped & ~launched]):
+        if len(kind):
+            kinds.append((_begin_rows(markers, kind), markers.row[kind] - lo))
+    if launched.any():
+        kind = begins[launched]
+        kinds.append((_launch_rows(markers, kind), markers.row[kind] - lo))
+    if len(ends):
+        event = Rows(len(ends)).constant(_END_EVENT)
+        packet = (
+            Rows(len(ends))
+            .field(_key(_PACKET, "timestamp"), markers.delta[ends])
+            .constant(markers.on_sequence)
+            .message(_key(_PACKET, "track_event"), event)
+        )
+        kinds.append((Rows(len(ends)).message(_TRACE_PACKET, packet), markers.row[ends] - lo))
+    return kinds
+
+
+def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
+    """Make each track the sequence's default and restart the incremental clock at its first timestamp."""
+    n = b - a
+    ts, first = markers.header_ts[a:b], markers.header_row[a:b] == 0
+    incremental = (
+        Rows(n).constant(_INCREMENTAL).field(_key(_CLOCK, "timestamp"), ts).constant(_IS_INCREMENTAL)
+    )
+    boottime = Rows(n).constant(_BOOTTIME).field(_key(_CLOCK, "timestamp"), ts)
+    snapshot = (
+        Rows(n)
+        .message(_key(ClockSnapshot.DESCRIPTOR, "clocks"), incremental)
+        .message(_key(ClockSnapshot.DESCRIPTOR, "clocks"), boottime)
+        .constant(_PRIMARY_BOOTTIME, first)
+    )
+    uuid = markers.header_uuid[a:b]
+    track_defaults = Rows(n).field(_key(TrackEventDefaults.DESCRIPTOR, "track_uuid"), uuid)
+    defaults = (
+        Rows(n).message(_key(_DEFAULTS, "track_event_defaults"), track_defaults).constant(_DEFAULT_CLOCK)
+    )
+    packet = (
+        Rows(n)
+        .message(_key(_PACKET, "clock_snapshot"), snapshot)
+        .constant(markers.on_sequence)
+        .message(_key(_PACKET, "trace_packet_defaults"), defaults)
+    )
+    return Rows(n).message(_TRACE_PACKET, packet)
+
+
+def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
+    n = len(index)
+    slices = markers.slice[index]
+    carried = _LIFETIME_ANNOTATIONS if slices[0] >= markers.scopes else _SCOPE_ANNOTATIONS
+    event = Rows(n).take(markers.shared, markers.track[index])
+    event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
+    event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
+    return _begin_packets(markers, index, event)
+
+
+def _launch_rows(markers: _Markers, index: np.ndarray) -> Rows:
+    """Launch lifetimes' begins: few, each with its own annotations, encoded by protobuf."""
+    launch = markers.slice[index] - markers.lives
+    event = Rows(len(index)).take(markers.launch_events, launch)
+    return _begin_packets(markers, index, event)
+
+
+def _begin_packets(markers: _Markers, index: np.ndarray, event: Rows) -> Rows:
+    packet = (
+        Rows(len(index))
+        .field(_key(_PACKET, "timestamp"), markers.delta[index])
+        .constant(markers.on_sequence)
+        .message(_key(_PACKET, "track_event"), event)
+        .constant(_NEEDS_STATE)
+    )
+    return Rows(len(index)).message(_TRACE_PACKET, packet)

@@ -1,0 +1,154 @@
+"""Protobuf wire encoding for the Perfetto writer: field keys taken from perfetto's own
+descriptors, fields whose values are known in advance as bytes, the interned names a sequence
+starts with, and debug annotations, both as columns of ``byterows`` rows and as protos.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    BUILTIN_CLOCK_BOOTTIME,
+    ClockSnapshot,
+    DebugAnnotation,
+    Trace,
+    TracePacket,
+    TracePacketDefaults,
+    TrackDescriptor,
+    TrackEvent,
+)
+
+from proton_ik.viewer.byterows import Rows, varint_bytes
+
+# Clock ids 64..127 are scoped to one packet sequence; only those may be incremental.
+INCREMENTAL_CLOCK_ID = 64
+ANNOTATIONS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
+# A launch's lifetime slice carries these (where its metadata has them), then "config" and
+# "problems" as a dictionary and an array.
+LAUNCH_ANNOTATIONS = (
+    "kernel", "name", "host_scope", "launch", "device", "stream", "graph", "replay", "grid",
+    "warps_per_unit", "capacity", "capacity_source", "capacity_bound", "capacity_reason", "ctas", "units",
+    "records", "events", "overwritten", "mhz", "clock_source", "config", "launch_metrics", "problems",
+)  # fmt: skip
+HOST_ANNOTATIONS = ("launches", "first_launch", "last_launch")  # of a host scope's slice
+_ANNOTATION_IID = {
+    name: iid
+    for iid, name in enumerate(dict.fromkeys([*ANNOTATIONS, *LAUNCH_ANNOTATIONS, *HOST_ANNOTATIONS]), start=1)
+}
+
+
+# --- protobuf keys, from perfetto's own descriptors ---------------------------------------------
+
+_WIRE_TYPES = {
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES), 2
+    ),
+    **dict.fromkeys(
+        (
+            FieldDescriptor.TYPE_INT32,
+            FieldDescriptor.TYPE_INT64,
+            FieldDescriptor.TYPE_UINT32,
+            FieldDescriptor.TYPE_UINT64,
+            FieldDescriptor.TYPE_BOOL,
+            FieldDescriptor.TYPE_ENUM,
+        ),
+        0,
+    ),
+}
+
+
+def _key(message: Descriptor, name: str) -> bytes:
+    """The key (field number and wire type) that starts a field of ``message``."""
+    field = message.fields_by_name[name]
+    return varint_bytes(field.number << 3 | _WIRE_TYPES[field.type])
+
+
+def _with(message: Descriptor, name: str, value: int) -> bytes:
+    """A varint field with a value known in advance, as bytes."""
+    return _key(message, name) + varint_bytes(value)
+
+
+_TRACE_PACKET = _key(Trace.DESCRIPTOR, "packet")
+_PACKET, _EVENT, _TRACK = TracePacket.DESCRIPTOR, TrackEvent.DESCRIPTOR, TrackDescriptor.DESCRIPTOR
+
+
+# --- fields known in advance ----------------------------------------------------------------
+
+_CLOCK = ClockSnapshot.Clock.DESCRIPTOR
+_DEFAULTS = TracePacketDefaults.DESCRIPTOR
+_INCREMENTAL = _with(_CLOCK, "clock_id", INCREMENTAL_CLOCK_ID)
+_BOOTTIME = _with(_CLOCK, "clock_id", BUILTIN_CLOCK_BOOTTIME)
+_IS_INCREMENTAL = _with(_CLOCK, "is_incremental", 1)
+_PRIMARY_BOOTTIME = _with(ClockSnapshot.DESCRIPTOR, "primary_trace_clock", BUILTIN_CLOCK_BOOTTIME)
+_DEFAULT_CLOCK = _with(_DEFAULTS, "timestamp_clock_id", INCREMENTAL_CLOCK_ID)
+_BEGIN = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_BEGIN)
+_END_EVENT = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_END)
+_NEEDS_STATE = _with(_PACKET, "sequence_flags", TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+
+
+# --- interned names and debug annotations ---------------------------------------------------
+
+
+def _interning_packet(names: dict[str, int], sequence: int) -> TracePacket:
+    """A sequence's first packet: it clears incremental state and interns every name."""
+    packet = TracePacket(trusted_packet_sequence_id=sequence, first_packet_on_sequence=True)
+    packet.sequence_flags = (
+        TracePacket.SEQ_INCREMENTAL_STATE_CLEARED | TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+    )
+    for name, iid in names.items():
+        packet.interned_data.event_names.add(iid=iid, name=name)
+    for name, iid in _ANNOTATION_IID.items():
+        packet.interned_data.debug_annotation_names.add(iid=iid, name=name)
+    return packet
+
+
+_OPTIONAL = ("line",)  # -1: the slice has no such annotation
+
+
+def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
+    """TrackEvent.debug_annotations fields, with interned names, in the order of ANNOTATIONS."""
+    rows = Rows(n)
+    for annotation in ANNOTATIONS:
+        if annotation not in values:
+            continue
+        column = values[annotation]
+        present = column >= 0 if annotation in _OPTIONAL else None
+        if present is not None:
+            column = np.maximum(column, 0)  # an absent annotation's value is never written
+        body = Rows(n).constant(_with(DebugAnnotation.DESCRIPTOR, "name_iid", _ANNOTATION_IID[annotation]))
+        body.field(_key(DebugAnnotation.DESCRIPTOR, "int_value"), column)
+        rows.message(_key(_EVENT, "debug_annotations"), body, present)
+    return rows
+
+
+def _debug_annotation(value: Any) -> DebugAnnotation | None:
+    """A plain value (number, text, dictionary, list) as a debug annotation; None for none."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, (Mapping, list, tuple, np.ndarray)) and not len(value):
+        return None  # an empty dictionary and an empty list would read back alike
+    annotation = DebugAnnotation()
+    if isinstance(value, (bool, np.bool_)):
+        annotation.bool_value = bool(value)
+    elif isinstance(value, numbers.Integral):
+        annotation.int_value = int(value)
+    elif isinstance(value, numbers.Real):
+        annotation.double_value = float(value)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            entry = _debug_annotation(item)
+            if entry is not None:
+                entry.name = str(key)
+                annotation.dict_entries.append(entry)
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        for item in value:
+            entry = _debug_annotation(item)
+            if entry is not None:
+                annotation.array_values.append(entry)
+    else:
+        annotation.string_value = str(value)
+    return annotation

@@ -1,0 +1,132 @@
+"""Reading a Chrome JSON trace proton_ik wrote (``chrome.write_chrome``) back into columns: its
+slices, its processes' launches and its threads' lanes, and the launch table it carries whole
+(``otherData.launches``), each value checked."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from proton_ik.viewer.manifest import ManifestError, check_info
+from proton_ik.viewer.read_checks import (
+    _DESCRIBED_COUNTS,
+    _NOT_A_TRACE,
+    _NUMBER,
+    _SLICE_ARGS,
+    _refuse,
+    _warps_per_unit,
+    _whole,
+)
+from proton_ik.viewer.session_file import SessionFileError
+from proton_ik.viewer.trace_file import TraceFile, _trace_file
+
+_PROCESS_NAME = re.compile(rf"launch (?P<launch>{_NUMBER}): (?P<kernel>.*) / SM (?P<sm>\d{{1,9}})")
+_THREAD_NAME = re.compile(r"CTA \d{1,9} warps? \d{1,9}(?:-\d{1,9})?(?: overlap (?P<lane>\d{1,9}))?")
+
+
+def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
+    """Read a Chrome JSON trace written by ``chrome.write_chrome``."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise SessionFileError(f"{path} does not exist; check the path") from None
+    except (ValueError, RecursionError) as error:
+        raise SessionFileError(f"{path} {_NOT_A_TRACE} (its JSON does not parse: {error})") from None
+    other = document.get("otherData") if isinstance(document, dict) else None
+    info = other.get("proton_ik") if isinstance(other, dict) else None
+    launch_rows = other.get("launches") if isinstance(other, dict) else None
+    objects = document.get("traceEvents") if isinstance(document, dict) else None
+    if not (isinstance(info, dict) and isinstance(launch_rows, list) and isinstance(objects, list)):
+        raise SessionFileError(
+            f"{path} is not a Chrome trace written by proton_ik (it lacks otherData.proton_ik, "
+            "otherData.launches or traceEvents)"
+        )
+    try:
+        check_info(info)
+    except ManifestError as error:
+        raise _refuse(path, f"otherData.proton_ik: {error}") from None
+    processes: dict[object, int] = {}
+    lanes: dict[tuple[object, object], int] = {}  # by (pid, tid), from the thread's name
+    threads: dict[tuple[object, object], int] = {}
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *_SLICE_ARGS)
+    }
+    for number, obj in enumerate(objects):
+        if not isinstance(obj, dict):
+            raise _refuse(path, f"traceEvents[{number}] is not a JSON object")
+        args = obj.get("args")
+        if obj.get("ph") == "M" and obj.get("name") == "process_name" and isinstance(args, dict):
+            match = _PROCESS_NAME.fullmatch(str(args.get("name")))
+            if match and isinstance(obj.get("pid"), (int, str)):
+                processes[obj["pid"]] = int(match["launch"])
+        if obj.get("ph") == "M" and obj.get("name") == "thread_name" and isinstance(args, dict):
+            match = _THREAD_NAME.fullmatch(str(args.get("name")))
+            if match and isinstance(obj.get("pid"), (int, str)) and isinstance(obj.get("tid"), (int, str)):
+                lanes[obj["pid"], obj["tid"]] = int(match["lane"] or 0)
+        if obj.get("ph") != "X":
+            continue
+        where = f"traceEvents[{number}]"
+        kernel, scope, ts, dur = obj.get("cat"), obj.get("name"), obj.get("ts"), obj.get("dur")
+        if not (isinstance(kernel, str) and isinstance(scope, str) and isinstance(args, dict)):
+            raise _refuse(path, f"{where} is a slice without a kernel (cat), name or args")
+        pid, tid = obj.get("pid"), obj.get("tid")
+        if not isinstance(pid, (int, str)) or pid not in processes:
+            raise _refuse(
+                path, f"{where} is a slice in process {obj.get('pid')!r:.40}, which names no launch"
+            )
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur < 1e15:
+            raise _refuse(path, f"{where} has the duration {dur!r:.40}, not a number of microseconds")
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not -1e15 < ts < 1e15:
+            raise _refuse(path, f"{where} has the start {ts!r:.40}, not a time in microseconds")
+        thread = (pid, tid if isinstance(tid, (int, str)) else None)
+        columns["kernel"].append(kernel)
+        columns["launch"].append(processes[obj["pid"]])
+        columns["scope"].append(scope)
+        columns["begin_ns"].append(round(ts * 1000))
+        columns["dur_ns"].append(round(dur * 1000))
+        columns["lane"].append(lanes.get(thread, 0))
+        columns["track"].append(threads.setdefault(thread, len(threads)))
+        for key in _SLICE_ARGS:
+            columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
+    launches = _checked_launches(path, launch_rows)
+    return _trace_file(info, columns, launches, for_writing)
+
+
+def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
+    """A Chrome trace's launch table, each row checked for what the summary reads."""
+    for number, row in enumerate(rows):
+        where = f"otherData.launches[{number}]"
+        if not isinstance(row, dict):
+            raise _refuse(path, f"{where} is not a JSON object")
+        if not isinstance(row.get("kernel"), str):
+            raise _refuse(path, f"{where} names no kernel")
+        for key in ("launch", "ctas", "units", "overlapping", *_DESCRIBED_COUNTS):
+            _whole(row.get(key), f"{where}.{key}", path)
+        for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound", "units_skipped"):
+            _whole(row.get(key), f"{where}.{key}", path, missing=True)
+        _warps_per_unit(row.get("warps_per_unit"), f"{where}.warps_per_unit", path)
+        mhz = row.get("mhz")
+        if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not math.isfinite(mhz):
+            raise _refuse(path, f"{where}.mhz is {mhz!r:.40}, not a clock rate")
+        for key in ("grid", "config", "capacity_source", "capacity_reason", "clock_source"):
+            if not isinstance(row.get(key), (str, type(None))):
+                raise _refuse(path, f"{where}.{key} is {row.get(key)!r:.40}, not text")
+        problems = row.get("problems", [])
+        if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+            raise _refuse(path, f"{where}.problems is not a list of text")
+    launches = pd.DataFrame(rows)
+    if not len(launches):
+        raise _refuse(path, "it lists no launches (otherData.launches is empty)")
+    if "problems" not in launches:
+        launches["problems"] = [[] for _ in range(len(launches))]
+    if "units_skipped" not in launches:
+        launches["units_skipped"] = pd.NA
+    launches["warps_per_unit"] = [_warps_per_unit(row.get("warps_per_unit"), "", path) for row in rows]
+    return launches

@@ -1,0 +1,315 @@
+"""Reading a ``.pftrace`` proton_ik wrote (``perfetto.write_perfetto``) back into columns: its
+packets replayed (interned names, per-track incremental clocks, each warp track's stack of
+slices), its track tree walked up from each slice to its launch track, and the launch table
+rebuilt from each launch track's description and its lifetime slice's args."""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TrackEvent
+
+from proton_ik.viewer.perfetto import HOST_TRACK, INCREMENTAL_CLOCK_ID, LIFETIME
+from proton_ik.viewer.pftrace_packets import iter_packets
+from proton_ik.viewer.read_checks import (
+    _DESCRIBED_COUNTS,
+    _INT64,
+    _NOT_A_TRACE,
+    _NUMBER,
+    _SLICE_ARGS,
+    _refuse,
+    _warps_per_unit,
+    _whole,
+)
+from proton_ik.viewer.session_file import SessionFileError
+from proton_ik.viewer.table import config_text
+from proton_ik.viewer.trace_file import TraceFile, _trace_file
+
+_LAUNCH_TRACK = re.compile(rf"launch (?P<launch>{_NUMBER}): (?P<kernel>.*)")
+# perfetto._launch_description after its "kernel NAME, " prefix, read back; every group stops at
+# the separator after it, so that a long or crafted description is matched in linear time.
+# tests/viewer/test_readback.py keeps the two in step.
+_COUNT = r"\d{1,18}"
+_LAUNCH_DESCRIPTION = re.compile(
+    rf"grid (?P<grid>[^,;]*), stream (?P<stream>[^;]*); SM clock (?P<mhz>\d{{1,9}}(?:\.\d+)?) MHz "
+    rf"\((?P<clock_source>[^)]*)\); (?P<events>{_COUNT}) events from (?P<records>{_COUNT}) records; "
+    rf"scope begins shifted by (?P<time_shift_cycles>{_COUNT}) cycles(?: \((?P<time_shift_pair_cycles>"
+    rf"{_COUNT}) for paired scopes\))?; (?P<overwritten>{_COUNT}) records overwritten by the ring, "
+    rf"(?P<lost_to_ring>{_COUNT}) ends lost to it; (?P<unmatched_begin>{_COUNT}) unmatched begins, "
+    rf"(?P<unmatched_end>{_COUNT}) unmatched ends; (?P<units_unfinished>{_COUNT}) unfinished units; "
+    rf"(?P<ctas_missing>{_COUNT}) CTAs without a header"
+)
+_SUMMARY_ARGS = _SLICE_ARGS[:5]  # what show needs of a slice's args; the writers need them all
+
+
+# What a launch's lifetime slice says that its track description does not.
+_LAUNCH_METADATA = (
+    "name", "host_scope", "launch_metrics", "device", "graph", "replay", "warps_per_unit", "capacity",
+    "capacity_source", "capacity_bound", "capacity_reason",
+)  # fmt: skip
+
+
+def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
+    """Read a ``.pftrace`` written by ``perfetto.write_perfetto``, replaying its packets as they
+    stream in: interned names, per-track incremental clocks, slice begins and ends on each warp
+    track's stack. Slices go into typed columns, with the place of their begin and end in the
+    file (which orders a track's markers when the trace is written again); only launch
+    lifetimes keep their args."""
+    path = Path(path)
+    tracks = TrackTree()
+    names: dict[int, str] = {}
+    annotation_names: dict[int, str] = {}
+    stacks: dict[int, list[tuple[str, int, dict[str, Any], int]]] = defaultdict(list)
+    scopes: dict[str, int] = {}  # slice name -> code
+    rows = {
+        "track": array("Q"), "scope": array("q"), "begin_ns": array("q"), "dur_ns": array("q"),
+        "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
+    }  # fmt: skip
+    slice_args = _SLICE_ARGS if for_writing else _SUMMARY_ARGS
+    values = {key: array("q") for key in slice_args}
+    present = {key: array("b") for key in slice_args}
+    launch_args: dict[int, dict[str, Any]] = {}
+    track, now, marker = 0, 0, 0
+    for packet in iter_packets(path):
+        if packet.HasField("interned_data"):
+            names.update({entry.iid: _text(entry.name) for entry in packet.interned_data.event_names})
+            annotation_names.update(
+                {entry.iid: _text(entry.name) for entry in packet.interned_data.debug_annotation_names}
+            )
+        if packet.HasField("trace_packet_defaults"):
+            track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+        kind = packet.WhichOneof("data")
+        if kind == "track_descriptor":
+            tracks.add(packet.track_descriptor)
+        elif kind == "clock_snapshot":
+            for clock in packet.clock_snapshot.clocks:
+                if clock.clock_id == INCREMENTAL_CLOCK_ID:
+                    now = clock.timestamp
+        if kind != "track_event":
+            continue
+        event = packet.track_event
+        now += packet.timestamp
+        marker += 1
+        if event.type == TrackEvent.TYPE_SLICE_BEGIN:
+            args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
+            stacks[track].append((names.get(event.name_iid, ""), now, args, marker))
+        elif event.type == TrackEvent.TYPE_SLICE_END and track in stacks:
+            stack = stacks[track]
+            name, begin, args, begun = stack.pop()
+            depth = len(stack)
+            if not stack:
+                del stacks[track]  # one list per open track, not one per track ever seen
+            duration = _whole(now - begin, f"the duration of a {name!r:.40} slice", path)
+            if not (_INT64[0] <= begin <= _INT64[1] and _INT64[0] <= now <= _INT64[1]):
+                raise _refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
+            if track in tracks.host:
+                continue  # host scopes group launches; the summary reads them from the launches
+            if track in tracks.launches:
+                launch_args[track] = args
+                continue
+            rows["track"].append(track)
+            rows["scope"].append(scopes.setdefault(name, len(scopes)))
+            rows["dur_ns"].append(duration)
+            if for_writing:  # what only the writers need: kept apart, it costs show nothing
+                rows["begin_ns"].append(begin)
+                rows["depth"].append(depth)
+                rows["begin_record"].append(begun)
+                rows["end_record"].append(marker)
+            for key in slice_args:
+                value = args.get(key)
+                present[key].append(value is not None)
+                values[key].append(0 if value is None else _whole(value, f"a slice's {key}", path))
+    return _perfetto_tables(path, tracks, scopes, rows, values, present, launch_args, for_writing)
+
+
+class TrackTree:
+    """The track descriptors as compact columns (uuid, parent, lane: the number after a warp
+    track's "overlap", 0 for none); launch tracks, which are few, keep their launch number,
+    kernel and description (the launch's statistics)."""
+
+    def __init__(self) -> None:
+        self.uuids, self.parents, self.lanes = array("Q"), array("Q"), array("q")
+        self.launches: dict[int, tuple[int, str, str]] = {}
+        self.host: set[int] = set()  # the host scopes' track
+        self.title = ""
+
+    def add(self, descriptor: Any) -> None:
+        name = _text(descriptor.name)
+        self.uuids.append(descriptor.uuid)
+        self.parents.append(descriptor.parent_uuid)
+        _, overlap, lane = name.rpartition(" overlap ")
+        self.lanes.append(
+            (int(lane) if lane.isascii() and lane.isdigit() and len(lane) <= 9 else 1) if overlap else 0
+        )
+        if descriptor.parent_uuid == 1 and name == HOST_TRACK:
+            self.host.add(descriptor.uuid)
+        match = _LAUNCH_TRACK.fullmatch(name) if descriptor.parent_uuid == 1 else None
+        if match:
+            self.launches[descriptor.uuid] = (
+                int(match["launch"]),
+                match["kernel"],
+                _text(descriptor.description),
+            )
+        if descriptor.uuid == 1:
+            self.title = name
+
+    def launch_of(self, path: Path, tracks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each track, the launch track above it, and its lane (past 0: an overlap track);
+        refuses a track that belongs to no launch track (or sits on a loop of parents)."""
+        uuids = np.frombuffer(self.uuids, dtype=np.uint64)
+        order = np.argsort(uuids, kind="stable")
+        known, parents = uuids[order], np.frombuffer(self.parents, dtype=np.uint64)[order]
+        at = np.minimum(np.searchsorted(known, tracks), max(len(known) - 1, 0))
+        if len(tracks) and (not len(known) or (known[at] != tracks).any()):
+            raise SessionFileError(f"{path} {_NOT_A_TRACE}: a slice is on a track with no descriptor")
+        lane = np.frombuffer(self.lanes, dtype=np.int64)[order][at]
+        launch_uuids = np.fromiter(self.launches, dtype=np.uint64, count=len(self.launches))
+        current = tracks.copy()
+        for _ in range(64):  # deeper than any tree proton_ik writes: a loop of parents
+            done = np.isin(current, launch_uuids)
+            if done.all():
+                return current, lane
+            at = np.minimum(np.searchsorted(known, current), len(known) - 1)
+            if (~done & (known[at] != current)).any():
+                raise SessionFileError(f"{path} {_NOT_A_TRACE}: a track belongs to no launch track")
+            current = np.where(done, current, parents[at])
+        raise SessionFileError(f"{path} {_NOT_A_TRACE}: its tracks' parents form a loop")
+
+
+def _perfetto_tables(
+    path: Path,
+    tracks: TrackTree,
+    scopes: dict[str, int],
+    rows: dict[str, array],
+    values: dict[str, array],
+    present: dict[str, array],
+    launch_args: dict[int, dict[str, Any]],
+    for_writing: bool = False,
+) -> TraceFile:
+    """The tables of a replayed ``.pftrace``: each slice's track walked up to its launch track."""
+    launch_tracks = tracks.launches
+    if not launch_tracks:
+        raise SessionFileError(f"{path} {_NOT_A_TRACE}: it has no launch track")
+    track = np.frombuffer(rows["track"], dtype=np.uint64)
+    uuids, slice_track = np.unique(track, return_inverse=True)
+    above, track_lane = tracks.launch_of(path, uuids)
+    launch_of = above.tolist()
+    launch_number = np.array([launch_tracks[t][0] for t in launch_of], dtype=np.int64)[slice_track]
+    kernels: dict[str, int] = {}
+    kernel_of = [kernels.setdefault(launch_tracks[t][1], len(kernels)) for t in launch_of]
+    scope_code = np.frombuffer(rows["scope"], dtype=np.int64)
+    del track
+    columns: dict[str, Any] = {
+        # Categoricals: a code per slice, each name held once.
+        "kernel": pd.Categorical.from_codes(np.array(kernel_of, dtype=np.int32)[slice_track], list(kernels)),
+        "launch": launch_number,
+        "scope": pd.Categorical.from_codes(scope_code.astype(np.int32), list(scopes)),
+        "lane": track_lane[slice_track],
+        **{
+            name: np.frombuffer(rows[name], dtype=np.int64)
+            for name in (_TIMED if for_writing else ("dur_ns",))
+        },
+    }
+    # A warp track's first slice is its unit's lifetime: scopes under it count from depth 0.
+    if for_writing:
+        columns["depth"] = np.maximum(columns["depth"] - (columns["lane"] == 0), 0)
+    for key in values:
+        columns[key] = pd.arrays.IntegerArray(
+            np.frombuffer(values[key], dtype=np.int64).copy(), ~np.frombuffer(present[key], dtype=bool)
+        )
+    overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
+    launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
+    return _trace_file({"name": tracks.title.removeprefix("proton_ik: ")}, columns, launches, for_writing)
+
+
+_TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
+
+
+def _text(value: str | bytes) -> str:
+    """A string field; protobuf hands back bytes where a file's text is not UTF-8."""
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def _value(annotation: DebugAnnotation) -> Any:
+    """A debug annotation as plain data: a number, text, dictionary or list."""
+    if annotation.dict_entries:
+        return {entry.name: _value(entry) for entry in annotation.dict_entries}
+    if annotation.array_values:
+        return [_value(item) for item in annotation.array_values]
+    kind = annotation.WhichOneof("value")
+    return getattr(annotation, kind) if kind else 0
+
+
+def _described_launches(
+    path: Path,
+    launch_tracks: dict[int, tuple[int, str, str]],
+    launch_args: dict[int, dict[str, Any]],
+    columns: dict[str, Any],
+    overlapping: pd.Series,
+) -> pd.DataFrame:
+    """The launch table from each launch track's description and its lifetime's args (the
+    metadata: device, graph replay, config, ring), plus what the slices can count."""
+    slices = pd.DataFrame({"launch": columns["launch"], "cta": columns["cta"], "scope": columns["scope"]})
+    lifetime = slices["scope"] == LIFETIME
+    finished_by_launch = slices["launch"][lifetime.to_numpy()].value_counts()
+    ctas_by_launch = slices.groupby("launch")["cta"].nunique()
+    overlapping_by_launch = slices["launch"][overlapping.to_numpy()].value_counts()
+    rows = []
+    for uuid, (launch, kernel, description) in launch_tracks.items():
+        prefix = f"kernel {kernel}, "
+        match = (
+            _LAUNCH_DESCRIPTION.fullmatch(description[len(prefix) :])
+            if description.startswith(prefix)
+            else None
+        )
+        if not match:
+            raise SessionFileError(
+                f"{path}: launch {launch} ({kernel}) has no statistics proton_ik can read in its "
+                f"track description {description!r:.200}; show its session file instead"
+            )
+        stats = match.groupdict()
+        stats["time_shift_pair_cycles"] = stats["time_shift_pair_cycles"] or stats["time_shift_cycles"]
+        counts = {key: int(stats[key]) for key in _DESCRIBED_COUNTS}
+        args = launch_args.get(uuid, {})
+        metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
+        for key in ("device", "graph", "replay", "capacity", "capacity_bound"):
+            _whole(metadata[key], f"launch {launch}'s {key}", path, missing=True)
+        metadata["warps_per_unit"] = _warps_per_unit(
+            metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
+        )
+        metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
+        if not isinstance(metadata["host_scope"], (str, type(None))):
+            raise _refuse(path, f"launch {launch}'s host_scope is {metadata['host_scope']!r:.40}, not text")
+        if not isinstance(metadata["launch_metrics"], (dict, type(None))):
+            raise _refuse(path, f"launch {launch}'s launch_metrics is not a table")
+        config = args.get("config")
+        if config is not None and not isinstance(config, dict):
+            raise _refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
+        rows.append(
+            {
+                "launch": launch,
+                "kernel": kernel,
+                "grid": stats["grid"],
+                "stream": int(stats["stream"]) if re.fullmatch(_NUMBER, stats["stream"]) else None,
+                **metadata,
+                "config": config_text(config),
+                "config_args": config,
+                **counts,
+                "ctas": int(ctas_by_launch.get(launch, 0)) + counts["ctas_missing"],
+                "units": int(finished_by_launch.get(launch, 0)) + counts["units_unfinished"],
+                "units_skipped": pd.NA,
+                "overlapping": int(overlapping_by_launch.get(launch, 0)),
+                "mhz": float(stats["mhz"]),
+                "clock_source": stats["clock_source"],
+                "problems": [],
+            }
+        )
+    launches = pd.DataFrame(rows).sort_values("launch", kind="stable").reset_index(drop=True)
+    launches["units_skipped"] = launches["units_skipped"].astype("Int64")
+    return launches

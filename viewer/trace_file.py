@@ -1,0 +1,163 @@
+"""``TraceFile``, and the tables it holds built from the columns a reader read: scope events, the
+finished units' lifetimes and the launch table, as ``Trace`` tables (those ``summarize`` reads,
+and with ``for_writing`` those the trace writers read too)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from proton_ik.viewer.nesting_order import _nesting_order
+from proton_ik.viewer.perfetto import LIFETIME
+from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
+from proton_ik.viewer.table import UNMATCHED_COLUMNS
+from proton_ik.viewer.trace import Trace
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A trace file's scope events, finished unit lifetimes and launches, as ``Trace`` tables."""
+
+    trace: Trace
+
+    def summary(self) -> Summary:
+        """``Trace.summary``, with per-scope unmatched counts unknown where the kernel lost records."""
+        summary = self.trace.summary()
+        if not len(summary.kernels):
+            return summary
+        # A kernel has a row per host scope it ran under: what it lost, summed over them.
+        lost = summary.kernels.groupby("kernel", observed=True)[list(LOSS_COLUMNS)].sum().sum(axis=1)
+        unknown = summary.scopes["kernel"].map(lost).fillna(0).to_numpy() > 0
+        scopes = summary.scopes.copy()
+        for column in LOSS_COLUMNS:
+            scopes[column] = scopes[column].astype("Int64").mask(unknown)
+        return replace(summary, scopes=scopes)
+
+    def summary_text(self) -> str:
+        return str(self.summary())
+
+    def write_perfetto(self, path: str | Path) -> Path:
+        """Write the trace again as a ``.pftrace`` (what ``proton-ik convert`` runs)."""
+        return self._writable().write_perfetto(path)
+
+    def write_chrome(self, path: str | Path) -> Path:
+        """Write the trace again as Chrome JSON."""
+        return self._writable().write_chrome(path)
+
+    def _writable(self) -> Trace:
+        if "begin_record" not in self.trace.events:
+            raise ValueError("this trace was read for its summary only: read it with for_writing=True")
+        return self.trace
+
+
+def _labels(values: Any) -> pd.Series:
+    """Names as the summary reads them; a categorical stays one (its codes are small)."""
+    return pd.Series(values) if isinstance(values, pd.Categorical) else pd.Series(values, dtype=str)
+
+
+def _trace_file(
+    info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame, for_writing: bool = False
+) -> TraceFile:
+    """The tables ``summarize`` reads; with ``for_writing``, also those the trace writers read."""
+    if for_writing:
+        return _writable_trace_file(info, columns, launches)
+    slices = pd.DataFrame(
+        {
+            "kernel": _labels(columns["kernel"]),
+            "launch": pd.Series(columns["launch"], dtype=np.int64),
+            "scope": _labels(columns["scope"]),
+            "cta": pd.Series(columns["cta"], dtype="Int64"),
+            "sm": pd.Series(columns["sm"], dtype="Int64"),
+            "warp": pd.Series(columns["warp"], dtype="Int64"),
+            "dur_ns": pd.Series(columns["dur_ns"], dtype=np.int64),
+            "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
+            "line": pd.Series(columns["line"], dtype="Int64"),
+        }
+    )
+    lifetime = (slices["scope"] == LIFETIME).to_numpy()
+    events = slices[~lifetime].reset_index(drop=True)
+    units = slices.loc[lifetime, ["kernel", "launch", "cta", "sm", "warp", "dur_ns"]].reset_index(drop=True)
+    del slices
+    return _finished(info, events, units, launches)
+
+
+def _writable_trace_file(
+    info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame
+) -> TraceFile:
+    """Split slices into scope events and unit lifetimes, and make the tables ``summarize`` reads,
+    with the columns the trace writers read too (``pipeline.chunk_from_tables``), so that a trace
+    file can be written again in the other format."""
+    launch = np.asarray(columns["launch"], dtype=np.int64)
+    begin = np.asarray(columns["begin_ns"], dtype=np.int64)
+    dur = np.asarray(columns["dur_ns"], dtype=np.int64)
+    warp = pd.Series(columns["warp"], dtype="Int64")
+    numbers = launches["launch"].to_numpy(np.int64)
+    order = np.argsort(numbers, kind="stable")
+    at = np.minimum(np.searchsorted(numbers[order], launch), max(len(numbers) - 1, 0))
+    width = launches["warps_per_unit"].to_numpy(np.int64)[order][at] if len(numbers) else np.ones_like(launch)
+    slices = pd.DataFrame(
+        {
+            "kernel": _labels(columns["kernel"]),
+            "launch": launch,
+            "scope": _labels(columns["scope"]),
+            "cta": pd.Series(columns["cta"], dtype="Int64"),
+            "sm": pd.Series(columns["sm"], dtype="Int64"),
+            "warp": warp,
+            "unit": warp // width,
+            "lane": np.asarray(columns["lane"], dtype=np.int64),
+            "begin_ns": begin,
+            "end_ns": begin + dur,
+            "dur_ns": dur,
+            "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
+            "line": pd.Series(columns["line"], dtype="Int64"),
+            "count": pd.Series(columns["records"], dtype="Int64"),
+            "overwritten": pd.Series(columns["overwritten"], dtype="Int64"),
+        }
+    )
+    del begin, dur, warp, width
+    lifetime = (slices["scope"] == LIFETIME).to_numpy()
+    # Times from the session's first unit start, as a session's tables count them.
+    start = int(slices["begin_ns"][lifetime].min()) if lifetime.any() else 0
+    if "begin_record" in columns:
+        slices["depth"] = np.asarray(columns["depth"], dtype=np.int64)
+        slices["begin_record"] = np.asarray(columns["begin_record"], dtype=np.int64)
+        slices["end_record"] = np.asarray(columns["end_record"], dtype=np.int64)
+    else:
+        slices["depth"] = 0
+        track = np.asarray(columns["track"], dtype=np.int64)
+        slices["begin_record"], slices["end_record"] = _nesting_order(
+            np.where(lifetime, -1, track), slices["begin_ns"].to_numpy(), slices["end_ns"].to_numpy()
+        )
+    events = slices[~lifetime].reset_index(drop=True)
+    events["begin_rel_ns"] = events["begin_ns"] - start
+    events["end_rel_ns"] = events["end_ns"] - start
+    units = slices.loc[
+        lifetime, ["kernel", "launch", "cta", "sm", "warp", "unit", "dur_ns", "count", "overwritten"]
+    ]
+    units = units.reset_index(drop=True)
+    units["start_ns"] = slices["begin_ns"][lifetime].to_numpy()
+    units["end_ns"] = slices["end_ns"][lifetime].to_numpy()
+    units["start_rel_ns"] = units["start_ns"] - start
+    units["end_rel_ns"] = units["end_ns"] - start
+    units["start_cycles"] = 0
+    units["end_cycles"] = slices["dur_cycles"][lifetime].reset_index(drop=True)
+    del slices
+    return _finished(info, events, units, launches)
+
+
+def _finished(
+    info: dict[str, Any], events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame
+) -> TraceFile:
+    """The trace file from its events and unit lifetimes: only what a file holds is named."""
+    for table in (events, units):
+        for name in ("kernel", "scope"):
+            if name in table and isinstance(table[name].dtype, pd.CategoricalDtype):
+                table[name] = table[name].cat.remove_unused_categories()
+    units["finished"] = True
+    unmatched = pd.DataFrame({column: [] for column in UNMATCHED_COLUMNS})
+    return TraceFile(Trace(info, events, units, unmatched, launches))
