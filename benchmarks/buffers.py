@@ -46,7 +46,7 @@ from triton.experimental.gluon._runtime import GluonJITFunction
 
 import proton_ik
 from benchmarks import kernels
-from proton_ik.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
 
 HOST_VARIANTS = ("plain", "proton_ik", "proton")
 PROTON_MODE = "default"  # Triton Proton's instrumentation mode: its shared-memory buffer

@@ -23,7 +23,7 @@ from triton.compiler import ASTSource
 from triton.runtime._allocation import set_profile_allocator
 
 import proton_ik.language as pl
-from proton_ik import layout
+from proton_ik.contract import layout
 from proton_ik.lowering import triton_hook
 from proton_ik.mode import Mode
 

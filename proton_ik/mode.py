@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from proton_ik.layout import Granularity
+from proton_ik.contract.layout import Granularity
 from proton_ik.proton_modes import Default, proton_mode
 
 __all__ = ["AUTO", "DEFAULT_RING_CAPACITY", "Default", "Mode"]

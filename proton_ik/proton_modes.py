@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik.layout import ENTRY_BYTES, Granularity
+from proton_ik.contract.layout import ENTRY_BYTES, Granularity
 
 PROTON_MODE_NAME = "default"
 

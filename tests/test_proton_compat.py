@@ -12,7 +12,7 @@ from triton import knobs
 import proton_ik
 import proton_ik.language as pl
 from proton_ik import host_scopes
-from proton_ik.layout import ENTRY_BYTES, Granularity
+from proton_ik.contract.layout import ENTRY_BYTES, Granularity
 from proton_ik.lowering import triton_hook
 from proton_ik.mode import AUTO, Default, Mode
 

@@ -16,7 +16,7 @@ import triton.language as tl
 from triton.runtime._allocation import set_profile_allocator
 
 import proton_ik.language as pl
-from proton_ik.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pipeline import METADATA_KEY
 from proton_ik.mode import Mode

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     ENTRY_BYTES,
     UNIT_HEADER_BYTES,

@@ -25,7 +25,7 @@ from triton import knobs
 from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
-from proton_ik.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.lowering.pipeline import METADATA_KEY
 from proton_ik.runtime.drain import Drain, Launch, Sink
 from proton_ik.runtime.pool import Chunk

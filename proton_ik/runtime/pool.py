@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from proton_ik.layout import CTA_ALIGN
+from proton_ik.contract.layout import CTA_ALIGN
 
 
 class PoolTooSmall(RuntimeError):

@@ -1,5 +1,5 @@
 """``lowering.bound`` and ``capacity=auto``: IR text in, entry bounds and segment sizes out, then
-real compiles whose expected sizes follow from each kernel's structure and ``proton_ik.layout``."""
+real compiles whose expected sizes follow from each kernel's structure and ``proton_ik.contract.layout``."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ import triton
 import triton.language as tl
 
 import proton_ik.language as pl
+from proton_ik.contract.layout import (
+    CTA_ALIGN,
+    CTA_HEADER_BYTES,
+    ENTRY_BYTES,
+    UNIT_HEADER_BYTES,
+    BufferLayout,
+)
 from proton_ik.dialect import make_context
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp
-from proton_ik.layout import CTA_ALIGN, CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES, BufferLayout
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ttir_bound
 from proton_ik.lowering.collect import collect_markers

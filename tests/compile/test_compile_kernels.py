@@ -18,7 +18,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 import proton_ik.language as pl
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     ENTRY_BYTES,
     MAGIC,
     TAG_END_BIT,

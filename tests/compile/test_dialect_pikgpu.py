@@ -9,9 +9,9 @@ import pytest
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
+from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, Granularity, make_tag
 from proton_ik.dialect import parse_module
 from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
-from proton_ik.layout import TAG_PAIR_BIT, VERSION, BufferLayout, Granularity, make_tag
 
 LAYOUT = BufferLayout(units=4, capacity=1024)
 SETUP = (

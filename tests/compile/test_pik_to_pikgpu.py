@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, make_tag
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.dialect.pikgpu import SegmentSetupOp, StorePairOp, StoreRecordOp
-from proton_ik.layout import TAG_PAIR_BIT, VERSION, BufferLayout, make_tag
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, find_pairs
 from proton_ik.mode import DEFAULT_RING_CAPACITY

@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proton_ik.dialect import make_context, parse_module
-from proton_ik.dialect.markers import is_marker, marker_text
-from proton_ik.dialect.pik import RecordOp
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     ENTRY_BYTES,
     MAGIC,
@@ -25,6 +22,9 @@ from proton_ik.layout import (
     field_offset,
     make_tag,
 )
+from proton_ik.dialect import make_context, parse_module
+from proton_ik.dialect.markers import is_marker, marker_text
+from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU

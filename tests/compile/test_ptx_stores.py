@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 import proton_ik.language as pl
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,

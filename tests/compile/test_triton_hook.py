@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from triton import knobs
 
-from proton_ik.layout import CTA_ALIGN, BufferLayout
+from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pipeline import METADATA_KEY, next_power_of_two
 from proton_ik.mode import Mode

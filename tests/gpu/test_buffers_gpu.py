@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import proton_ik
-from proton_ik.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES, BufferLayout
+from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES, BufferLayout
 
 pytestmark = pytest.mark.gpu
 

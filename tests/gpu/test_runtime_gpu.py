@@ -240,7 +240,7 @@ def test_a_3d_grid_gives_every_cta_its_own_region_in_a_poisoned_buffer(tmp_path)
     CTA's region, or a region no CTA owns, would show."""
     from triton.runtime._allocation import set_profile_allocator
 
-    from proton_ik.layout import BufferLayout
+    from proton_ik.contract.layout import BufferLayout
     from proton_ik.lowering import triton_hook
     from proton_ik.viewer.decode import decode_buffer
 

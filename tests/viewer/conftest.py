@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_DTYPE,
     MAGIC,

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,
     ENTRY_DTYPE,

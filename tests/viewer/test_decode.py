@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from proton_ik.layout import BufferLayout, make_tag
+from proton_ik.contract.layout import BufferLayout, make_tag
 from proton_ik.viewer.decode import decode_buffer, decode_buffers, extend_clocks
 
 WRAP = 1 << 32

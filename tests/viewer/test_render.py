@@ -11,7 +11,7 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackDescriptor
 
 from proton_ik import viewer
-from proton_ik.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.viewer import LaunchCapture, RenderStats, SessionWriter, load, readback, render_session
 from proton_ik.viewer.decode import decode_headers, decode_views
 

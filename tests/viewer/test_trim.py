@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from proton_ik import viewer
-from proton_ik.layout import ENTRY_BYTES, BufferLayout
+from proton_ik.contract.layout import ENTRY_BYTES, BufferLayout
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.trim import inflate, trim
 

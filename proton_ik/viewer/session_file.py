@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from proton_ik.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.viewer.decode import BufferView, raw_view
 from proton_ik.viewer.manifest import (
     FORMAT_NAME,

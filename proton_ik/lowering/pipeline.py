@@ -7,8 +7,8 @@ from typing import Literal
 
 from xdsl.dialects.builtin import ModuleOp
 
+from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
 from proton_ik.dialect import make_context
-from proton_ik.layout import CTA_ALIGN, BufferLayout
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes

@@ -1,6 +1,6 @@
 """Decode launches' profile buffers: bytes in, numpy arrays out.
 
-Every offset, dtype and constant comes from ``proton_ik.layout``. Nothing here loops over
+Every offset, dtype and constant comes from ``proton_ik.contract.layout``. Nothing here loops over
 records, units or launches: the buffers are viewed in place with strided structured arrays, and
 records are gathered and their clocks extended with whole-array operations. Buffers of several
 launches of one layout (or pieces of a large one) decode together as one.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,

@@ -15,8 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proton_ik.dialect.pik import scope_name_problem
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     ENTRY_BYTES,
     MAX_SCOPES,
@@ -24,6 +23,7 @@ from proton_ik.layout import (
     VERSION,
     BufferLayout,
 )
+from proton_ik.dialect.pik import scope_name_problem
 
 FORMAT_NAME = "proton_ik-session"
 FORMAT_VERSION = 1

@@ -15,7 +15,7 @@ loops and branches with no SSA plumbing. The pass emits:
 - an epilogue (``pikgpu.finalize``) that every ``ret`` branches to: end clock64,
   %globaltimer and the counts of entries and single records.
 
-All offsets come from ``proton_ik.layout``.
+All offsets come from ``proton_ik.contract.layout``.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
 
-from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,
@@ -37,6 +36,7 @@ from proton_ik.layout import (
     Granularity,
     field_offset,
 )
+from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 from proton_ik.lowering import ptx_text
 
 PASS_NAME = "convert-pikgpu-to-ptx"

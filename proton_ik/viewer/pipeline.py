@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.layout import BufferLayout, RecordKind
+from proton_ik.contract.layout import BufferLayout, RecordKind
 from proton_ik.viewer.chunk import Chunk, Columns
 from proton_ik.viewer.chunk import chunk_from_tables as chunk_from_tables
 from proton_ik.viewer.decode import (

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.layout import MAX_SCOPES, BufferLayout
+from proton_ik.contract.layout import MAX_SCOPES, BufferLayout
 from proton_ik.viewer.decode import CtaTable, UnitTable
 from proton_ik.viewer.events import (
     LOST_TO_RING,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.layout import RecordKind
+from proton_ik.contract.layout import RecordKind
 from proton_ik.viewer.decode import RecordTable, UnitTable
 
 UNMATCHED_BEGIN = 0

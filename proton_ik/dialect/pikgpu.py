@@ -31,7 +31,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     TAG_END_BIT,
     TAG_KIND_MASK,
     TAG_KIND_SHIFT,

@@ -16,9 +16,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from proton_ik.contract.layout import BufferLayout, Granularity, make_tag
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
-from proton_ik.layout import BufferLayout, Granularity, make_tag
 from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 

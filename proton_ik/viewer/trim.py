@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from proton_ik.layout import (
+from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,

@@ -23,7 +23,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.layout import MAX_SCOPES
+from proton_ik.contract.layout import MAX_SCOPES
 
 MAX_NAME_LENGTH = 128
 RECORD_KINDS = ("begin", "end")

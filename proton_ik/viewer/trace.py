@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import Capture, LaunchCapture, read_session
