@@ -1,6 +1,6 @@
 """Compile every benchmark kernel for sm_90, plain and under proton_ik, on a machine with no GPU.
 
-    python benchmarks/compile_check.py [--ik-mode instrumentation:granularity=warpgroup ...]
+    python -m benchmarks.compile_check [--ik-mode instrumentation:granularity=warpgroup ...]
 
 Triton Proton's variants need a GPU to activate, so only run.py compiles those. Each compile
 goes to a fresh Triton cache, so a cached binary from an older proton_ik is never reused.
@@ -13,16 +13,14 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource, GluonJITFunction
 
+import proton_ik
 from benchmarks import kernels
-from proton_ik.lowering import triton_hook
+from benchmarks.kernels import elementwise, micro
 from proton_ik.mode import Mode
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -42,11 +40,8 @@ def compile_kernel(fn, signature: dict[str, str], constexprs: dict, options: dic
     source = source_cls(fn, signature=full_signature, constexprs=constexprs)
     if mode is None:
         return triton.compile(source, target=TARGET, options=dict(options))
-    triton_hook.install(mode)
-    try:
+    with proton_ik.instrumented(mode):
         return triton.compile(source, target=TARGET, options={**options, "instrumentation_mode": mode.knob})
-    finally:
-        triton_hook.uninstall()
 
 
 def describe(compiled, mode: Mode | None) -> str:
@@ -68,23 +63,23 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--ik-mode", action="append", default=[], help="another proton_ik mode to compile")
-    parser.add_argument("--quick", action="store_true", help="the --quick sizes of run.py")
+    parser.add_argument("--quick", action="store_true", help="the --quick sizes of benchmarks.run")
     args = parser.parse_args()
     modes: list[Mode | None] = [None, Mode(), *(Mode.parse(text) for text in args.ik_mode)]
     triton.knobs.cache.dir = tempfile.mkdtemp(prefix="pik_compile_check_")
 
     jobs = [
         (p.name, p.fn, p.signature, p.constexprs, p.options, p.records_per_warp)
-        for p in [*kernels.suite(args.quick, H100_SMS), *kernels.buffer_problems()]
+        for p in [*kernels.suite(args.quick, H100_SMS), *elementwise.buffer_problems()]
     ]
     jobs += [
-        (name, fn, signature, constexprs, kernels.MICRO_OPTIONS, None)
-        for name, (fn, signature, constexprs) in kernels.MICRO_KERNELS.items()
+        (name, fn, signature, constexprs, micro.MICRO_OPTIONS, None)
+        for name, (fn, signature, constexprs) in micro.MICRO_KERNELS.items()
     ]
     jobs += [
-        (f"tuned_add[{c.kwargs['BLOCK']}]", kernels.tuned_add_kernel, kernels.TUNED_ADD_SIGNATURE, c.kwargs,
+        (f"tuned_add[{c.kwargs['BLOCK']}]", elementwise.tuned_add_kernel, elementwise.TUNED_ADD_SIGNATURE, c.kwargs,
          {"num_warps": c.num_warps}, None)
-        for c in kernels.tuned_add_configs()
+        for c in elementwise.tuned_add_configs()
     ]  # fmt: skip
     failures = 0
     for name, fn, signature, constexprs, options, records in jobs:

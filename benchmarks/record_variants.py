@@ -3,7 +3,8 @@
 Each variant changes one thing in the PTX that proton_ik emits for single records (pairs=off),
 in a kernel whose loop holds nothing but empty scopes. Cycles per record come from the warps'
 own start and end clocks in the unit headers: (lifetime(n) - lifetime(0)) / records.
-This is the experiment behind docs/PERFORMANCE.md. Run on a GPU: python benchmarks/record_variants.py
+This is the experiment behind docs/PERFORMANCE.md. Run on a GPU, from the repository root:
+python -m benchmarks.record_variants
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,13 +24,16 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime._allocation import set_profile_allocator
 
+import proton_ik
 import proton_ik.language as pl
 from proton_ik.contract import layout
-from proton_ik.lowering import triton_hook
+from proton_ik.contract.layout import ENTRY_BYTES
 from proton_ik.mode import Mode
 
 SCOPES_PER_ITERATION = 4
 CTAS = 132
+STAGE_ENTRIES = 1024  # the shared-memory variant's ring, in entries of ENTRY_BYTES
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @triton.jit
@@ -74,11 +79,16 @@ def clock64(ptx: str) -> str:
 
 
 def shared_memory(ptx: str) -> str:
-    ptx = ptx.replace(".address_size 64", ".address_size 64\n.shared .align 16 .b8 pik_stage[16384];", 1)
-    ptx = ptx.replace("\tmov.u32 \t%pik_n, 0;", "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sm, pik_stage;", 1)
-    ptx = re.sub(r"and.b32 \t%pik_t, %pik_n, \d+;", "and.b32 \t%pik_t, %pik_n, 1023;", ptx)
     ptx = ptx.replace(
-        "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;", "mad.lo.u32 \t%pik_t, %pik_t, 16, %pik_sm;"
+        ".address_size 64",
+        f".address_size 64\n.shared .align {ENTRY_BYTES} .b8 pik_stage[{STAGE_ENTRIES * ENTRY_BYTES}];",
+        1,
+    )
+    ptx = ptx.replace("\tmov.u32 \t%pik_n, 0;", "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sm, pik_stage;", 1)
+    ptx = re.sub(r"and.b32 \t%pik_t, %pik_n, \d+;", f"and.b32 \t%pik_t, %pik_n, {STAGE_ENTRIES - 1};", ptx)
+    ptx = ptx.replace(
+        f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
+        f"mad.lo.u32 \t%pik_t, %pik_t, {ENTRY_BYTES}, %pik_sm;",
     )
     return ptx.replace("st.global.v2.b32 \t[%pik_a]", "st.shared.v2.b32 \t[%pik_t]")
 
@@ -98,26 +108,35 @@ VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
 }
 
 
+def patched(transform: Callable[[str], str], ptx: str) -> str:
+    """``transform(ptx)``, refused when it changes nothing: the emitted PTX no longer holds the text
+    the variant rewrites (see proton_ik/lowering/pikgpu_to_ptx.py), so it would time the baseline."""
+    result = transform(ptx)
+    if result == ptx:
+        raise RuntimeError(f"{transform.__name__}: the emitted PTX holds none of the text it rewrites")
+    return result
+
+
 def compile_variant(mode: Mode, transform: Callable[[str], str] | None):
-    stages_hook = triton_hook._stages_hook
+    """``empty_scopes`` for sm_90 under ``mode``, its instrumented PTX passed through ``transform``."""
+    with proton_ik.instrumented(mode):
+        instrumenting = knobs.runtime.add_stages_inspection_hook
 
-    def hook(backend, stages, options, language, capability):
-        stages_hook(backend, stages, options, language, capability)
-        if transform is not None:
-            emit = stages["ptx"]
-            stages["ptx"] = lambda src, metadata: transform(emit(src, metadata))
+        def hook(backend, stages, options, language, capability):
+            instrumenting(backend, stages, options, language, capability)
+            if transform is not None:
+                emit = stages["ptx"]
+                stages["ptx"] = lambda src, metadata: patched(transform, emit(src, metadata))
 
-    triton_hook.install(mode)
-    knobs.runtime.add_stages_inspection_hook = hook
-    knobs.compilation.always_compile = True
-    try:
-        options = {"instrumentation_mode": mode.knob, "num_warps": 4}
-        source = ASTSource(empty_scopes, signature={"out": "*i32", "n": "i32"})
-        return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
-    finally:
-        knobs.runtime.add_stages_inspection_hook = stages_hook
-        triton_hook.uninstall()
-        knobs.compilation.always_compile = False
+        knobs.runtime.add_stages_inspection_hook = hook
+        knobs.compilation.always_compile = True
+        try:
+            options = {"instrumentation_mode": mode.knob, "num_warps": 4}
+            source = ASTSource(empty_scopes, signature={"out": "*i32", "n": "i32"})
+            return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+        finally:
+            knobs.runtime.add_stages_inspection_hook = instrumenting
+            knobs.compilation.always_compile = False
 
 
 _buffers: dict[int, torch.Tensor] = {}
@@ -161,7 +180,13 @@ def measure_all() -> dict[str, dict[str, float | str]]:
     """Every variant, each in a process of its own: one that faults must not take the others down."""
     results: dict[str, dict[str, float | str]] = {}
     for name in VARIANTS:
-        run = subprocess.run([sys.executable, __file__, name], capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [sys.executable, "-m", "benchmarks.record_variants", name],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         last = (run.stdout.strip() or run.stderr.strip() or "no output").splitlines()[-1]
         results[name] = {"cycles_per_record": float(last)} if run.returncode == 0 else {"error": last[:200]}
     return results

@@ -10,7 +10,8 @@
 
 The calls decide at compile time who records:
 
-- proton_ik, while its stage hook is installed (``proton_ik.lowering.triton_hook.active_mode()``);
+- proton_ik, while a mode is set (``proton_ik.compile_mode``): in a session, or inside
+  ``with proton_ik.instrumented(mode):``, the benchmarks' way to compile a variant with no session;
 - else Triton's Proton, while its instrumentation hook is active (``flags.instrumentation_on``);
 - else nobody: the call emits nothing and the kernel is the plain kernel.
 
@@ -24,7 +25,7 @@ from triton.language import core as tl
 from triton.profiler.flags import flags as proton_flags
 
 import proton_ik.language as ik_language
-from proton_ik.lowering import triton_hook
+from proton_ik import compile_mode
 
 __all__ = ["active_profiler", "enter_scope", "exit_scope", "scope"]
 
@@ -34,7 +35,7 @@ proton_language.enable_semantic("triton")
 
 def active_profiler() -> str | None:
     """Who a kernel compiled now records for: "proton_ik", "proton" or None."""
-    if triton_hook.active_mode() is not None:
+    if compile_mode.active_mode() is not None:
         return "proton_ik"
     if proton_flags.instrumentation_on:
         return "proton"

@@ -7,6 +7,12 @@
     kernel[grid](...)          # kernels annotated with pl.scope / pl.enter_scope / pl.exit_scope
     proton.finalize()          # writes matmul.pftrace and matmul.pik
 
+``with proton_ik.instrumented():`` compiles annotated kernels instrumented with no session
+(nothing runs or is recorded): for calibration, benchmarks and machines with no GPU.
+
+``proton_ik.diff("a.pik", "b.pik")`` compares two sessions scope by scope, with confidence
+intervals (a pandas DataFrame; ``proton_ik.viewer.diff``).
+
 The API mirrors ``triton.profiler``'s instrumentation mode, so that swapping the import is
 enough: its ``mode`` strings and ``mode.Default(...)``, ``data``, ``hook`` and ``context``
 arguments, ``finalize(output_format=...)`` and the host-side ``scope`` are accepted and mapped
@@ -17,9 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
-from proton_ik import mode
+from proton_ik import compile_mode, mode
 from proton_ik.host_scopes import enter_scope, exit_scope, scope
 from proton_ik.mode import Mode
 from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Result, Session
@@ -29,9 +36,11 @@ __all__ = [
     "Result",
     "activate",
     "deactivate",
+    "diff",
     "enter_scope",
     "exit_scope",
     "finalize",
+    "instrumented",
     "mode",
     "profile",
     "scope",
@@ -59,6 +68,7 @@ def start(
     context: str | None = "shadow",
     data: str | None = None,
     hook: str | None = None,
+    timeline: str | None = None,
 ) -> Session:
     """Start profiling: annotated kernels compiled from now on record their scopes.
 
@@ -70,7 +80,9 @@ def start(
     finalize writes besides the session file: ``"pftrace"`` (the default), ``"json"``
     (Chrome), ``"chrome_trace"`` and ``"hatchet"`` (Proton's file names). Proton's ``data``
     adds its file (``"tree"``: NAME.hatchet, ``"trace"``: NAME.chrome_trace); ``hook="triton"``
-    names each launch from the kernel's ``launch_metadata``.
+    names each launch from the kernel's ``launch_metadata``. ``timeline`` lays out the traces'
+    tracks: ``"slots"`` (the default: each SM's CTA slots, as many as CTAs ran on it at once,
+    whatever the grid) or ``"ctas"`` (a track per CTA, for small grids).
     """
     global _session
     if _session is not None:
@@ -93,6 +105,7 @@ def start(
             f"pool_bytes={pool_bytes!r}: the device pool for profile buffers takes a byte count of "
             f"at least {MIN_POOL_BYTES} (1 MiB), e.g. pool_bytes={DEFAULT_POOL_BYTES} (the default)"
         )
+    _check_timeline(timeline)
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
     directory, stem = _place(name, out_dir)
     session = Session(
@@ -102,6 +115,7 @@ def start(
         pool_bytes=pool_bytes,
         formats=tuple(dict.fromkeys(outputs)),
         launch_metadata=hook is not None,
+        timeline=timeline,
     )
     session.start()
     _session = session
@@ -112,6 +126,13 @@ def _check_choice(option: str, value: object, choices: tuple, why: str = "") -> 
     if value not in choices:
         shown = ", ".join(repr(choice) for choice in choices)
         raise ValueError(f"{option}={value!r}: {why + '; ' if why else ''}choose from {shown}")
+
+
+def _check_timeline(timeline: object) -> None:
+    if timeline is not None:
+        from proton_ik.viewer.tracks import check_timeline
+
+        check_timeline(timeline)
 
 
 def _formats(formats: object) -> tuple[str, ...]:
@@ -169,11 +190,15 @@ def deactivate(session: object = None) -> None:
     _check_session("deactivate", session).deactivate()
 
 
-def finalize(session: object = None, output_format: str | None = "") -> Result:
+def finalize(session: object = None, output_format: str | None = "", timeline: str | None = None) -> Result:
     """End the session: drain the devices, write the session file and the traces, and return
-    the result. ``output_format`` ("hatchet", "chrome_trace", "pftrace" or "json") adds a trace."""
+    the result. ``output_format`` ("hatchet", "chrome_trace", "pftrace" or "json") adds a trace;
+    ``timeline`` ("slots" or "ctas") replaces the one ``start`` was given."""
     global _session
     current = _check_session("finalize", session)
+    _check_timeline(timeline)
+    if timeline is not None:
+        current.timeline = timeline
     if output_format:
         current.formats = tuple(dict.fromkeys((*current.formats, *_formats(output_format))))
     _session = None
@@ -186,6 +211,44 @@ def finalize(session: object = None, output_format: str | None = "") -> Result:
             stacklevel=2,
         )
     return result
+
+
+def instrumented(mode: object = "instrumentation") -> contextlib.AbstractContextManager[Mode]:
+    """``with proton_ik.instrumented(mode):`` compiles annotated kernels instrumented inside the
+    block, with no session: no buffers, no launch hooks, no files. ``triton.compile(src,
+    target=...)`` or ``kernel.warmup(...)`` in the block gives the instrumented binary, whose
+    ``metadata.proton_ik`` holds its scopes and buffer layout. ``mode`` is what ``start`` takes;
+    the block yields it as a ``Mode``.
+
+    Blocks nest: the mode found on entry comes back on exit, also on an exception. The switch is
+    per process (``proton_ik.compile_mode``). Inside a running session, a block with the
+    session's mode changes nothing; another mode, or a paused session, is refused.
+    """
+    return _instrumented(Mode.parse(mode))  # parsed here, so Proton-mode warnings name the caller
+
+
+@contextlib.contextmanager
+def _instrumented(wanted: Mode) -> Iterator[Mode]:
+    if _session is None:
+        with compile_mode.compiling(wanted):
+            yield wanted
+        return
+    running = (
+        f"proton_ik.instrumented(mode='{wanted}'): session '{_session.name}' "
+        f"(started at {_session.started_at})"
+    )
+    if wanted != _session.mode:
+        raise RuntimeError(
+            f"{running} compiles under '{_session.mode}', and kernels compile under one mode at a "
+            f"time: inside the session compile with no block (or start it with mode='{wanted}'), "
+            "or call proton_ik.finalize() before the block"
+        )
+    if not _session.active:
+        raise RuntimeError(
+            f"{running} is paused by proton_ik.deactivate(): call proton_ik.activate() and "
+            "compile with no block, or call proton_ik.finalize() before the block"
+        )
+    yield wanted
 
 
 def profile(func=None, *, name: str | None = None, **options: object):
@@ -205,3 +268,13 @@ class _ProfileContext(contextlib.ContextDecorator):
 
     def __exit__(self, *exc: object) -> None:
         self.result = finalize()
+
+
+def __getattr__(name: str) -> object:
+    # diff reads sessions with the viewer (numpy, pandas): imported on first use, so that
+    # ``import proton_ik`` in a kernel's process stays light.
+    if name == "diff":
+        from proton_ik.viewer.diff import diff
+
+        return diff
+    raise AttributeError(f"module 'proton_ik' has no attribute {name!r}")

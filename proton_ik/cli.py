@@ -1,4 +1,4 @@
-"""``proton-ik``: summarise, convert and demo from the command line.
+"""``proton-ik``: summarise, convert, compare and demo from the command line.
 
 Exit codes: 0 success, 1 a file it cannot read (the message says why), 2 bad usage (argparse's
 code, and an output that would replace the input or an existing file without ``--force``).
@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from proton_ik import viewer
+from proton_ik.contract.session_format import is_session_file
+from proton_ik.viewer.diff import DiffOptions, diff_sessions
+from proton_ik.viewer.diff_text import format_diff
+from proton_ik.viewer.tracks import TIMELINES
 
 if TYPE_CHECKING:
     from proton_ik.viewer.readback import TraceFile
@@ -32,14 +36,12 @@ def terminal_safe(text: str) -> str:
 
 
 def _kind(path: Path) -> str:
-    """What a file holds, by content, not suffix: a session is a zip, a Chrome trace a JSON
-    object, anything else is read as Perfetto."""
-    head = b""
-    if path.is_file():
-        with open(path, "rb") as file:
-            head = file.read(64)
-    if not path.is_file() or head.startswith(b"PK"):
+    """What a file holds, by content, not suffix: a session file (and a path that is no file:
+    reading it as one says why), a Chrome trace (a JSON object), else a Perfetto trace."""
+    if not path.is_file() or is_session_file(path):
         return "session"
+    with open(path, "rb") as file:
+        head = file.read(64)
     return "chrome" if head.lstrip().startswith(b"{") else "perfetto"
 
 
@@ -70,16 +72,43 @@ def _convert(args: argparse.Namespace) -> int:
     kind = _kind(source)
     if kind == "session":
         # Streamed: the session's tables are never built, so any session converts in bounded memory.
-        viewer.render_session(source, {OUTPUTS[args.to]: output})
+        viewer.render_session(source, {OUTPUTS[args.to]: output}, timeline=args.timeline)
     else:
         # A trace is read whole (into typed columns, in memory proportional to the file) before
         # anything is written, so a file it cannot read leaves no output behind.
         trace = _read_trace(source, kind, for_writing=True)
         if args.to == "perfetto":
-            trace.write_perfetto(output)
+            trace.write_perfetto(output, timeline=args.timeline)
         else:
-            trace.write_chrome(output)
+            trace.write_chrome(output, timeline=args.timeline)
     print(terminal_safe(f"wrote {output}"))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    try:
+        options = DiffOptions(
+            args.confidence, args.resamples, args.seed, args.min_change, args.kernel, args.ignore_lines
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    sessions = [Path(args.a), Path(args.b)]
+    csv = Path(args.csv) if args.csv else None
+    if csv and any(csv.exists() and path.exists() and csv.resolve() == path.resolve() for path in sessions):
+        raise UsageError(f"{csv} is an input file; writing there would destroy it. Pass another --csv")
+    if csv and csv.exists() and not args.force:
+        raise UsageError(f"{csv} exists; pass --force to replace it, or another --csv")
+    for path in sessions:
+        if _kind(path) != "session":
+            raise viewer.SessionFileError(
+                f"{path} is a {_kind(path)} trace; diff compares session files (.pik), whose CTAs it "
+                "resamples: pass the .pik files the traces were rendered from"
+            )
+    frame = diff_sessions(sessions[0], sessions[1], options)
+    print(terminal_safe(format_diff(frame)))
+    if csv:
+        frame.to_csv(csv, index=False)
+        print(terminal_safe(f"wrote {csv}"))
     return 0
 
 
@@ -126,7 +155,33 @@ def main(argv: list[str] | None = None) -> int:
     convert.add_argument("--to", choices=sorted(CONVERSIONS), required=True)
     convert.add_argument("-o", "--output", help="output path (default: FILE with the format's suffix)")
     convert.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
+    convert.add_argument(
+        "--timeline",
+        choices=TIMELINES,
+        help="a track per CTA slot of each SM (slots, the default: bounded by SMs x resident CTAs, "
+        "whatever the grid) or per CTA (ctas, for small grids)",
+    )
     convert.set_defaults(run=_convert)
+
+    diff = commands.add_parser(
+        "diff", help="compare two sessions scope by scope, with bootstrap confidence intervals"
+    )
+    diff.add_argument("a", help="the session to compare against (.pik)")
+    diff.add_argument("b", help="the session compared with it (.pik)")
+    diff.add_argument("--confidence", type=float, default=DiffOptions.confidence, help="default: %(default)s")
+    diff.add_argument("--resamples", type=int, default=DiffOptions.resamples, help="default: %(default)s")
+    diff.add_argument("--seed", type=int, default=DiffOptions.seed, help="default: %(default)s")
+    diff.add_argument(
+        "--min-change",
+        type=float,
+        default=DiffOptions.min_change,
+        help="a significant change smaller than this fraction of A's median is negligible (e.g. 0.01)",
+    )
+    diff.add_argument("--kernel", help="compare this kernel only")
+    diff.add_argument("--ignore-lines", action="store_true", help="pair scopes by kernel and name alone")
+    diff.add_argument("--csv", help="also write the per-scope table to this CSV file")
+    diff.add_argument("-f", "--force", action="store_true", help="replace an existing CSV file")
+    diff.set_defaults(run=_diff)
 
     demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
     demo.add_argument("--out-dir", default=".", help="where to write the trace (default: here)")

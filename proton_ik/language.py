@@ -8,18 +8,19 @@
     ...
     pl.exit_scope("compute")
 
-Both DSLs work with no opt-in. While proton_ik is inactive these calls emit nothing, so the
-compiled kernel is the kernel without annotations. While it is active, each call emits one
-marker (see ``proton_ik.dialect.markers``) that the PTX stage turns into a timestamped record.
+Both DSLs work with no opt-in. While no mode is set (``proton_ik.compile_mode``: a session, or
+a ``proton_ik.instrumented()`` block, sets one) these calls emit nothing, so the compiled kernel
+is the kernel without annotations. While one is set, each call emits one marker (see
+``proton_ik.dialect.markers``) that the PTX stage turns into a timestamped record.
 """
 
 from __future__ import annotations
 
 from triton.language import core as tl
 
+from proton_ik import compile_mode
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp, scope_name_problem
-from proton_ik.lowering import triton_hook
 
 __all__ = ["disable_semantic", "enable_semantic", "enter_scope", "exit_scope", "scope"]
 
@@ -47,7 +48,7 @@ def _record(kind: str, name: object, semantic) -> None:
     problem = scope_name_problem(name)
     if problem is not None:
         raise ValueError(f'proton_ik: {problem}. Pass a string literal, e.g. pl.enter_scope("load")')
-    if triton_hook.active_mode() is None:
+    if compile_mode.active_mode() is None:
         return
     builder = semantic.builder
     # A non-pure scalar inline asm with an unused i32 result: Triton and LLVM keep it, in

@@ -39,9 +39,9 @@ def _capacity_value(value: str) -> int | str:
 def _option_value(key: str, value: str) -> object:
     if key == "capacity":
         return _capacity_value(value)
-    if key == "pairs":
+    if key in ("pairs", "aggregate"):
         if value not in _SWITCHES:
-            raise ValueError(f"pairs={value!r}: use pairs=on or pairs=off")
+            raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
         return _SWITCHES[value]
     return value
 
@@ -62,14 +62,27 @@ class Mode:
     trip count is known only at run time). A number ``N`` is a ring of ``N`` entries. When a
     unit writes more than its ring holds, the ring keeps the newest entries and the trace
     reports exactly how many records were overwritten.
+
+    ``aggregate=on`` keeps no records: per scope and unit, the kernel adds up the count, sum,
+    min, max and a log2 histogram of durations in cycles, in a buffer whose size depends on the
+    scope count alone, never on trip counts. An end pairs with the latest begin of its scope in
+    the unit that no end has closed yet; an end with none open is not counted. It has no ring,
+    so it takes no capacity, and no pairs=off.
     """
 
     granularity: Granularity = Granularity.WARP
     capacity: int | Literal["auto"] = AUTO
     pairs: bool = True  # a begin and its end in straight-line code share one 16-byte store
+    aggregate: bool = False  # per-scope statistics per unit instead of a trace of records
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
+        if self.aggregate and (self.capacity != AUTO or not self.pairs):
+            option = f"capacity={self.capacity}" if self.capacity != AUTO else "pairs=off"
+            raise ValueError(
+                f"{option} has no meaning with aggregate=on: each unit keeps a fixed-size table of "
+                "per-scope statistics, not a ring of records; drop that option, or use aggregate=off"
+            )
         if self.capacity == AUTO:
             return
         capacity = self.capacity
@@ -81,7 +94,9 @@ class Mode:
 
     def __str__(self) -> str:
         pairs = "on" if self.pairs else "off"
-        return f"instrumentation:granularity={self.granularity.value}:capacity={self.capacity}:pairs={pairs}"
+        text = f"instrumentation:granularity={self.granularity.value}:capacity={self.capacity}:pairs={pairs}"
+        # Only when on: the strings (and Triton's cache keys) of trace modes stay as they were.
+        return text + ":aggregate=on" if self.aggregate else text
 
     @property
     def knob(self) -> str:

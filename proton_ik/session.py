@@ -16,7 +16,7 @@ from typing import Any
 
 import triton
 
-from proton_ik.lowering import triton_hook
+from proton_ik import compile_mode
 from proton_ik.mode import Mode
 
 DEFAULT_POOL_BYTES = 512 << 20
@@ -99,6 +99,7 @@ class Session:
         pool_bytes: int,
         formats: tuple[str, ...],
         launch_metadata: bool = False,
+        timeline: str | None = None,
     ):
         self.name = name
         self.mode = mode
@@ -106,6 +107,7 @@ class Session:
         self.pool_bytes = pool_bytes
         self.formats = formats
         self.launch_metadata = launch_metadata  # hook="triton": launches named by launch_metadata
+        self.timeline = timeline  # the traces' tracks (viewer.tracks.TIMELINES); None: the default
         self.started_at = _caller()
         self.session_path = out_dir / f"{name}{SESSION_SUFFIX}"
         self.active = False
@@ -116,6 +118,14 @@ class Session:
         self._session_info: dict[str, Any] = {}
 
     def start(self) -> None:
+        outer = compile_mode.active_mode()
+        if outer is not None:
+            # The block would restore its mode over the running session's when it closes.
+            raise RuntimeError(
+                f"proton_ik.start('{self.name}') at {self.started_at}: kernels already compile "
+                f"under '{outer}', in a proton_ik.instrumented() block; start the session outside "
+                "the block (its kernels compile instrumented too)"
+            )
         reason = why_no_gpu()
         if reason is None:
             self._start_runtime()
@@ -172,7 +182,7 @@ class Session:
 
     def _file(self):
         """The session file, created at its first use."""
-        from proton_ik.viewer.session_file import SessionWriter
+        from proton_ik.runtime.session_writer import SessionWriter
 
         if self._writer is None:
             # Launches arrive raw when sized from the code (at most twice what they wrote) and
@@ -203,13 +213,13 @@ class Session:
             self.activate()
 
     def activate(self) -> None:
-        triton_hook.install(self.mode)
+        compile_mode.set_mode(self.mode)
         if self._recorder is not None:
             self._recorder.recording = True
         self.active = True
 
     def deactivate(self) -> None:
-        triton_hook.uninstall()
+        compile_mode.set_mode(None)
         if self._recorder is not None:
             self._recorder.recording = False
         self.active = False
@@ -243,7 +253,7 @@ class Session:
             from proton_ik import viewer
 
             outputs = {fmt: self.out_dir / f"{self.name}.{fmt}" for fmt in self.formats}
-            stats = viewer.render_session(self.session_path, outputs)
+            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline)
             result.paths.update({fmt: str(path) for fmt, path in outputs.items()})
             result.records = stats.records
         result.finalize_seconds = time.perf_counter() - began

@@ -13,7 +13,7 @@ from triton.compiler import ASTSource
 
 import proton_ik
 import proton_ik.language as pl
-from proton_ik.lowering import triton_hook
+from proton_ik import compile_mode
 from proton_ik.runtime.pool import PoolTooSmall, RingPool
 
 
@@ -29,7 +29,7 @@ def _no_session_left():
     yield
     if proton_ik._session is not None:
         proton_ik.finalize()
-    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+    assert compile_mode.active_mode() is None and knobs.compilation.instrumentation_mode == ""
 
 
 def _start(*args, **kwargs):
@@ -71,9 +71,62 @@ def test_actions_without_a_session_say_to_start_one(action):
 def test_deactivate_compiles_plain_until_activate(tmp_path):
     session, _ = _start("toggle", out_dir=tmp_path)
     proton_ik.deactivate()
-    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+    assert compile_mode.active_mode() is None and knobs.compilation.instrumentation_mode == ""
     proton_ik.activate()
-    assert triton_hook.active_mode() == session.mode
+    assert compile_mode.active_mode() == session.mode
+
+
+def _compile_only(monkeypatch, name, tmp_path, **kwargs):
+    """A session that compiles and runs nothing, on a GPU machine too."""
+    monkeypatch.setattr("proton_ik.session.why_no_gpu", lambda: "no CUDA GPU here")
+    session, _ = _start(name, out_dir=tmp_path, **kwargs)
+    return session
+
+
+def test_instrumented_with_the_sessions_mode_changes_nothing(tmp_path, monkeypatch):
+    session = _compile_only(monkeypatch, "same", tmp_path, mode="instrumentation:capacity=64")
+    with proton_ik.instrumented("instrumentation:capacity=64") as mode:
+        assert mode == session.mode and compile_mode.active_mode() is session.mode
+    assert compile_mode.active_mode() is session.mode
+    assert knobs.compilation.instrumentation_mode == session.mode.knob
+
+
+def test_instrumented_with_another_mode_in_a_session_is_refused(tmp_path, monkeypatch):
+    session = _compile_only(monkeypatch, "other", tmp_path)
+    with (
+        pytest.raises(
+            RuntimeError,
+            match=r"proton_ik.instrumented\(mode='instrumentation:granularity=cta:.*'\): session 'other' "
+            r"\(started at test_api.py:\d+\) compiles under 'instrumentation:granularity=warp:.*'.*"
+            r"call proton_ik.finalize\(\) before the block",
+        ),
+        proton_ik.instrumented("instrumentation:granularity=cta"),
+    ):
+        pytest.fail("the block ran")
+    assert compile_mode.active_mode() is session.mode
+
+
+def test_instrumented_in_a_paused_session_is_refused(tmp_path, monkeypatch):
+    _compile_only(monkeypatch, "paused", tmp_path)
+    proton_ik.deactivate()
+    paused = r"session 'paused' .* is paused by proton_ik.deactivate\(\)"
+    with pytest.raises(RuntimeError, match=paused), proton_ik.instrumented():
+        pytest.fail("the block ran")
+    assert compile_mode.active_mode() is None
+
+
+def test_start_inside_instrumented_is_refused_and_the_block_still_restores(tmp_path, monkeypatch):
+    monkeypatch.setattr("proton_ik.session.why_no_gpu", lambda: "no CUDA GPU here")
+    with proton_ik.instrumented("instrumentation:capacity=64") as mode:
+        with pytest.raises(
+            RuntimeError,
+            match=r"proton_ik.start\('inside'\) at test_api.py:\d+: kernels already compile under "
+            r"'instrumentation:granularity=warp:capacity=64:pairs=on', in a proton_ik.instrumented\(\) "
+            r"block; start the session outside the block",
+        ):
+            proton_ik.start("inside", out_dir=tmp_path)
+        assert proton_ik._session is None and compile_mode.active_mode() is mode
+    assert compile_mode.active_mode() is None
 
 
 def test_bad_arguments_are_refused_before_anything_is_installed(tmp_path):
@@ -92,7 +145,7 @@ def test_triton_profiler_call_sites_work_unchanged(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with proton_ik.profile("block", out_dir=tmp_path) as context:
-            assert triton_hook.active_mode() is not None
+            assert compile_mode.active_mode() is not None
     assert context.result is not None and context.result.name == "block"
 
 

@@ -11,12 +11,15 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import demo, viewer
 from proton_ik.cli import CONVERSIONS, main
+from proton_ik.runtime.session_writer import write_session
 from proton_ik.session import gpu_available
+from proton_ik.viewer.diff import SCOPE_COLUMNS
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.readback import read_packets
 from proton_ik.viewer.trace import time_shift_cycles
@@ -208,7 +211,7 @@ def test_a_truncated_file_is_one_line_and_exit_code_1(command, tmp_path, capsys)
 def test_a_damaged_compressed_file_is_one_line_and_exit_code_1(tmp_path, capsys):
     """Damaged deflate data raises zlib.error, which the CLI neither expects nor catches."""
     session = viewer.read_session(DATA / "add.pik")
-    path = viewer.write_session(
+    path = write_session(
         tmp_path / "add.pik", session.info, [viewer.LaunchCapture(s.meta, s.buffer) for s in session]
     )
     with zipfile.ZipFile(path) as archive:
@@ -356,7 +359,8 @@ def test_a_trace_converted_keeps_its_tracks_and_launch_metadata(tmp_path, capsys
         if packet.HasField("trace_packet_defaults"):
             track = packet.trace_packet_defaults.track_event_defaults.track_uuid
         if packet.WhichOneof("data") == "track_event":
-            step = {TrackEvent.TYPE_SLICE_BEGIN: 1, TrackEvent.TYPE_SLICE_END: -1}[packet.track_event.type]
+            steps = {TrackEvent.TYPE_SLICE_BEGIN: 1, TrackEvent.TYPE_SLICE_END: -1}  # counters: 0
+            step = steps.get(packet.track_event.type, 0)
             depth[track] = depth.get(track, 0) + step
             assert depth[track] >= 0
     assert set(depth.values()) == {0}
@@ -395,7 +399,7 @@ def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
     kernel = "k\x1b[31mred\u202e"
     session = viewer.read_session(DATA / "add.pik")
     captures = [viewer.LaunchCapture({**s.meta, "kernel": kernel}, s.buffer) for s in session]
-    path = viewer.write_session(tmp_path / "s.pik", session.info, captures)
+    path = write_session(tmp_path / "s.pik", session.info, captures)
     assert main(["show", str(path)]) == 1  # the manifest's schema wants printable names
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\u202e" not in err
@@ -405,3 +409,60 @@ def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out
     assert "k\\x1b[31mred\\u202e" in out
+
+
+def test_diff_prints_each_kernel_and_scope_and_writes_the_table_as_csv(tmp_path, capsys):
+    table = tmp_path / "diff.csv"
+    add = str(DATA / "add.pik")
+    assert main(["diff", add, add, "--csv", str(table), "--resamples", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "add_kernel: 1 launch(es) in A, 1 in B" in out
+    assert "95% intervals from 200 resamples of the CTAs of each launch (seed 0)" in out
+    header = next(line for line in out.splitlines() if "median A ns" in line)
+    assert header.split()[:2] == ["scope", "line"] and header.split()[-1] == "verdict"
+    assert out.rstrip().endswith(f"wrote {table}")
+    written = pd.read_csv(table)
+    assert list(written.columns) == list(SCOPE_COLUMNS)
+    assert sorted(written["scope"]) == ["compute", "load", "store"]
+    # A session against itself: every median the same, every interval around zero.
+    assert (written["change_ns"] == 0).all() and (written["verdict"] == "no significant change").all()
+    assert (written["count_a"] == 64).all()
+
+
+def test_diff_writes_over_a_csv_only_with_force(tmp_path, capsys):
+    table = tmp_path / "diff.csv"
+    table.write_text("keep")
+    add = str(DATA / "add.pik")
+    assert main(["diff", add, add, "--csv", str(table)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "diff", "exists; pass --force")
+    assert table.read_text() == "keep"
+    assert main(["diff", add, add, "--csv", str(table), "--force"]) == 0
+    assert table.read_text().startswith("kernel,scope,")
+    assert main(["diff", add, add, "--csv", add]) == 2
+    assert_one_line_error(capsys.readouterr().err, "diff", "is an input file")
+
+
+def test_diff_of_sessions_with_no_scope_in_common_lists_their_kernels(capsys):
+    assert main(["diff", str(DATA / "add.pik"), str(DATA / "ring.pik")]) == 1
+    assert_one_line_error(
+        capsys.readouterr().err, "diff", "no scope in common", "add_kernel: load (line", "loop_kernel: "
+    )
+    assert main(["diff", str(DATA / "add.pik"), str(DATA / "add.pik"), "--kernel", "nope"]) == 1
+    assert_one_line_error(
+        capsys.readouterr().err, "diff", "kernel 'nope' is in neither session", "add_kernel"
+    )
+
+
+def test_diff_of_a_missing_file_a_trace_or_bad_options_says_which(tmp_path, capsys):
+    add = str(DATA / "add.pik")
+    missing = tmp_path / "nope.pik"
+    assert main(["diff", add, str(missing)]) == 1
+    assert_one_line_error(capsys.readouterr().err, "diff", str(missing), "does not exist")
+    trace = viewer.load(DATA / "add.pik").write_perfetto(tmp_path / "add.pftrace")
+    assert main(["diff", str(trace), add]) == 1
+    assert_one_line_error(
+        capsys.readouterr().err, "diff", "is a perfetto trace", "diff compares session files"
+    )
+    for option in (["--confidence", "1.5"], ["--resamples", "10"], ["--min-change", "-1"]):
+        assert main(["diff", add, add, *option]) == 2
+        assert_one_line_error(capsys.readouterr().err, "diff", f"{option[0][2:].replace('-', '_')}=")

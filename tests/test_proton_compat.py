@@ -11,9 +11,8 @@ from triton import knobs
 
 import proton_ik
 import proton_ik.language as pl
-from proton_ik import host_scopes
+from proton_ik import compile_mode, host_scopes
 from proton_ik.contract.layout import ENTRY_BYTES, Granularity
-from proton_ik.lowering import triton_hook
 from proton_ik.mode import AUTO, Default, Mode
 
 
@@ -22,7 +21,7 @@ def _no_session_left():
     yield
     if proton_ik._session is not None:
         proton_ik.finalize()
-    assert triton_hook.active_mode() is None and knobs.compilation.instrumentation_mode == ""
+    assert compile_mode.active_mode() is None and knobs.compilation.instrumentation_mode == ""
 
 
 def _parsed(mode):

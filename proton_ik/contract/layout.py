@@ -23,12 +23,22 @@ slot ``i % capacity``; the capacity is a power of two, so the slot is one AND, a
 ever leaves the unit's segment. The header counts every entry written and every single
 record among them, so records lost to the ring are known exactly (``records_written``).
 
+In aggregate mode (``BufferLayout.aggregate_scopes`` > 0) there is no ring (the CTA header's
+capacity is 0): a unit's segment holds, after its header, one ``AGGREGATE_STATS_DTYPE`` per
+scope id (sum, max, inverted min and a log2 histogram of durations in cycles), so its size
+depends on the scope count alone. The prologue zeroes them and the writer lane adds each
+duration with fire-and-forget reductions (``red.global``); zero is every field's identity,
+the minimum being kept as the maximum of ``~duration``. The unit header is as in a trace, with
+no entries.
+
 Bump ``VERSION`` whenever anything in this file changes meaning.
 """
 
 from __future__ import annotations
 
 import enum
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +49,10 @@ CTA_ALIGN = 128  # alignment of each CTA's region and of the whole buffer
 RECORD_BYTES = 8
 ENTRY_BYTES = 16  # one record, or a begin/end pair
 MAX_CTA_BYTES = 0xFFFFFFFF  # the PTX multiplies the linear CTA id by a 32-bit immediate
+THREADS_PER_WARP = 32
+WARPS_PER_WARPGROUP = 4
+VECTOR_WIDTHS = (2, 4)  # PTX's st.global.v2 and .v4
+VECTOR_BYTES = 16  # the widest vector store PTX has
 
 # --- record tag: bit 31 = end, bits 30:28 = kind, bit 27 = paired, bits 15:0 = scope id -------
 TAG_END_BIT = 31
@@ -113,38 +127,128 @@ def field_offset(dtype: np.dtype, name: str) -> int:
     return int(dtype.fields[name][1])
 
 
+def scalar_fields(dtype: np.dtype, prefix: str = "", start: int = 0) -> dict[str, tuple[int, int]]:
+    """Every scalar of a header or entry dtype, by name, with its byte offset and size: ``name``,
+    ``name.field`` inside a nested record (``first.tag``), ``name[i]`` in an array (``reserved[0]``)."""
+    if dtype.names is None or dtype.fields is None:
+        raise ValueError(f"{dtype} is not a record dtype: its scalars have no names")
+    scalars: dict[str, tuple[int, int]] = {}
+    for name in dtype.names:
+        field, offset = dtype.fields[name][:2]
+        where = start + offset
+        if field.names:
+            scalars.update(scalar_fields(field, f"{prefix}{name}.", where))
+        elif field.subdtype is not None:
+            element, shape = field.subdtype
+            for i in range(math.prod(shape)):
+                scalars[f"{prefix}{name}[{i}]"] = (where + i * element.itemsize, element.itemsize)
+        else:
+            scalars[prefix + name] = (where, field.itemsize)
+    return scalars
+
+
+def vector_fields(dtype: np.dtype, names: Sequence[str]) -> int:
+    """Byte offset of one PTX vector store that writes the scalars ``names`` of ``dtype``, in that
+    order (names as ``scalar_fields`` gives them). They must be of one size, one after another in
+    the layout, and the store aligned to its whole width; anything else raises, so that a change
+    of the layout cannot silently change what the PTX writes where."""
+    scalars = scalar_fields(dtype)
+    what = f"a vector store of {list(names)}"
+    unknown = [name for name in names if name not in scalars]
+    if unknown:
+        raise ValueError(f"{what}: {unknown} are not fields of the layout's {dtype.names}")
+    if len(names) not in VECTOR_WIDTHS:
+        raise ValueError(f"{what}: PTX stores vectors of {' or '.join(map(str, VECTOR_WIDTHS))} elements")
+    first, size = scalars[names[0]]
+    if any(scalars[name] != (first + i * size, size) for i, name in enumerate(names)):
+        placed = {name: scalars[name] for name in names}
+        raise ValueError(
+            f"{what}: the fields are not {size}-byte scalars one after another in this order "
+            f"(offset, size): {placed}"
+        )
+    width = len(names) * size
+    if width > VECTOR_BYTES or first % width:
+        raise ValueError(f"{what}: {width} bytes at offset {first} is not one aligned vector store")
+    return first
+
+
 class Granularity(str, enum.Enum):
     """Which threads share one segment. Lane 0 of the unit's first warp writes for the unit."""
 
     WARP = "warp"
-    WARPGROUP = "warpgroup"  # 4 consecutive warps
+    WARPGROUP = "warpgroup"  # WARPS_PER_WARPGROUP consecutive warps
     CTA = "cta"
 
     def warps_per_unit(self, num_warps: int) -> int:
-        return {"warp": 1, "warpgroup": 4, "cta": num_warps}[self.value]
+        return {"warp": 1, "warpgroup": WARPS_PER_WARPGROUP, "cta": num_warps}[self.value]
+
+
+# --- aggregate mode: per-scope statistics instead of a ring ------------------------------------
+HISTOGRAM_BINS = 32
+AGGREGATE_STATS_DTYPE = np.dtype(
+    [
+        ("sum", "<u8"),  # cycles, over every duration
+        ("max", "<u4"),  # cycles
+        ("min_inverted", "<u4"),  # ~(the shortest duration); 0 while there is none
+        ("bins", "<u4", (HISTOGRAM_BINS,)),  # durations by ``histogram_bin``; the count is their sum
+    ]
+)
+AGGREGATE_STATS_BYTES = AGGREGATE_STATS_DTYPE.itemsize
+# Bin b holds durations of bit length b (bin 0: zero cycles), the last bin all longer ones too.
+HISTOGRAM_LOWER = np.array([0] + [1 << (b - 1) for b in range(1, HISTOGRAM_BINS)], dtype=np.int64)
+HISTOGRAM_UPPER = np.array([1 << b for b in range(HISTOGRAM_BINS - 1)] + [1 << 32], dtype=np.int64)
+
+assert AGGREGATE_STATS_BYTES == 144 and AGGREGATE_STATS_BYTES % ENTRY_BYTES == 0
+
+
+def histogram_bin(cycles):
+    """The bin of each duration (u32 cycles): its bit length, at most ``HISTOGRAM_BINS - 1``,
+    as the PTX computes it (``min(31, 32 - clz(d))``)."""
+    return np.searchsorted(HISTOGRAM_LOWER, np.asarray(cycles, dtype=np.int64), side="right") - 1
 
 
 @dataclass(frozen=True)
 class BufferLayout:
-    """Sizes and offsets of one kernel's profile buffer, given its unit count and capacity."""
+    """Sizes and offsets of one kernel's profile buffer, given its unit count and capacity (ring
+    entries per unit), or, in aggregate mode, the number of scopes each unit keeps statistics of
+    (``aggregate_scopes``; the capacity is then 0)."""
 
     units: int
     capacity: int
+    aggregate_scopes: int = 0
 
     def __post_init__(self) -> None:
         if self.units < 1:
             raise ValueError("a kernel has at least one recording unit")
-        if self.capacity < 1 or self.capacity & (self.capacity - 1):
+        if self.aggregate_scopes:
+            if not 0 < self.aggregate_scopes <= MAX_SCOPES or self.capacity:
+                raise ValueError(
+                    f"an aggregate layout keeps 1 to {MAX_SCOPES} scopes' statistics and no ring, "
+                    f"got {self.aggregate_scopes} scopes and capacity {self.capacity}"
+                )
+        elif self.capacity < 1 or self.capacity & (self.capacity - 1):
             raise ValueError(f"entries per unit must be a power of two, got {self.capacity}")
         if self.cta_bytes > MAX_CTA_BYTES:
+            what, fewer = (
+                (f"{self.aggregate_scopes} scopes' statistics", "use fewer scopes")
+                if self.aggregate
+                else (f"{self.capacity} entries", "lower the capacity")
+            )
             raise ValueError(
-                f"{self.units} units of {self.capacity} entries need {self.cta_bytes} bytes per CTA, "
-                f"over the {MAX_CTA_BYTES}-byte limit of the 32-bit CTA stride; lower the capacity "
-                "or use granularity=warpgroup or cta"
+                f"{self.units} units of {what} need {self.cta_bytes} bytes per CTA, over the "
+                f"{MAX_CTA_BYTES}-byte limit of the 32-bit CTA stride; {fewer} or use "
+                "granularity=warpgroup or cta"
             )
 
     @property
+    def aggregate(self) -> bool:
+        """Whether units keep per-scope statistics (aggregate mode) instead of a ring of records."""
+        return self.aggregate_scopes > 0
+
+    @property
     def unit_bytes(self) -> int:
+        if self.aggregate:
+            return UNIT_HEADER_BYTES + self.aggregate_scopes * AGGREGATE_STATS_BYTES
         return UNIT_HEADER_BYTES + self.capacity * ENTRY_BYTES
 
     @property
@@ -155,13 +259,20 @@ class BufferLayout:
     def unit_offset(self, unit: int) -> int:
         return CTA_HEADER_BYTES + unit * self.unit_bytes
 
+    def stats_offset(self, unit: int, scope: int = 0) -> int:
+        """Byte offset in a CTA's region of a unit's statistics of a scope (aggregate mode)."""
+        return self.unit_offset(unit) + UNIT_HEADER_BYTES + scope * AGGREGATE_STATS_BYTES
+
     def to_dict(self) -> dict[str, int]:
-        return {
+        data = {
             "version": VERSION,
             "units": self.units,
             "capacity": self.capacity,
             "cta_bytes": self.cta_bytes,
         }
+        if self.aggregate:
+            data["aggregate_scopes"] = self.aggregate_scopes
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> BufferLayout:
@@ -170,4 +281,8 @@ class BufferLayout:
                 f"buffer layout version {data.get('version')} is not the version {VERSION} this "
                 "proton_ik reads; render it with the proton_ik release that captured it"
             )
-        return cls(units=int(data["units"]), capacity=int(data["capacity"]))
+        return cls(
+            units=int(data["units"]),
+            capacity=int(data["capacity"]),
+            aggregate_scopes=int(data.get("aggregate_scopes", 0)),
+        )

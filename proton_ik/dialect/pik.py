@@ -24,27 +24,9 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from proton_ik.contract.layout import MAX_SCOPES
+from proton_ik.contract.names import scope_name_problem
 
-MAX_NAME_LENGTH = 128
 RECORD_KINDS = ("begin", "end")
-# Names travel inside a PTX comment (through LLVM inline asm, where '$' is special) and inside
-# an MLIR string literal, so '"', '\\' and '$' are refused, as is anything unprintable.
-_FORBIDDEN_NAME_CHARS = frozenset('"\\$')
-
-
-def scope_name_problem(name: object) -> str | None:
-    """Why ``name`` cannot name a scope, or None if it can. The one rule, used everywhere."""
-    if not isinstance(name, str):
-        shown = f" {name!r}" if isinstance(name, (int, float, bool)) else ""
-        return f"a scope name must be a compile-time constant string, got {type(name).__name__}{shown}"
-    if not name:
-        return "a scope name must not be empty"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"scope name {name[:40]!r}... is {len(name)} characters; the limit is {MAX_NAME_LENGTH}"
-    bad = sorted({c for c in name if c in _FORBIDDEN_NAME_CHARS or not 0x20 <= ord(c) < 0x7F})
-    if bad:
-        return f"scope name {name!r} has characters {bad!r}; use printable ASCII without '\"', '\\' or '$'"
-    return None
 
 
 def _verify_name(name: str) -> None:

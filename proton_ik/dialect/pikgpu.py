@@ -14,6 +14,15 @@ end in one straight-line block become two clock reads and one ``pikgpu.store_pai
       pikgpu.store_pair %1, %2 tags 134217729, 2147483649 {site = 97 : i64}
       pikgpu.finalize
     }
+
+In aggregate mode (``aggregate=on``) the segment holds per-scope statistics instead of a ring
+(``aggregate_scopes`` on the setup), and each record becomes a ``pikgpu.aggregate_begin`` or
+``pikgpu.aggregate_end`` of its scope id, which read the clock themselves: a begin's clock
+waits in a register of its scope, wherever its end is.
+
+      pikgpu.segment_setup {aggregate_scopes = 2 : i64, capacity = 0 : i64, ...}
+      pikgpu.aggregate_begin scope 0 : i64 {site = 80 : i64}
+      pikgpu.aggregate_end scope 0 : i64 {site = 97 : i64}
 """
 
 from __future__ import annotations
@@ -64,24 +73,29 @@ class SegmentSetupOp(IRDLOperation):
     capacity = prop_def(IntegerAttr)
     cta_bytes = prop_def(IntegerAttr)
     layout_version = prop_def(IntegerAttr)
+    aggregate_scopes = opt_prop_def(IntegerAttr)  # aggregate mode: scopes with statistics
 
     assembly_format = "attr-dict"
     irdl_options = (ParsePropInAttrDict(),)
 
     def __init__(self, granularity: Granularity, layout: BufferLayout):
-        super().__init__(
-            properties={
-                "granularity": StringAttr(Granularity(granularity).value),
-                "units": IntegerAttr(layout.units, i64),
-                "capacity": IntegerAttr(layout.capacity, i64),
-                "cta_bytes": IntegerAttr(layout.cta_bytes, i64),
-                "layout_version": IntegerAttr(VERSION, i64),
-            }
-        )
+        properties = {
+            "granularity": StringAttr(Granularity(granularity).value),
+            "units": IntegerAttr(layout.units, i64),
+            "capacity": IntegerAttr(layout.capacity, i64),
+            "cta_bytes": IntegerAttr(layout.cta_bytes, i64),
+            "layout_version": IntegerAttr(VERSION, i64),
+        }
+        if layout.aggregate:
+            properties["aggregate_scopes"] = IntegerAttr(layout.aggregate_scopes, i64)
+        super().__init__(properties=properties)
 
     @property
     def layout(self) -> BufferLayout:
-        return BufferLayout(units=self.units.value.data, capacity=self.capacity.value.data)
+        scopes = 0 if self.aggregate_scopes is None else self.aggregate_scopes.value.data
+        return BufferLayout(
+            units=self.units.value.data, capacity=self.capacity.value.data, aggregate_scopes=scopes
+        )
 
     @property
     def granularity_enum(self) -> Granularity:
@@ -102,6 +116,26 @@ class SegmentSetupOp(IRDLOperation):
             raise VerifyException(
                 f"cta_bytes = {self.cta_bytes.value.data} disagrees with the layout's {layout.cta_bytes} "
                 f"for {layout.units} units of {layout.capacity} entries"
+            )
+        block = self.parent_block()
+        for op in block.ops if block is not None else ():
+            _verify_mode_of(op, layout)
+
+
+def _verify_mode_of(op, layout: BufferLayout) -> None:
+    """A trace writes records, an aggregate segment statistics: never both in one kernel."""
+    if isinstance(op, (StoreRecordOp, StorePairOp)) and layout.aggregate:
+        raise VerifyException(f"{op.name} in an aggregate segment, which has no ring to store records in")
+    if isinstance(op, (AggregateBeginOp, AggregateEndOp)):
+        if not layout.aggregate:
+            raise VerifyException(
+                f"{op.name} needs a segment_setup with aggregate_scopes; this one is a trace of "
+                f"{layout.capacity} entries per unit"
+            )
+        if op.scope_id >= layout.aggregate_scopes:
+            raise VerifyException(
+                f"{op.name} of scope {op.scope_id} is beyond the segment's {layout.aggregate_scopes} "
+                "scopes' statistics"
             )
 
 
@@ -217,4 +251,53 @@ class FinalizeOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
-PikGPU = Dialect("pikgpu", [SegmentSetupOp, ReadClockOp, StoreRecordOp, StorePairOp, FinalizeOp], [])
+class _AggregateOp(IRDLOperation):
+    """What the two aggregate ops share: a scope id and the marker site they replace."""
+
+    scope = prop_def(IntegerAttr)
+    site = opt_prop_def(IntegerAttr)
+
+    assembly_format = "`scope` $scope attr-dict"
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, scope: int, site: int | None = None):
+        properties: dict[str, object] = {"scope": IntegerAttr(scope, i64)}
+        if site is not None:
+            properties["site"] = IntegerAttr(site, i64)
+        super().__init__(properties=properties)
+
+    @property
+    def scope_id(self) -> int:
+        return self.scope.value.data
+
+    def verify_(self) -> None:
+        if not 0 <= self.scope_id <= TAG_SCOPE_MASK:
+            raise VerifyException(f"{self.name}: scope id {self.scope_id} is not in 0..{TAG_SCOPE_MASK}")
+
+
+@irdl_op_definition
+class AggregateBeginOp(_AggregateOp):
+    """Aggregate mode: read the clock into the scope's begin register and mark the scope open.
+
+    pikgpu.aggregate_begin scope 3 : i64 {site = 80 : i64}
+    """
+
+    name = "pikgpu.aggregate_begin"
+
+
+@irdl_op_definition
+class AggregateEndOp(_AggregateOp):
+    """Aggregate mode: read the clock; if the scope is open, close it and add the time since its
+    latest begin to the unit's statistics of the scope (sum, max, min, histogram bin).
+
+    pikgpu.aggregate_end scope 3 : i64 {site = 97 : i64}
+    """
+
+    name = "pikgpu.aggregate_end"
+
+
+PikGPU = Dialect(
+    "pikgpu",
+    [SegmentSetupOp, ReadClockOp, StoreRecordOp, StorePairOp, AggregateBeginOp, AggregateEndOp, FinalizeOp],
+    [],
+)

@@ -4,7 +4,9 @@ Each ``pik.record`` becomes a ``pikgpu.read_clock`` and a ``pikgpu.store_record`
 (scope id, begin/end), except that a begin and its end in one straight-line block become two
 clock reads and one ``pikgpu.store_pair`` at the end. The module gets a
 ``pikgpu.segment_setup`` first, carrying the buffer layout (granularity, entries per unit),
-and a ``pikgpu.finalize`` last.
+and a ``pikgpu.finalize`` last. In aggregate mode each record becomes a
+``pikgpu.aggregate_begin`` or ``pikgpu.aggregate_end`` of its scope, and the layout holds one
+table of statistics per scope of the module's scope table instead of a ring.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from proton_ik.contract.layout import BufferLayout, Granularity, make_tag
-from proton_ik.dialect.pik import RecordOp
-from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
+from proton_ik.dialect.pik import RecordOp, ScopeOp
+from proton_ik.dialect.pikgpu import (
+    AggregateBeginOp,
+    AggregateEndOp,
+    FinalizeOp,
+    ReadClockOp,
+    SegmentSetupOp,
+    StorePairOp,
+    StoreRecordOp,
+)
 from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 
@@ -59,16 +69,42 @@ class ConvertPikToPikGPU(ModulePass):
     capacity: int = DEFAULT_RING_CAPACITY
     num_warps: int = 4
     pair_scopes: bool = True
+    aggregate_scopes: int = 0  # aggregate mode: the scope table's size (the capacity is then 0)
 
     def layout(self) -> BufferLayout:
         units = unit_count(Granularity(self.granularity), self.num_warps)
-        return BufferLayout(units=units, capacity=self.capacity)
+        return BufferLayout(units=units, capacity=self.capacity, aggregate_scopes=self.aggregate_scopes)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         records = [o for o in op.walk() if isinstance(o, RecordOp)]
         for record in records:
             if record.scope_id is None:
                 raise ValueError("convert-pik-to-pikgpu needs scope ids: run pik-assign-scope-ids first")
+        if self.aggregate_scopes:
+            self._aggregate(records)
+        else:
+            self._trace(records)
+        block = op.body.block
+        setup = SegmentSetupOp(Granularity(self.granularity), self.layout())
+        if block.first_op is None:
+            block.add_op(setup)
+        else:
+            block.insert_op_before(setup, block.first_op)
+        block.add_op(FinalizeOp())
+
+    def _aggregate(self, records: list[RecordOp]) -> None:
+        for record in records:
+            site = None if record.site is None else record.site.value.data
+            scope_id = record.scope_id.value.data
+            if scope_id >= self.aggregate_scopes:
+                raise ValueError(
+                    f"convert-pik-to-pikgpu: scope id {scope_id} is beyond the {self.aggregate_scopes} "
+                    "scopes of aggregate_scopes; give it the scope table's size"
+                )
+            lowered = AggregateEndOp(scope_id, site) if record.is_end else AggregateBeginOp(scope_id, site)
+            Rewriter.replace_op(record, [lowered], new_results=[])
+
+    def _trace(self, records: list[RecordOp]) -> None:
         pairs = find_pairs(records) if self.pair_scopes else {}
         ends = {end: begin for begin, end in pairs.items()}
         begin_clocks: dict[RecordOp, ReadClockOp] = {}
@@ -86,10 +122,8 @@ class ConvertPikToPikGPU(ModulePass):
             else:
                 lowered = [clock, StoreRecordOp(clock.clock, make_tag(scope_id, record.is_end), site)]
             Rewriter.replace_op(record, lowered, new_results=[])
-        block = op.body.block
-        setup = SegmentSetupOp(Granularity(self.granularity), self.layout())
-        if block.first_op is None:
-            block.add_op(setup)
-        else:
-            block.insert_op_before(setup, block.first_op)
-        block.add_op(FinalizeOp())
+
+
+def scope_count(module: ModuleOp) -> int:
+    """Entries of the module's scope table (``pik-assign-scope-ids`` numbers them from 0)."""
+    return sum(1 for o in module.walk() if isinstance(o, ScopeOp))

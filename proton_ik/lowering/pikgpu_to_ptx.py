@@ -15,7 +15,10 @@ loops and branches with no SSA plumbing. The pass emits:
 - an epilogue (``pikgpu.finalize``) that every ``ret`` branches to: end clock64,
   %globaltimer and the counts of entries and single records.
 
-All offsets come from ``proton_ik.contract.layout``.
+In aggregate mode, ``aggregate_to_ptx`` adds its registers, prologue and begin and end sites.
+
+All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
+every vector store: each names the layout fields it writes (``_vector``).
 """
 
 from __future__ import annotations
@@ -23,21 +26,34 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,
+    ENTRY_DTYPE,
     MAGIC,
+    THREADS_PER_WARP,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
+    WARPS_PER_WARPGROUP,
     Granularity,
-    field_offset,
+    scalar_fields,
+    vector_fields,
 )
-from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
-from proton_ik.lowering import ptx_text
+from proton_ik.dialect.pikgpu import (
+    AggregateBeginOp,
+    AggregateEndOp,
+    FinalizeOp,
+    ReadClockOp,
+    SegmentSetupOp,
+    StorePairOp,
+    StoreRecordOp,
+)
+from proton_ik.lowering import aggregate_to_ptx, ptx_text
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 EXIT_LABEL = "$pik_exit"
@@ -65,6 +81,7 @@ _REGS_32 = [
 ]
 _REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime"]
 _PREDS = ["w", "h"]
+_STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
 
 
 @dataclass
@@ -87,16 +104,36 @@ def _declarations(pairs: int) -> list[str]:
     ]
 
 
+def _vector(dtype: np.dtype, values: dict[str, object]) -> tuple[int, str, str]:
+    """One vector store of ``values`` into the scalars of ``dtype`` they name: its byte offset,
+    its shape (``v4.b32``) and its operands, in the layout's order (``vector_fields`` checks it)."""
+    names = list(values)
+    offset = vector_fields(dtype, names)
+    size = scalar_fields(dtype)[names[0]][1]
+    return offset, f"v{len(names)}.{_STORE_TYPES[size]}", "{" + ", ".join(map(str, values.values())) + "}"
+
+
+def _header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:
+    offset, shape, operands = _vector(dtype, values)
+    return f"\t@{guard} st.global.{shape} \t[{base}+{offset}], {operands};"
+
+
+def _entry_store(values: dict[str, object]) -> str:
+    """A store into the entry at ``%pik_a``: one record, or a begin/end pair."""
+    offset, shape, operands = _vector(ENTRY_DTYPE, values)
+    address = f"%pik_a+{offset}" if offset else "%pik_a"
+    return f"\t@%pik_w st.global.{shape} \t[{address}], {operands};"
+
+
 def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     layout = setup.layout
     granularity = setup.granularity_enum
-    cta = {name: field_offset(CTA_HEADER_DTYPE, name) for name in ("magic", "nctaid_x", "capacity")}
     lines = [
         "\t// pik prologue: this unit's segment, the CTA header and the unit's start times",
         f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
         "\tmov.u32 \t%pik_tid, %tid.x;",
-        "\tshr.u32 \t%pik_warp, %pik_tid, 5;",
-        "\tand.b32 \t%pik_lane, %pik_tid, 31;",
+        f"\tshr.u32 \t%pik_warp, %pik_tid, {_log2(THREADS_PER_WARP)};",
+        f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
         "\tmov.u32 \t%pik_x, %ctaid.x;",
         "\tmov.u32 \t%pik_y, %ctaid.y;",
         "\tmov.u32 \t%pik_z, %ctaid.z;",
@@ -112,12 +149,13 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
     elif granularity is Granularity.WARPGROUP:
         lines += [
-            "\tshr.u32 \t%pik_unit, %pik_warp, 2;",
-            "\tand.b32 \t%pik_t, %pik_tid, 127;",
+            f"\tshr.u32 \t%pik_unit, %pik_warp, {_log2(WARPS_PER_WARPGROUP)};",
+            f"\tand.b32 \t%pik_t, %pik_tid, {WARPS_PER_WARPGROUP * THREADS_PER_WARP - 1};",
             "\tsetp.eq.u32 \t%pik_w, %pik_t, 0;",
         ]
     else:
         lines += ["\tmov.u32 \t%pik_unit, 0;", "\tsetp.eq.u32 \t%pik_w, %pik_tid, 0;"]
+    cta, unit = CTA_HEADER_DTYPE, UNIT_HEADER_DTYPE
     lines += [
         f"\tmad.wide.u32 \t%pik_unit_base, %pik_unit, {layout.unit_bytes}, %pik_base;",
         f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};",
@@ -126,18 +164,34 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "\tmov.u32 \t%pik_singles, 0;",
         "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
         "\tmov.u32 \t%pik_sm, %smid;",
-        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['magic']}], {{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}};",
-        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['nctaid_x']}], "
-        f"{{%pik_nx, %pik_ny, %pik_nz, {layout.units}}};",
-        f"\t@%pik_h st.global.v4.b32 \t[%pik_base+{cta['capacity']}], {{{layout.capacity}, 0, 0, 0}};",
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"magic": MAGIC, "version": VERSION, "cta": "%pik_cta", "smid": "%pik_sm"},
+        ),
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": layout.units},
+        ),
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"capacity": layout.capacity, "reserved[0]": 0, "reserved[1]": 0, "reserved[2]": 0},
+        ),
         "\tmov.u64 \t%pik_clk64, %clock64;",
         "\tmov.u64 \t%pik_gtime, %globaltimer;",
-        f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'start_clock')}], "
-        "{%pik_clk64, %pik_gtime};",
+        _header_store(
+            "%pik_w", "%pik_unit_base", unit, {"start_clock": "%pik_clk64", "start_time": "%pik_gtime"}
+        ),
         # Pool chunks are reused without clearing: a unit that never reaches its epilogue must
         # not inherit an earlier launch's count and end marker.
-        f"\t@%pik_w st.global.v4.b32 \t[%pik_unit_base+{field_offset(UNIT_HEADER_DTYPE, 'entries')}], "
-        "{0, 0, 0, 0};",
+        _header_store(
+            "%pik_w", "%pik_unit_base", unit, {"entries": 0, "end_magic": 0, "singles": 0, "reserved": 0}
+        ),
     ]
     return lines
 
@@ -152,7 +206,7 @@ def _slot(capacity: int) -> list[str]:
 def _single(store: StoreRecordOp, capacity: int) -> list[str]:
     clock = ["\tmov.u32 \t%pik_c, %clock;"]
     store_lines = [
-        f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{store.tag.value.data}, %pik_c}};",
+        _entry_store({"first.tag": store.tag.value.data, "first.clock": "%pik_c"}),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
         "\tadd.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -172,23 +226,43 @@ def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
         "\t// pik pair end",
         "\tmov.u32 \t%pik_c, %clock;",
         *_slot(capacity),
-        f"\t@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, %pik_b{pair}, {tags[1]}, %pik_c}};",
+        _entry_store(
+            {
+                "first.tag": tags[0],
+                "first.clock": f"%pik_b{pair}",
+                "second.tag": tags[1],
+                "second.clock": "%pik_c",
+            }
+        ),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
     ]
 
 
 def _epilogue() -> list[str]:
-    end = field_offset(UNIT_HEADER_DTYPE, "end_clock")
-    counts = field_offset(UNIT_HEADER_DTYPE, "entries")
+    unit = UNIT_HEADER_DTYPE
     return [
         f"{EXIT_LABEL}:",
         "\t// pik epilogue: the unit's end times and its counts of entries and single records",
         "\tmov.u64 \t%pik_clk64, %clock64;",
         "\tmov.u64 \t%pik_gtime, %globaltimer;",
-        f"\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end}], {{%pik_clk64, %pik_gtime}};",
-        f"\t@%pik_w st.global.v4.b32 \t[%pik_unit_base+{counts}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
+        _header_store(
+            "%pik_w", "%pik_unit_base", unit, {"end_clock": "%pik_clk64", "end_time": "%pik_gtime"}
+        ),
+        _header_store(
+            "%pik_w",
+            "%pik_unit_base",
+            unit,
+            {"entries": "%pik_n", "end_magic": MAGIC, "singles": "%pik_singles", "reserved": 0},
+        ),
         "\tret;",
     ]
+
+
+def _log2(n: int) -> int:
+    """The shift that divides by ``n``, a power of two."""
+    if n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1
 
 
 def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
@@ -202,6 +276,9 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
     plan = PtxPlan(_declarations(len(pairs)), _prologue(setup, scratch_param), {}, _epilogue())
+    if setup.layout.aggregate:
+        plan.declarations += aggregate_to_ptx.declarations(setup.layout)
+        plan.prologue += aggregate_to_ptx.prologue(setup)
 
     def site_of(op) -> int:
         if op.site is None:
@@ -217,6 +294,10 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
             plan.sites[site_of(op)] = _single(op, capacity)
+        elif isinstance(op, AggregateBeginOp):
+            plan.sites[site_of(op)] = aggregate_to_ptx.begin(op)
+        elif isinstance(op, AggregateEndOp):
+            plan.sites[site_of(op)] = aggregate_to_ptx.end(op, site_of(op))
     return plan
 
 

@@ -3,37 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, cast
 
 from xdsl.dialects.builtin import ModuleOp
 
-from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.metadata import Capacity, KernelMetadata, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
-from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, unit_count
+from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, scope_count, unit_count
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
-
-METADATA_KEY = "proton_ik"
-
-
-@dataclass(frozen=True)
-class Capacity:
-    """Entries per unit, and what decided them.
-
-    ``source`` is "bound" (capacity=auto, sized from the code's bound), "ring" (capacity=auto,
-    but the code gives no bound that fits: the default ring) or "option" (capacity=N)."""
-
-    entries: int
-    source: Literal["bound", "ring", "option"]
-    bound: int | None
-    reason: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {"entries": self.entries, "source": self.source, "bound": self.bound, "reason": self.reason}
 
 
 def next_power_of_two(n: int) -> int:
@@ -47,6 +30,9 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
     With capacity=auto a segment holds the bound rounded up to a power of two, since the PTX
     finds a slot with one AND (``count & (capacity - 1)``): at most twice the bound, and no
     entry is ever overwritten."""
+    if mode.aggregate:
+        reason = "aggregate=on: per-scope statistics per unit, sized by the scope count, not by trip counts"
+        return Capacity(0, "aggregate", None, reason)
     if mode.capacity != AUTO:
         return Capacity(
             mode.capacity, "option", bound.entries, f"capacity={mode.capacity} is set in the mode"
@@ -67,7 +53,7 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
 class Instrumented:
     ptx: str
     layout: BufferLayout
-    scopes: list[dict[str, object]]
+    scopes: tuple[Scope, ...]
     pik: ModuleOp
     capacity: Capacity
 
@@ -84,29 +70,33 @@ def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) ->
     AssignScopeIds().apply(context, module)
     CheckScopes().apply(context, module)
     module.verify()
-    scopes = scope_table(module)
+    scopes = tuple(Scope(**cast(dict[str, Any], scope)) for scope in scope_table(module))
     pik_text = module.clone()
     bound = entry_bound(ptx, entry_records(module, mode.pairs), ttir)
     capacity = choose_capacity(mode, bound, unit_count(mode.granularity, num_warps))
-    convert = ConvertPikToPikGPU(mode.granularity.value, capacity.entries, num_warps, pair_scopes=mode.pairs)
+    convert = ConvertPikToPikGPU(
+        mode.granularity.value,
+        capacity.entries,
+        num_warps,
+        pair_scopes=mode.pairs,
+        aggregate_scopes=scope_count(module) if mode.aggregate else 0,
+    )
     convert.apply(context, module)
     module.verify()
     return Instrumented(lower_to_ptx(module, ptx), convert.layout(), scopes, pik_text, capacity)
 
 
-def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> dict[str, object]:
-    """What goes into the compiled kernel's metadata JSON, for the runtime and the viewer."""
-    return {
-        "mode": str(mode),
-        "num_warps": num_warps,
-        "warps_per_unit": mode.granularity.warps_per_unit(num_warps),
-        "layout": result.layout.to_dict(),
-        "capacity": result.capacity.to_dict(),
-        "scopes": result.scopes,
-    }
+def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelMetadata:
+    """What goes into the compiled kernel's metadata, for the runtime and the viewer."""
+    return KernelMetadata(
+        layout=result.layout,
+        scopes=result.scopes,
+        warps_per_unit=mode.granularity.warps_per_unit(num_warps),
+        num_warps=num_warps,
+        mode=str(mode),
+        capacity=result.capacity,
+    )
 
 
 def update_metadata(metadata: dict, result: Instrumented, mode: Mode, num_warps: int) -> None:
-    metadata["profile_scratch_size"] = result.layout.cta_bytes
-    metadata["profile_scratch_align"] = CTA_ALIGN
-    metadata[METADATA_KEY] = kernel_metadata(result, mode, num_warps)
+    write_compile_metadata(metadata, kernel_metadata(result, mode, num_warps))

@@ -3,10 +3,11 @@
 Installed through ``triton.knobs.runtime.add_stages_inspection_hook``; it wraps the "ptx"
 stage, so it runs after LLVM's optimizer and before ptxas, and the "ttir" stage (Triton kernels
 only; Gluon starts at TTGIR), whose text bounds the records of scopes in loops with a constant
-trip count (``lowering.bound``). The mode is encoded in
+trip count (``lowering.bound``). Which mode is active is not kept here: ``proton_ik.compile_mode``
+is its one home, and installs this hook while a mode is set. The mode travels in
 ``knobs.compilation.instrumentation_mode``, which is part of Triton's cache key, so plain and
-instrumented binaries never mix. This works with no GPU: ``triton.compile(src,
-target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin.
+instrumented binaries never mix. This works with no GPU: inside ``proton_ik.instrumented()``,
+``triton.compile(src, target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin.
 """
 
 from __future__ import annotations
@@ -15,20 +16,14 @@ from pathlib import Path
 
 from triton import knobs
 
+from proton_ik import compile_mode
 from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.lowering.pipeline import instrument, update_metadata
 from proton_ik.mode import Mode
 
-_active_mode: Mode | None = None
-_previous_hook = None
 # The metadata dict is shared by all stages of one compile: the "ttir" stage leaves its text
 # here for the "ptx" stage, which takes it out before Triton writes the metadata.
 _TTIR_KEY = "proton_ik_ttir"
-
-
-def active_mode() -> Mode | None:
-    """The mode kernels compile under now, or None while proton_ik is inactive."""
-    return _active_mode
 
 
 def _mode_for(options) -> Mode | None:
@@ -36,7 +31,7 @@ def _mode_for(options) -> Mode | None:
     if configured:
         return Mode.from_knob(configured)
     # A direct triton.compile() does not copy the knob into its options.
-    return _active_mode
+    return compile_mode.active_mode()
 
 
 PROTON_RECORD_OP = "proton.record"
@@ -69,8 +64,6 @@ def _refuse_proton_overrides(options) -> None:
 
 
 def _stages_hook(backend, stages, options, language, capability) -> None:
-    if _previous_hook is not None:
-        _previous_hook(backend, stages, options, language, capability)
     mode = _mode_for(options)
     if mode is None or "ptx" not in stages:
         return
@@ -99,24 +92,27 @@ def _stages_hook(backend, stages, options, language, capability) -> None:
     stages["ptx"] = instrumented_ptx
 
 
-def install(mode: Mode) -> None:
-    """Compile annotated kernels instrumented, under ``mode``, from now on."""
-    global _active_mode, _previous_hook
-    if _active_mode is None:
-        current = knobs.runtime.add_stages_inspection_hook
-        _previous_hook = None if current is _stages_hook else current
-        knobs.runtime.add_stages_inspection_hook = _stages_hook
-    _active_mode = mode
-    knobs.compilation.instrumentation_mode = mode.knob
+class _Chained:
+    """The hook as installed: the hook it replaced (another tool's) runs first, then ours."""
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __call__(self, backend, stages, options, language, capability) -> None:
+        if self.previous is not None:
+            self.previous(backend, stages, options, language, capability)
+        _stages_hook(backend, stages, options, language, capability)
+
+
+def install() -> None:
+    """Put the stage hook into Triton's compiles; a second call changes nothing."""
+    current = knobs.runtime.add_stages_inspection_hook
+    if not isinstance(current, _Chained):
+        knobs.runtime.add_stages_inspection_hook = _Chained(current)
 
 
 def uninstall() -> None:
-    """Compile kernels plain again; scope calls emit nothing."""
-    global _active_mode, _previous_hook
-    if _active_mode is None:
-        return
-    if knobs.runtime.add_stages_inspection_hook is _stages_hook:
-        knobs.runtime.add_stages_inspection_hook = _previous_hook
-    _previous_hook = None
-    _active_mode = None
-    knobs.compilation.instrumentation_mode = ""
+    """Give Triton back the hook it had before ``install``; harmless when not installed."""
+    current = knobs.runtime.add_stages_inspection_hook
+    if isinstance(current, _Chained):
+        knobs.runtime.add_stages_inspection_hook = current.previous

@@ -16,9 +16,8 @@ import triton.language as tl
 from triton.runtime._allocation import set_profile_allocator
 
 import proton_ik.language as pl
-from proton_ik.contract.layout import BufferLayout
-from proton_ik.lowering import triton_hook
-from proton_ik.lowering.pipeline import METADATA_KEY
+from proton_ik import compile_mode
+from proton_ik.contract.metadata import METADATA_KEY, KernelMetadata
 from proton_ik.mode import Mode
 
 EMPTY_SCOPES = 64
@@ -33,7 +32,9 @@ def _empty_scopes(out, REPEATS: tl.constexpr):
 
 
 def time_shifts(mode: Mode) -> dict[str, int]:
-    """The empty-scope cost of single records and of pairs, in cycles, for the viewer."""
+    """The empty-scope cost of single records and of pairs, in cycles, for the viewer. Timed as a
+    trace: an aggregate begin and end read the clock as a pair's do, so the pair's cost is theirs."""
+    mode = dataclasses.replace(mode, aggregate=False)
     return {
         "single": empty_scope_cycles(dataclasses.replace(mode, pairs=False)),
         "pair": empty_scope_cycles(dataclasses.replace(mode, pairs=True)),
@@ -54,16 +55,15 @@ def empty_scope_cycles(mode: Mode) -> int:
         return buffers[-1]
 
     calibration_mode = dataclasses.replace(mode, capacity=2 * EMPTY_SCOPES)
-    triton_hook.install(calibration_mode)
     set_profile_allocator(allocate)
     try:
-        out = torch.zeros(1, dtype=torch.int32, device="cuda")
-        kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=4)
-        torch.cuda.synchronize()
+        with compile_mode.compiling(calibration_mode):
+            out = torch.zeros(1, dtype=torch.int32, device="cuda")
+            kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=4)
+            torch.cuda.synchronize()
     finally:
         set_profile_allocator(None)
-        triton_hook.uninstall()
-    layout = BufferLayout.from_dict(getattr(kernel.metadata, METADATA_KEY)["layout"])
+    layout = KernelMetadata.from_dict(getattr(kernel.metadata, METADATA_KEY), "the calibration kernel").layout
     decoded = decode_buffer(buffers[-1].cpu().numpy(), layout)
     pairs, _ = pair_records(decoded.records, decoded.units)
     durations = np.asarray(pairs.end_clock, dtype=np.int64) - np.asarray(pairs.begin_clock, dtype=np.int64)

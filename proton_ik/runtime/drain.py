@@ -9,10 +9,11 @@ first, when the pool is half full, when an allocation waits for room, or when th
 flushes (finalize, a graph capture). How a launch is copied depends on its segments:
 
 - **dense** (each unit's segment is sized from the code's bound, so the chunk is at most twice
-  what was written): one copy of the whole chunk;
+  what was written; or an aggregate launch, whose segments hold per-scope statistics, every
+  byte of which counts): one copy of the whole chunk;
 - **ring** (the bound is unknown): first the units' entry counts, then the CTA headers, unit
   headers and, per unit, only the ring slots below the largest count. The host keeps each
-  unit's written slots: the session file's trimmed form (``viewer.trim``).
+  unit's written slots: the session file's trimmed form (``contract.trimmed``).
 
 Neither device nor host memory grows with the number of launches.
 """
@@ -209,7 +210,7 @@ class Drain:
         chunk = launch.chunk
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
-            if launch.dense:
+            if launch.dense or launch.layout.aggregate:
                 window = slice(chunk.offset, chunk.offset + chunk.size)
                 self.host_arena[window].copy_(self.arena[window], non_blocking=True)
                 self.side_stream.synchronize()
@@ -229,7 +230,7 @@ class Drain:
             (layout.cta_bytes // 4, layout.unit_bytes // 4),
             (chunk.offset + CTA_HEADER_BYTES + _ENTRIES_FIELD) // 4,
         ).cpu()  # waits for this side-stream copy only
-        # As viewer.trim reads them: unsigned, so a garbage count keeps the whole ring.
+        # As contract.trimmed reads them: unsigned, so a garbage count keeps the whole ring.
         kept = np.minimum(counts.numpy().view(np.uint32).astype(np.int64), layout.capacity)
         slots = int(kept.max(initial=0))
         arena = self.arena
@@ -259,7 +260,7 @@ class Drain:
 def trimmed_from_gathered(
     gathered: np.ndarray, layout: BufferLayout, num_ctas: int, kept: np.ndarray
 ) -> np.ndarray:
-    """The trimmed form (``viewer.trim``) of a ring launch, from what the drain gathered on the
+    """The trimmed form (``contract.trimmed``) of a ring launch, from what the drain gathered on the
     device: every CTA header, every unit header, then each unit's first ``max(kept)`` ring slots.
     ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
     slots = int(kept.max(initial=0))

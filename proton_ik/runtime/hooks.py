@@ -26,7 +26,7 @@ from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
 from proton_ik.contract.layout import BufferLayout
-from proton_ik.lowering.pipeline import METADATA_KEY
+from proton_ik.contract.metadata import SCRATCH_SIZE_KEY, KernelMetadata, read_compile_metadata
 from proton_ik.runtime.drain import Drain, Launch, Sink
 from proton_ik.runtime.pool import Chunk
 
@@ -36,9 +36,17 @@ class KernelInfo:
     name: str
     num_warps: int
     cta_bytes: int
-    layout: BufferLayout
-    dense: bool  # segments sized from the code's bound: a chunk is copied whole
-    profile: dict[str, Any]  # lowering.pipeline.kernel_metadata
+    metadata: KernelMetadata
+    profile: dict[str, Any]  # ``metadata.to_dict()``, made once: every launch's meta holds it
+
+    @property
+    def layout(self) -> BufferLayout:
+        return self.metadata.layout
+
+    @property
+    def dense(self) -> bool:
+        """Segments sized from the code's bound: a chunk is copied whole."""
+        return self.metadata.sized_from_bound
 
 
 # Filled as kernels load, across sessions: a kernel loaded in one session may launch in the next.
@@ -51,16 +59,14 @@ def _on_kernel_load(module, function, name, metadata_group, hash) -> None:
         return
     with open(path) as file:
         metadata = json.load(file)
-    profile = metadata.get(METADATA_KEY)
-    if profile:
-        capacity = profile.get("capacity") or {}
+    kernel = read_compile_metadata(metadata, f"kernel {metadata.get('name')}")
+    if kernel is not None:
         _kernels[function] = KernelInfo(
             name=metadata["name"],
             num_warps=int(metadata["num_warps"]),
-            cta_bytes=int(metadata["profile_scratch_size"]),
-            layout=BufferLayout.from_dict(profile["layout"]),
-            dense=capacity.get("source") == "bound",
-            profile=profile,
+            cta_bytes=int(metadata[SCRATCH_SIZE_KEY]),
+            metadata=kernel,
+            profile=kernel.to_dict(),
         )
 
 

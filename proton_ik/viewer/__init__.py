@@ -8,49 +8,48 @@
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
     viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
 
-The modules, in data-flow order: ``manifest`` and ``session_file`` (the raw capture, its
-schema checked first; ``zip_members`` reads its members in bounded memory), ``trim`` (its
-stored form), ``decode`` and ``clock_extension`` (bytes to arrays), ``events`` (begin/end
-pairing), ``timebase`` (cycles to ns), ``table`` (columns and pandas), ``pipeline`` and
-``chunk`` (launches to chunks of columns, in bounded memory), ``summary``, ``perfetto`` (with
-``perfetto_tracks``, ``perfetto_slices``, ``perfetto_host``, ``perfetto_wire`` and
-``perfetto_sink``) and ``chrome`` (trace writers, chunk by chunk), ``hatchet`` (Proton's tree of
-per-scope metrics, for ``proton-viewer``), ``trace`` (the tables of a whole session), ``render``
-(a session straight to trace files), and ``readback`` (traces read again: ``read_chrome``,
-``read_perfetto``, ``pftrace_packets``, ``trace_file``). Helpers: ``groups`` (numbering tracks,
-threads and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops in Python per record, event or unit, so a session of
-millions of records finalizes in seconds; ``tests/viewer/finalize_speed.py`` measures it.
+The modules, in data-flow order: ``manifest`` and ``session_file`` (the raw capture, its schema
+checked first; ``zip_members`` reads its members in bounded memory; the format, the kernel
+metadata and the trimmed form are ``proton_ik.contract``'s), ``decode`` and ``clock_extension``
+(bytes to arrays), ``aggregate`` and ``aggregate_summary`` (the statistics of launches made
+with ``aggregate=on``), ``events`` (begin/end pairing), ``timebase`` (cycles to ns), ``table``
+(columns and pandas), ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded
+memory), ``summary``, ``perfetto`` (with ``perfetto_tracks``, ``perfetto_slices``,
+``perfetto_host``, ``perfetto_wire`` and ``perfetto_sink``) and ``chrome`` (trace writers, chunk
+by chunk), ``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace``
+(the tables of a whole session), ``render`` (a session straight to trace files), and
+``readback`` (traces read again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``,
+``trace_file``). Helpers: ``groups`` (numbering tracks, threads and SMs) and ``byterows``
+(encoding millions of packets or JSON objects at once). Nothing loops in Python per record,
+event or unit, so a session of millions of records finalizes in seconds;
+``tests/viewer/finalize_speed.py`` measures it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from proton_ik.viewer.render import RenderStats, render_session
-from proton_ik.viewer.session_file import (
-    LaunchCapture,
-    SessionFileError,
-    SessionWriter,
-    read_session,
-    write_session,
-)
+from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
 from proton_ik.viewer.summary import Summary
 from proton_ik.viewer.trace import Trace, load
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "LaunchCapture",
     "RenderStats",
     "Rendered",
     "SessionFileError",
-    "SessionWriter",
     "Summary",
     "Trace",
+    "aggregate_table",
     "load",
     "read_session",
     "render",
     "render_session",
-    "write_session",
 ]
 
 
@@ -66,3 +65,9 @@ def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | N
     rendered = Rendered(stem.parent / f"{stem.name}.pftrace", stem.parent / f"{stem.name}.json")
     render_session(session_path, {"pftrace": rendered.perfetto, "json": rendered.chrome}, progress=progress)
     return rendered
+
+
+def aggregate_table(session_path: str | Path) -> pd.DataFrame:
+    """The per-scope statistics of a session's aggregate launches (``aggregate=on``): one row per
+    (launch, CTA, unit, scope), as ``Trace.aggregates`` (columns: ``viewer.aggregate``)."""
+    return load(session_path).aggregates

@@ -6,7 +6,7 @@ from a whole session's tables (``Trace``'s, or tables built by hand), so the wri
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,7 @@ import pandas as pd
 from proton_ik.viewer.table import HOST_SCOPE_SEPARATOR
 
 Columns = dict[str, np.ndarray]
+BATCH_ROWS = 1 << 15  # rows a writer encodes at once (packets or JSON lines): about one bundle
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,17 @@ class Chunk:
     widths: dict[int, int]
     host_scopes: tuple[str, ...] = ("",)
     host_paths: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+    def lifetimes(self, names: Sequence[str]) -> Columns:
+        """Columns ``names`` of the finished units: those with a lifetime to draw."""
+        finished = self.units["finished"]
+        return {name: self.units[name][finished] for name in names}
+
+
+def batches(rows: int) -> Iterator[tuple[int, int]]:
+    """``rows`` in batches of ``BATCH_ROWS``: (first, past the last) each."""
+    for lo in range(0, rows, BATCH_ROWS):
+        yield lo, min(rows, lo + BATCH_ROWS)
 
 
 def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame) -> Chunk:
@@ -70,6 +82,20 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         widths={int(row["launch"]): int(row.get("warps_per_unit", 1)) for row in rows},
         host_scopes=tuple(hosts),
         host_paths={int(row["launch"]): _host_path(row.get("host_scope")) for row in rows},
+    )
+
+
+def empty_chunk() -> Chunk:
+    """A chunk of no launches: what a writer adds to finish what earlier chunks left."""
+    ints = np.zeros(0, np.int64)
+    return Chunk(
+        kernels=(),
+        scopes=(),
+        events={name: ints for name in (*_EVENT_INTS, "kernel", "scope", "host_scope")},
+        units={**{name: ints for name in (*_UNIT_INTS, "kernel")}, "finished": np.zeros(0, bool)},
+        unmatched={},
+        launches=[],
+        widths={},
     )
 
 

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import (
-    CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
-    ENTRY_BYTES,
     ENTRY_DTYPE,
     MAGIC,
     TAG_END_BIT,
@@ -25,7 +24,6 @@ from proton_ik.contract.layout import (
     TAG_KIND_SHIFT,
     TAG_PAIR_BIT,
     TAG_SCOPE_MASK,
-    UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
@@ -122,62 +120,6 @@ class DecodedLaunches:
 # header, with a header that disagrees, units unfinished, unfinished without a usable count, and
 # units whose records are more than 2**32 cycles apart. Counts of pieces of one launch add up.
 PROBLEM_COUNTS = ("ctas", "never_ran", "disagree", "unfinished", "skipped", "gaps")
-
-
-@dataclass(frozen=True)
-class BufferView:
-    """A buffer's headers and ring entries, wherever its bytes keep them: in place in a raw buffer
-    (``raw_view``), or packed one after another in a trimmed one (``trim.trimmed_view``). The
-    decoder reads views, so a trimmed buffer is never rebuilt into the raw one."""
-
-    cta_headers: np.ndarray  # CTA_HEADER_DTYPE, one per CTA slot
-    unit_headers: np.ndarray  # UNIT_HEADER_DTYPE, shape (CTA slots, units)
-    entries: np.ndarray  # ENTRY_DTYPE, 1-D
-    slot0: np.ndarray  # int64, shape (CTA slots, units): index in ``entries`` of each unit's slot 0
-
-    @property
-    def num_ctas(self) -> int:
-        return len(self.cta_headers)
-
-    def ctas(self, start: int, stop: int) -> BufferView:
-        """CTA slots ``start`` to ``stop`` (a piece of a large launch)."""
-        return BufferView(
-            self.cta_headers[start:stop], self.unit_headers[start:stop], self.entries, self.slot0[start:stop]
-        )
-
-    def reach(self, capacity: int) -> tuple[int, int]:
-        """The range of ``entries`` that this view's units can read: a piece copies no more."""
-        if not self.slot0.size:
-            return 0, 0
-        return int(self.slot0.min()), min(len(self.entries), int(self.slot0.max()) + capacity)
-
-
-def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
-    """A raw buffer (``num_ctas * layout.cta_bytes`` uint8) seen in place: no bytes are copied."""
-    raw = np.ascontiguousarray(buffer, dtype=np.uint8).reshape(-1)
-    if raw.size % layout.cta_bytes:
-        raise ValueError(
-            f"a profile buffer of {raw.size} bytes is not a whole number of {layout.cta_bytes}-byte "
-            "CTA regions: the buffer and the kernel metadata do not belong together"
-        )
-    num_ctas = raw.size // layout.cta_bytes
-    # Headers and entries all start on 16-byte boundaries (layout.py), so the whole buffer is an
-    # array of entries, and each unit's slot 0 is an index into it.
-    units = np.arange(layout.units, dtype=np.int64)
-    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // ENTRY_BYTES
-    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // ENTRY_BYTES)
-    return BufferView(
-        cta_headers=_view(raw, (num_ctas,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,)),
-        unit_headers=_view(
-            raw,
-            (num_ctas, layout.units),
-            UNIT_HEADER_DTYPE,
-            CTA_HEADER_BYTES,
-            (layout.cta_bytes, layout.unit_bytes),
-        ),
-        entries=raw.view(ENTRY_DTYPE),
-        slot0=ctas + first,
-    )
 
 
 def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
@@ -376,15 +318,6 @@ def _interleave(paired: np.ndarray, *columns: tuple[np.ndarray, np.ndarray]) -> 
         column[second_at] = second[paired]
         out.append(column)
     return out
-
-
-def _view(
-    raw: np.ndarray, shape: tuple[int, ...], dtype: np.dtype, offset: int, strides: tuple[int, ...]
-) -> np.ndarray:
-    """The buffer's bytes seen in place as a strided array of ``dtype`` (no copy)."""
-    if raw.size == 0:
-        return np.zeros(shape, dtype)
-    return np.ndarray(shape, dtype, raw, offset, strides)
 
 
 def _problem_counts(ctas: CtaTable, units: UnitTable, records: RecordTable, buffers: int) -> np.ndarray:

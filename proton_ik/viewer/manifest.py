@@ -4,7 +4,9 @@ size each launch's buffer must have, checked before any buffer is read.
 ``check_manifest`` takes the parsed ``manifest.json`` and the uncompressed size of every zip
 member, and raises ``ManifestError`` naming the first field that is wrong. What it accepts, the
 viewer can decode in memory proportional to the file: each launch has a member of its own, and
-the member's size agrees with the shape its metadata declares (``data_bytes``).
+the member's size agrees with the shape its metadata declares (``data_bytes``). The names and
+versions come from ``contract.session_format``; each launch's kernel metadata is read by
+``contract.metadata``, whose value rules (``contract.fields``) these checks share.
 """
 
 from __future__ import annotations
@@ -15,29 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from proton_ik.contract.layout import (
-    CTA_HEADER_BYTES,
-    ENTRY_BYTES,
-    MAX_SCOPES,
-    UNIT_HEADER_BYTES,
-    VERSION,
-    BufferLayout,
-)
-from proton_ik.dialect.pik import scope_name_problem
+from proton_ik.contract.fields import MAX_INT64, SCALARS, SchemaError, integer, mapping, shown, text
+from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+from proton_ik.contract.metadata import MAX_WARPS, KernelMetadata
+from proton_ik.contract.session_format import FORMAT_NAME, FORMAT_VERSION, MAX_NPY_HEADER, STORED_KEY, TRIMMED
 
-FORMAT_NAME = "proton_ik-session"
-FORMAT_VERSION = 1
-STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored by viewer.trim, not raw
-MAX_NPY_HEADER = 1 << 16  # bytes an .npy header may take before a launch's data
-MAX_TEXT = 4096  # characters in a kernel name, a reason or a config value
-MAX_WARPS = 64
-MAX_INT64 = (1 << 63) - 1
 MAX_CYCLES = (1 << 32) - 1  # a time shift longer than the 32-bit clock's wrap is no calibration
-SCALARS = (str, int, float, bool, type(None))
-
-
-class ManifestError(ValueError):
-    """A manifest field with the wrong type or an impossible value; the message names it."""
+ManifestError = SchemaError  # a manifest field breaks the session format's rules
 
 
 @dataclass(frozen=True)
@@ -60,24 +46,24 @@ class Shape:
 def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Shape]:
     """Raise ``ManifestError`` unless ``manifest`` is a session manifest whose launches fit the
     members (name -> uncompressed bytes); return each launch's declared shape."""
-    manifest = _mapping(manifest, "the manifest")
+    manifest = mapping(manifest, "the manifest")
     if manifest.get("format") != FORMAT_NAME:
         raise ManifestError(f"its manifest does not name the format '{FORMAT_NAME}'")
     version = manifest.get("format_version")
     if version != FORMAT_VERSION or isinstance(version, bool):
-        shown = _shown(version) if not isinstance(version, int) else str(version)
+        named = shown(version) if not isinstance(version, int) else str(version)
         raise ManifestError(
-            f"it is session format version {shown}; this proton_ik reads version {FORMAT_VERSION}. "
+            f"it is session format version {named}; this proton_ik reads version {FORMAT_VERSION}. "
             "Open it with the proton_ik release that wrote it"
         )
-    check_info(_mapping(manifest.get("info", {}), "info"))
+    check_info(mapping(manifest.get("info", {}), "info"))
     launches = manifest.get("launches", [])
     if not isinstance(launches, list):
         raise ManifestError(f"'launches' is a {type(launches).__name__}, not a list")
     shapes, seen = [], set()
     for number, item in enumerate(launches):
         where = f"launch #{number}"
-        item = _mapping(item, where)
+        item = mapping(item, where)
         entry = item.get("entry")
         if not isinstance(entry, str) or entry not in member_sizes:
             raise ManifestError(
@@ -87,7 +73,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
             raise ManifestError(f"{where} names the buffer {entry}, which an earlier launch names too")
         seen.add(entry)
         where = f"{where} ({entry})"
-        shape = check_meta(_mapping(item.get("meta"), f"{where}: meta"), where)
+        shape = check_meta(mapping(item.get("meta"), f"{where}: meta"), where)
         problem = _npy_size_problem(member_sizes[entry], shape)
         if problem:
             raise ManifestError(f"{where} {problem}")
@@ -97,35 +83,35 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
 
 def check_info(info: Mapping[str, Any]) -> None:
     """The session info fields the viewer reads."""
-    _text(info, "name", "info", required=False)
-    _text(info, "device", "info", required=False)
+    text(info, "name", "info", required=False)
+    text(info, "device", "info", required=False)
     shift = info.get("time_shift_cycles", 0)
     parts = shift if isinstance(shift, Mapping) else {"single": shift, "pair": shift}
     for kind in ("single", "pair"):
-        _integer(parts, kind, "info.time_shift_cycles", 0, MAX_CYCLES)
+        integer(parts, kind, "info.time_shift_cycles", 0, MAX_CYCLES)
     unrecorded = info.get("unrecorded") or []
     if not isinstance(unrecorded, list):
         raise ManifestError(f"info.unrecorded is a {type(unrecorded).__name__}, not a list")
     for number, item in enumerate(unrecorded):
         where = f"info.unrecorded[{number}]"
-        item = _mapping(item, where)
-        _text(item, "kernel", where)
-        _text(item, "reason", where)
-        _integer(item, "count", where, 0, MAX_INT64)
+        item = mapping(item, where)
+        text(item, "kernel", where)
+        text(item, "reason", where)
+        integer(item, "count", where, 0, MAX_INT64)
 
 
 def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
     """One launch's metadata; returns the byte sizes its stored array may have."""
-    _integer(meta, "launch", where, 0, MAX_INT64)
-    kernel = _text(meta, "kernel", where)
+    integer(meta, "launch", where, 0, MAX_INT64)
+    kernel = text(meta, "kernel", where)
     if not kernel:
         raise ManifestError(f"{where}: its kernel name is empty")
     where = f"{where}, kernel {kernel}"
-    _integer(meta, "stream", where, 0, (1 << 64) - 1, required=False, nullable=True)
+    integer(meta, "stream", where, 0, (1 << 64) - 1, required=False, nullable=True)
     for key in ("device", "graph", "replay"):
-        _integer(meta, key, where, 0, MAX_INT64, required=False, nullable=True)
-    _integer(meta, "num_warps", where, 1, MAX_WARPS, required=False)
-    num_ctas = _integer(meta, "num_ctas", where, 0, MAX_INT64, required=False)
+        integer(meta, key, where, 0, MAX_INT64, required=False, nullable=True)
+    integer(meta, "num_warps", where, 1, MAX_WARPS, required=False)
+    num_ctas = integer(meta, "num_ctas", where, 0, MAX_INT64, required=False)
     grid = meta.get("grid")
     if grid is not None and (
         not isinstance(grid, list)
@@ -134,7 +120,7 @@ def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
     ):
         raise ManifestError(f"{where}: grid is {reprlib.repr(grid)}, not a list of 1 to 3 whole numbers >= 0")
     _config(meta.get("config"), where)
-    layout = check_profile(_mapping(meta.get("profile"), f"{where}: profile"), where)
+    layout = check_profile(meta.get("profile"), where).layout
     stored = meta.get(STORED_KEY)
     if stored is not None and stored != TRIMMED:
         raise ManifestError(
@@ -152,52 +138,9 @@ def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
     return Shape(num_ctas * layout.cta_bytes, num_ctas * layout.cta_bytes, layout.cta_bytes)
 
 
-def check_profile(profile: Mapping[str, Any], where: str) -> BufferLayout:
-    """A kernel's 'proton_ik' metadata: its buffer layout and scope table."""
-    layout = _mapping(profile.get("layout"), f"{where}: profile.layout")
-    if layout.get("version") != VERSION:
-        raise ManifestError(
-            f"{where}: buffer layout version {reprlib.repr(layout.get('version'))} is not the version {VERSION} "
-            "this proton_ik reads; render it with the proton_ik release that captured it"
-        )
-    units = _integer(layout, "units", f"{where}: profile.layout", 1, 1 << 16)
-    capacity = _integer(layout, "capacity", f"{where}: profile.layout", 1, 1 << 32)
-    try:
-        buffer_layout = BufferLayout(units=units, capacity=capacity)
-    except ValueError as error:
-        raise ManifestError(f"{where}: {error}") from None
-    cta_bytes = layout.get("cta_bytes", buffer_layout.cta_bytes)
-    if cta_bytes != buffer_layout.cta_bytes:
-        raise ManifestError(
-            f"{where}: profile.layout.cta_bytes is {reprlib.repr(cta_bytes)}, but {units} units of {capacity} "
-            f"entries take {buffer_layout.cta_bytes}"
-        )
-    _integer(profile, "warps_per_unit", f"{where}: profile", 1, MAX_WARPS, required=False)
-    _integer(profile, "num_warps", f"{where}: profile", 1, MAX_WARPS, required=False)
-    _text(profile, "mode", f"{where}: profile", required=False)
-    capacity_info = profile.get("capacity")
-    if capacity_info is not None and not (
-        isinstance(capacity_info, dict) and all(isinstance(v, SCALARS) for v in capacity_info.values())
-    ):
-        raise ManifestError(
-            f"{where}: profile.capacity is {reprlib.repr(capacity_info)}, not a table of plain values"
-        )
-    scopes = profile.get("scopes", [])
-    if not isinstance(scopes, list):
-        raise ManifestError(f"{where}: profile.scopes is a {type(scopes).__name__}, not a list")
-    ids: set[int] = set()
-    for number, scope in enumerate(scopes):
-        here = f"{where}: profile.scopes[{number}]"
-        scope = _mapping(scope, here)
-        scope_id = _integer(scope, "id", here, 0, MAX_SCOPES - 1)
-        if scope_id in ids:
-            raise ManifestError(f"{here}: scope id {scope_id} is listed twice")
-        ids.add(scope_id)
-        problem = scope_name_problem(scope.get("name"))
-        if problem:
-            raise ManifestError(f"{here}: {problem}")
-        _integer(scope, "line", here, 0, 1 << 31, required=False, nullable=True)
-    return buffer_layout
+def check_profile(profile: object, where: str) -> KernelMetadata:
+    """A kernel's metadata (``contract.metadata``), its scope names held to the scope-name rule."""
+    return KernelMetadata.from_dict(profile, where, "profile", check_names=True)
 
 
 def _npy_size_problem(size: int, shape: Shape) -> str | None:
@@ -209,44 +152,6 @@ def _npy_size_problem(size: int, shape: Shape) -> str | None:
         wanted = f"at least {low}" if high is None else f"{low} to {high}"
         return f"is {size} bytes, where its metadata declares an .npy array of {wanted} bytes"
     return None
-
-
-def _mapping(value: object, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ManifestError(f"{what} is {_shown(value)}, not a JSON object")
-    return value
-
-
-def _integer(
-    table: Mapping[str, Any],
-    key: str,
-    where: str,
-    low: int,
-    high: int,
-    *,
-    required: bool = True,
-    nullable: bool = False,
-) -> Any:
-    """A whole number in range; an optional one may be left out (or be null where ``nullable``)."""
-    if key not in table and not required:
-        return None
-    value = table.get(key)
-    if value is None and nullable:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ManifestError(f"{where}: '{key}' is {_shown(value)}, not a whole number from {low} to {high}")
-    return value
-
-
-def _text(table: Mapping[str, Any], key: str, where: str, *, required: bool = True) -> Any:
-    value = table.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or len(value) > MAX_TEXT or not value.isprintable():
-        raise ManifestError(
-            f"{where}: '{key}' is {_shown(value)}, not printable text of at most {MAX_TEXT} characters"
-        )
-    return value
 
 
 def _config(config: object, where: str) -> None:
@@ -261,12 +166,4 @@ def _config(config: object, where: str) -> None:
         or not (kwargs is None or isinstance(kwargs, dict))
         or not all(isinstance(v, SCALARS) for v in (kwargs or {}).values())
     ):
-        raise ManifestError(f"{where}: config is {_shown(config)}, not a table of plain values")
-
-
-def _shown(value: object) -> str:
-    """A value from a hostile file, bounded: ``reprlib`` stops at a few levels and items, so a
-    deeply nested or huge value neither recurses nor floods the message."""
-    text = reprlib.repr(value)
-    text = text if len(text) <= 60 else f"{text[:57]}..."
-    return f"{text} (a {type(value).__name__})"
+        raise ManifestError(f"{where}: config is {shown(config)}, not a table of plain values")

@@ -1,26 +1,33 @@
 """Session chunks in, Perfetto protobuf trace (``.pftrace``) out.
 
-The track tree lets a kernel author find any SM, CTA or warp::
+The track tree (``tracks``: the model both writers draw) lets a kernel author find any SM, CTA
+or warp::
 
     proton_ik: <session>                      sorted by launch
       host scopes                             where launches were made in ``proton_ik.scope``s:
                                               a slice per scope instance, nested, spanning its
                                               launches
-      launch 3: matmul_kernel                 a slice named after the launch (its
+      launch 3: matmul_kernel                 one slice, named after the launch (its
                                               ``launch_metadata`` name; "lifetime" if it has
-                                              none) whose args are the launch's
-        SM 17                                 metadata and statistics (also in its description)
-          CTA 42                              sorted by SM, then CTA, then warp (numerically)
-            warp 4                            a "lifetime" slice with the warp's scopes nested in it
+                                              none), whose args are the launch's metadata,
+                                              grid, config and totals
+        SM 17                                 sorted by SM, then slot (or CTA), then warp
+          resident CTAs, scopes in flight     counter tracks
+          slot 2                              timeline="slots": a CTA slot; "ctas": "CTA 42"
+            warp 4                            per CTA in the slot, a "lifetime" slice with the
+                                              warp's scopes nested in it; each slice's args
+                                              name its CTA, SM, warp, cycles, line and kind
             warp 4 overlap 1                  scopes that overlap others without nesting
 
 Streaming: the trace is written chunk by chunk (``pipeline.Chunk``: a run of launches), and each
 chunk is its own packet sequence, with its own interned names and incremental clock, so nothing
-of a chunk is kept once it is written. A launch whose pieces span chunks keeps its launch and SM
-tracks; its launch track is described, and its lifetime slice written, with its last piece.
-Host scope instances (a few numbers each, not events) are gathered as launches end and written
-last, as their own sequence: an instance is a run of consecutive launches (in launch order)
-under the same scope, from its first launch's begin to its last launch's end.
+of a chunk is kept once it is written. A launch whose pieces span chunks keeps its launch, SM,
+slot and warp tracks, its slots' state and its counters' intervals in flight
+(``perfetto_counters``); its launch track is described, and its slice written, with its last
+piece. A launch none of whose units left a time gets an empty slice where the launches before it
+ended. Host scope instances (a few numbers each, not events) are gathered as launches end and
+written last, as their own sequence: an instance is a run of consecutive launches (in launch
+order) under the same scope, from its first launch's begin to its last launch's end.
 
 Size: within a sequence, each track gets one header packet that sets the sequence's default
 track and restarts an incremental clock (a sequence-scoped clock whose timestamps are deltas,
@@ -31,14 +38,16 @@ zlib-compressed (``TracePacket.compressed_packets``), which trace processor and 
 inflate on load.
 
 Speed: the few packets that say what the trace is (interned names, the root and launch tracks,
-launch slices) are built with perfetto's protos. The millions of others (SM, CTA and warp tracks,
-track headers, slice begins and ends) are encoded column by column with ``byterows``, in the
-canonical field order protobuf itself writes, and compressed on worker threads while the next
-chunk is encoded.
+launch slices) are built with perfetto's protos. The millions of others (SM, counter, slot and
+warp tracks, track headers, slice begins and ends, counter points) are encoded column by column
+with ``byterows``, in the canonical field order protobuf itself writes, and compressed on worker
+threads while the next chunk is encoded.
 
-Its parts: ``perfetto_tracks`` (the track tree and its names), ``perfetto_slices`` (slice packets),
-``perfetto_host`` (the host scopes' track), ``perfetto_wire`` (protobuf encoding) and
-``perfetto_sink`` (bundling and compression); this module drives them, chunk by chunk.
+Its parts: ``tracks`` (the track model, shared with the Chrome writer and the readers),
+``perfetto_tracks`` (its uuids and descriptors), ``perfetto_slices`` (slice packets),
+``perfetto_counters`` (counter points), ``perfetto_host`` (the host scopes' track),
+``perfetto_wire`` (protobuf encoding) and ``perfetto_sink`` (bundling and compression); this
+module drives them, chunk by chunk.
 """
 
 from __future__ import annotations
@@ -53,20 +62,23 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from tqdm import tqdm
 
 from proton_ik.viewer.byterows import Rows, assemble
-from proton_ik.viewer.perfetto_host import HOST_TRACK, _HostInstance, _HostScopes, _write_host_track
+from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
+from proton_ik.viewer.perfetto_counters import _counter_points, _InFlight
+from proton_ik.viewer.perfetto_host import _HostInstance, _HostScopes, _write_host_track
 from proton_ik.viewer.perfetto_sink import _Sink
 from proton_ik.viewer.perfetto_slices import _event_rows, _launch_event, _LaunchSlices, _markers
-from proton_ik.viewer.perfetto_tracks import (
-    LIFETIME,
-    _descriptor,
-    _descriptor_rows,
-    _event_names,
-    _launch_description,
-    _track_tree,
-    _Tracks,
-)
+from proton_ik.viewer.perfetto_tracks import _descriptor, _descriptor_rows, _event_names, _Numbered
 from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID, _interning_packet
-from proton_ik.viewer.pipeline import Chunk, Columns, chunk_from_tables
+from proton_ik.viewer.tracks import (
+    COUNTERS,
+    HOST_TRACK,
+    LIFETIME,
+    TREE_COLUMNS,
+    OpenTracks,
+    check_timeline,
+    launch_name,
+    track_tree,
+)
 
 __all__ = [
     "HOST_TRACK",
@@ -79,12 +91,8 @@ __all__ = [
 ]
 
 SEQUENCE_ID = 1  # the first chunk's packet sequence; later chunks count up from it
-CHUNK_ROWS = 1 << 15  # packets encoded at once: about one bundle
 PROGRESS_EVENTS = 1_000_000
-_LIFE_COLUMNS = (
-    "kernel", "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns", "start_cycles", "end_cycles",
-    "count", "overwritten",
-)  # fmt: skip
+_LIFE_COLUMNS = (*TREE_COLUMNS, "start_cycles", "end_cycles", "count", "overwritten")
 
 
 def write_perfetto(
@@ -94,15 +102,17 @@ def write_perfetto(
     launches: pd.DataFrame,
     *,
     title: str = "proton_ik",
+    timeline: str | None = None,
     progress: bool | None = None,
     compress: bool = True,
 ) -> Path:
     """Write a session's tables (events, unit lifetimes, launches) as a ``.pftrace``;
-    ``progress=None`` shows a bar past 1e6 events."""
+    ``timeline``: "slots" (the default) or "ctas" (``tracks``); ``progress=None`` shows a bar
+    past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
     with (
         tqdm(desc="perfetto", unit="packet", unit_scale=True, disable=not show) as bar,
-        PerfettoWriter(path, title, compress=compress, bar=bar) as writer,
+        PerfettoWriter(path, title, timeline=timeline, compress=compress, bar=bar) as writer,
     ):
         writer.add(chunk_from_tables(events, units, launches))
     return Path(path)
@@ -110,20 +120,25 @@ def write_perfetto(
 
 @dataclass
 class _OpenLaunch:
-    """A launch whose pieces go on into the next chunk: its tracks so far and its time span."""
+    """A launch whose pieces go on into the next chunk: its tracks so far, its time span and
+    its counters' intervals in flight."""
 
-    number: int
     uuid: int
-    sm_uuid: dict[int, int]
+    tracks: OpenTracks
     begin: int
     end: int
+    in_flight: _InFlight | None
+
+    @property
+    def number(self) -> int:
+        return self.tracks.number
 
 
 class PerfettoWriter:
     """Writes chunks of a session, in launch order, to a ``.pftrace``; use it as a context manager.
 
-    uuids: 1 is the root; each chunk numbers its new launch, SM, CTA and warp tracks in blocks,
-    in that order, after the previous chunk's.
+    uuids: 1 is the root; each chunk numbers its new launch, SM (each followed by its counter
+    tracks), place and unit tracks in blocks, in that order, after the previous chunk's.
     """
 
     def __init__(
@@ -131,10 +146,12 @@ class PerfettoWriter:
         path: str | Path,
         title: str,
         *,
+        timeline: str | None = None,
         compress: bool = True,
         warnings: Sequence[str] = (),
         bar: tqdm | None = None,
     ):
+        self.timeline = check_timeline(timeline)
         self.path = Path(path)
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
         self._sink = _Sink(self._file, compress)
@@ -146,22 +163,39 @@ class PerfettoWriter:
         self._sequence = SEQUENCE_ID
         self._open: _OpenLaunch | None = None
         self._host = _HostScopes()
+        self._untimed: list[tuple[int, dict]] = []  # launches with no time yet: uuid, row
+        self._last_end: int | None = None  # the latest end of any launch so far
 
-    def add(self, chunk: Chunk) -> None:
+    def add(self, chunk: Chunk, *, closing: bool = False) -> None:
         """Write one chunk as its own packet sequence."""
-        finished = chunk.units["finished"]
-        lives = {name: chunk.units[name][finished] for name in _LIFE_COLUMNS}
-        names = _event_names(chunk)
+        lives = chunk.lifetimes(_LIFE_COLUMNS)
+        numbered = self._number(chunk, lives)
+        ending = {int(row["launch"]) for row in chunk.launches}
+        # At most one launch goes on into the next chunk: pieces come in launch order.
+        going_on = next((n for n in numbered.tracks.launch.tolist() if n not in ending), None)
+        before = self._open
+        points, in_flight = _counter_points(
+            numbered.tracks,
+            numbered.sm_uuid,
+            (chunk.events["begin_ns"], chunk.events["end_ns"]),
+            None if before is None else before.in_flight,
+            {} if before is None else before.tracks.sms,
+            going_on,
+        )
+        names = _event_names(chunk, [row for _, row in self._untimed])
         self._start_sequence(names)
-        tracks = self._track_tree(chunk, lives)
-        launch_slices = self._launches(chunk, tracks, names)
-        self._write_chunks(tracks.count, lambda lo, hi: _descriptor_rows(tracks, lo, hi))
-        markers = _markers(chunk.events, lives, tracks, names, launch_slices, self._sequence, chunk.scopes)
+        launch_slices = self._launches(chunk, numbered, names, going_on, in_flight, closing)
+        self._write_chunks(numbered.count, lambda lo, hi: _descriptor_rows(numbered, lo, hi))
+        markers = _markers(
+            chunk.events, lives, numbered, names, launch_slices, points, self._sequence, chunk.scopes
+        )
         self._write_chunks(markers.rows, lambda lo, hi: _event_rows(markers, lo, hi))
         self._sequence += 1
 
     def close(self) -> Path:
         """Finish the file (an empty session still gets its root track)."""
+        if self._untimed:  # no launch of the session left a time: their slices go at 0
+            self.add(empty_chunk(), closing=True)
         if self._sequence == SEQUENCE_ID:
             self._start_sequence({LIFETIME: 1})
         instances = self._host.finish()
@@ -184,8 +218,7 @@ class PerfettoWriter:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 
     def _write_chunks(self, rows: int, build: Callable[[int, int], list[tuple[Rows, np.ndarray]]]) -> None:
-        for lo in range(0, rows, CHUNK_ROWS):
-            hi = min(rows, lo + CHUNK_ROWS)
+        for lo, hi in batches(rows):
             data, _ = assemble(build(lo, hi))
             self._sink.framed(data)
             if self._bar is not None:
@@ -201,65 +234,77 @@ class PerfettoWriter:
         self._next_uuid += count
         return np.arange(first, first + count, dtype=np.int64)
 
-    def _track_tree(self, chunk: Chunk, lives: Columns) -> _Tracks:
-        """The chunk's tracks, numbered: a launch (and its SMs) continued from the last chunk
-        keeps its uuids."""
+    def _number(self, chunk: Chunk, lives: Columns) -> _Numbered:
+        """The chunk's tracks, numbered: a launch continued from the last chunk keeps its uuids
+        (and its tracks and slots)."""
         open_launch = self._open
-        carried = [open_launch.number] if open_launch is not None else []
-        tree = _track_tree(chunk, lives, carried)
+        carried = open_launch.tracks if open_launch is not None else None
+        tree = track_tree(chunk, lives, self.timeline, carried)
         launch_uuid = np.zeros(len(tree.launch), dtype=np.int64)
         fresh = tree.launch != (open_launch.number if open_launch is not None else -1)
         if open_launch is not None:
             launch_uuid[~fresh] = open_launch.uuid
         launch_uuid[fresh] = self._allocate(int(fresh.sum()))
-        sm_uuid = np.zeros(len(tree.sm), dtype=np.int64)
-        new_sm = np.ones(len(tree.sm), dtype=bool)
-        if open_launch is not None:
-            for i in np.flatnonzero(~fresh[tree.sm_launch]).tolist():
-                known = open_launch.sm_uuid.get(int(tree.sm[i]))
-                if known is not None:
-                    sm_uuid[i], new_sm[i] = known, False
-        sm_uuid[new_sm] = self._allocate(int(new_sm.sum()))
-        return tree.numbered(
-            launch_uuid, sm_uuid, new_sm, self._allocate(len(tree.cta)), self._allocate(len(tree.unit))
-        )
+        sm_uuid, place_uuid, unit_uuid = tree.known(carried)
+        new_sm, new_place, new_unit = sm_uuid < 0, place_uuid < 0, unit_uuid < 0
+        per_sm = 1 + len(COUNTERS)  # an SM and its counter tracks
+        sm_uuid[new_sm] = self._allocate(per_sm * int(new_sm.sum()))[::per_sm]
+        place_uuid[new_place] = self._allocate(int(new_place.sum()))
+        unit_uuid[new_unit] = self._allocate(int(new_unit.sum()))
+        return _Numbered(tree, launch_uuid, sm_uuid, new_sm, place_uuid, new_place, unit_uuid, new_unit)
 
-    def _launches(self, chunk: Chunk, tracks: _Tracks, names: dict[str, int]) -> _LaunchSlices:
-        """Describe the launches that end in this chunk and give each its lifetime slice; keep
-        the one that goes on into the next."""
-        rows = {int(row["launch"]): row for row in chunk.launches}
+    def _launches(
+        self,
+        chunk: Chunk,
+        numbered: _Numbered,
+        names: dict[str, int],
+        going_on: int | None,
+        in_flight: _InFlight | None,
+        closing: bool,
+    ) -> _LaunchSlices:
+        """Describe the launches that end in this chunk and give each its slice; keep the one
+        that goes on into the next. A launch with no time is placed where the launches before
+        it ended (held until one has a time)."""
+        tracks = numbered.tracks
         begin, end = tracks.launch_begin.copy(), tracks.launch_end.copy()
-        if self._open is not None:
-            carried = tracks.launch == self._open.number
-            begin[carried] = np.minimum(begin[carried], self._open.begin)
-            end[carried] = np.maximum(end[carried], self._open.end)
-        ending = np.array([number in rows for number in tracks.launch.tolist()], dtype=bool)
         before, self._open = self._open, None
-        for i in np.flatnonzero(~ending).tolist():  # at most one: pieces come in launch order
-            number = int(tracks.launch[i])
-            # The SMs of all its pieces so far: a later piece may run on any of them again.
-            sm_uuid = dict(before.sm_uuid) if before is not None and before.number == number else {}
-            sm_uuid.update(
-                (int(tracks.sm[j]), int(tracks.sm_uuid[j])) for j in np.flatnonzero(tracks.sm_launch == i)
+        if before is not None and (at := tracks.launch_index(before.number)) is not None:
+            begin[at], end[at] = min(begin[at], before.begin), max(end[at], before.end)
+        if going_on is not None:
+            at = tracks.launch_index(going_on)
+            ids = (numbered.sm_uuid, numbered.place_uuid, numbered.unit_uuid)
+            kept = tracks.keep(going_on, ids, None if before is None else before.tracks)
+            self._open = _OpenLaunch(
+                int(numbered.launch_uuid[at]), kept, int(begin[at]), int(end[at]), in_flight
             )
-            self._open = _OpenLaunch(number, int(tracks.launch_uuid[i]), sm_uuid, int(begin[i]), int(end[i]))
-        index = np.flatnonzero(ending)
-        timed_at = {int(tracks.launch[i]): (int(begin[i]), int(end[i])) for i in index.tolist()}
+        slices: list[tuple[int, int, int, dict]] = []
         for row in chunk.launches:  # in launch order, with launches that left no track too
             number = int(row["launch"])
-            self._host.add(chunk.host_paths.get(number, ()), number, *timed_at.get(number, (1, 0)))
-        for i in index.tolist():
-            number = int(tracks.launch[i])
-            descriptor = _descriptor(
-                int(tracks.launch_uuid[i]), 1, f"launch {number}: {tracks.kernel[i]}", number
+            at = tracks.launch_index(number)
+            uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
+            kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
+            self._sink.packet(
+                TracePacket(track_descriptor=_descriptor(uuid, 1, launch_name(number, kernel), number))
             )
-            descriptor.description = _launch_description(rows[number])
-            self._sink.packet(TracePacket(track_descriptor=descriptor))
-        # A launch none of whose units left a time has no lifetime.
-        timed = index[begin[index] <= end[index]]
+            timed = at is not None and begin[at] <= end[at]
+            span = (int(begin[at]), int(end[at])) if timed else (1, 0)
+            self._host.add(chunk.host_paths.get(number, ()), number, *span)
+            if not timed:
+                self._untimed.append((uuid, row))
+                continue
+            if self._untimed:  # the launches before it that had no time: where this one began
+                when = self._last_end if self._last_end is not None else span[0]
+                slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
+                self._untimed = []
+            slices.append((uuid, *span, row))
+            self._last_end = max(span[1], self._last_end if self._last_end is not None else span[1])
+        if self._untimed and (self._last_end is not None or closing):
+            when = self._last_end if self._last_end is not None else 0
+            slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
+            self._untimed = []
         return _LaunchSlices(
-            uuid=tracks.launch_uuid[timed],
-            begin=begin[timed],
-            end=end[timed],
-            events=[_launch_event(rows[int(tracks.launch[i])], names) for i in timed.tolist()],
+            uuid=np.array([uuid for uuid, *_ in slices], dtype=np.int64),
+            begin=np.array([b for _, b, _, _ in slices], dtype=np.int64),
+            end=np.array([e for _, _, e, _ in slices], dtype=np.int64),
+            events=[_launch_event(row, names) for *_, row in slices],
         )

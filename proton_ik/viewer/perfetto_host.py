@@ -19,14 +19,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 
 from proton_ik.viewer.perfetto_sink import _Sink
 from proton_ik.viewer.perfetto_tracks import _descriptor
-from proton_ik.viewer.perfetto_wire import (
-    _ANNOTATION_IID,
-    HOST_ANNOTATIONS,
-    INCREMENTAL_CLOCK_ID,
-    _interning_packet,
-)
-
-HOST_TRACK = "host scopes"  # the track of host scope slices, beside the launch tracks
+from proton_ik.viewer.perfetto_wire import _ANNOTATION_IID, INCREMENTAL_CLOCK_ID, _interning_packet
+from proton_ik.viewer.tracks import HOST_ARGS, HOST_TRACK
 
 
 @dataclass
@@ -125,7 +119,7 @@ def _write_host_track(sink: _Sink, instances: list[_HostInstance], uuid: int, se
             event = TrackEvent(type=TrackEvent.TYPE_SLICE_END)
         else:
             event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[instance.name])
-            for key in HOST_ANNOTATIONS:
+            for key in HOST_ARGS:
                 event.debug_annotations.add(name_iid=_ANNOTATION_IID[key], int_value=getattr(instance, key))
         sink.packet(
             TracePacket(

@@ -1,6 +1,8 @@
-"""The slices of a chunk as Perfetto packets: each warp track's header (its clock anchor), then
-its slice begins and ends (scopes and unit lifetimes) in recorded order, and each launch's
-lifetime slice with its metadata as args; encoded column by column with ``byterows``.
+"""The slices of a chunk as Perfetto packets: each track's header (its clock anchor), then its
+markers in order: on a unit track, the slice begins and ends (scopes and unit lifetimes) of each
+CTA that ran in its place, CTA by CTA in start order, each CTA's in recorded order; each
+launch's slice with its metadata as args; and counter points. Encoded column by column with
+``byterows``.
 """
 
 from __future__ import annotations
@@ -13,38 +15,44 @@ import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, TrackEvent, TrackEventDefaults
 
 from proton_ik.viewer.byterows import Rows
-from proton_ik.viewer.perfetto_tracks import LIFETIME, _launch_slice_name, _Tracks
+from proton_ik.viewer.chunk import Columns
+from proton_ik.viewer.groups import groups
+from proton_ik.viewer.perfetto_counters import _Points
+from proton_ik.viewer.perfetto_tracks import _Numbered
 from proton_ik.viewer.perfetto_wire import (
     _ANNOTATION_IID,
     _BEGIN,
     _BOOTTIME,
     _CLOCK,
+    _COUNTER_EVENT,
     _DEFAULT_CLOCK,
     _DEFAULTS,
     _END_EVENT,
     _EVENT,
     _INCREMENTAL,
     _IS_INCREMENTAL,
+    _KIND_IID,
     _NEEDS_STATE,
     _PACKET,
     _PRIMARY_BOOTTIME,
     _TRACE_PACKET,
-    LAUNCH_ANNOTATIONS,
     _annotations,
     _debug_annotation,
     _key,
+    _kind_annotation,
     _with,
 )
-from proton_ik.viewer.pipeline import Columns
+from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, launch_slice_name, stacked
 
-# Besides the CTA, SM and warp every slice of a track shares:
-_SCOPE_ANNOTATIONS = ("cycles", "line")
-_LIFETIME_ANNOTATIONS = ("cycles", "records", "overwritten")
+# Besides the SM and warp every slice of a unit track shares, and its kind:
+_SCOPE_ANNOTATIONS = ("cta", "cycles", "line")
+_LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten")
+_SCOPE_KIND, _UNIT_KIND, _LAUNCH_KIND = KINDS
 
 
 @dataclass(frozen=True)
 class _LaunchSlices:
-    """The lifetime slices of the launches that end in a chunk: each its own track's only slice."""
+    """The slices of the launches that end in a chunk: each its own track's only slice."""
 
     uuid: np.ndarray
     begin: np.ndarray
@@ -53,22 +61,26 @@ class _LaunchSlices:
 
 
 def _launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
-    """A launch lifetime's begin: its metadata and statistics as structured args."""
-    values = {name: row.get(name) for name in LAUNCH_ANNOTATIONS}
+    """A launch's begin: its metadata and totals as structured args."""
+    values = {name: row.get(name) for name in LAUNCH_ARGS}
     values["config"] = row.get("config_args")
-    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[_launch_slice_name(row)])
+    # What a launch table row from a trace file may lack: the time shift, as its summary reads it.
+    values["time_shift_cycles"] = row.get("time_shift_cycles", 0)
+    values["time_shift_pair_cycles"] = row.get("time_shift_pair_cycles", values["time_shift_cycles"])
+    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[launch_slice_name(row)])
     for name, value in values.items():
         annotation = _debug_annotation(value)
         if annotation is not None:
             annotation.name_iid = _ANNOTATION_IID[name]
             event.debug_annotations.append(annotation)
+    event.debug_annotations.add(name_iid=_ANNOTATION_IID[KIND_ARG], string_value_iid=_KIND_IID[_LAUNCH_KIND])
     return event.SerializeToString()
 
 
 @dataclass(frozen=True)
 class _Markers:
     """Every packet of a chunk's event stream, in the order written: one header per track, then
-    the track's slice begins and ends in the order its unit recorded them."""
+    the track's markers."""
 
     rows: int
     on_sequence: bytes  # the chunk's trusted_packet_sequence_id field
@@ -76,46 +88,79 @@ class _Markers:
     header_row: np.ndarray
     header_uuid: np.ndarray
     header_ts: np.ndarray
-    # Slice begins and ends, as written: output row, end or not, timestamp delta, track, and
-    # for a begin its slice: a row of ``name`` and ``values`` (events, unit lifetimes, then
-    # launch lifetimes).
+    # Markers, as written: output row, timestamp delta, track, and what it is: a slice's begin
+    # (a row of ``name`` and ``values``: events, unit lifetimes, then launches), its end (-1),
+    # or a counter point (-2, its count in ``count``).
     row: np.ndarray
-    is_end: np.ndarray
     delta: np.ndarray
     track: np.ndarray
     slice: np.ndarray
+    count: np.ndarray
     scopes: int  # slices below this are scope events
-    lives: int  # then up to this, unit lifetimes; the rest are launch lifetimes
+    lives: int  # then up to this, unit lifetimes; the rest are launches
     name: np.ndarray
     values: dict[str, np.ndarray]  # per annotation, -1 where a slice does not carry it
-    shared: Rows  # per warp track: the annotations all its slices carry (CTA, SM, warp)
-    launch_events: Rows  # per launch lifetime: its begin's TrackEvent
+    shared: Rows  # per unit track: the annotations all its slices carry (SM, warp)
+    launch_events: Rows  # per launch slice: its begin's TrackEvent
+
+
+_END, _COUNT = -1, -2
 
 
 def _markers(
     events: Columns,
     lives: Columns,
-    tracks: _Tracks,
+    numbered: _Numbered,
     names: dict[str, int],
     launches: _LaunchSlices,
+    counters: _Points,
     sequence: int,
     scope_names: Sequence[str],
 ) -> _Markers:
-    scope_track, life_track = tracks.event_track, tracks.life_track
-    n_warps = len(tracks.unit)
-    n_events, n_lives, n_launches = len(scope_track), len(life_track), len(launches.uuid)
-    n_tracks = n_warps + n_launches
+    tracks = numbered.tracks
+    n_units, n_events, n_lives = len(tracks.unit), tracks.events, len(tracks.life_track)
+    n_launches, n_points = len(launches.uuid), len(counters.ts)
+    counter_tracks, point_track = np.unique(counters.track, return_inverse=True)
+    n_tracks = n_units + n_launches + len(counter_tracks)
+    # An occupant: a CTA's rows on a unit track. Numbered by track, then by the CTA's start.
+    cta_order = np.empty(len(tracks.cta), dtype=np.int64)
+    cta_order[np.lexsort((tracks.cta_begin,))] = np.arange(len(tracks.cta))
+    occupant, occupant_first = groups(tracks.row_track, cta_order[tracks.row_cta])
+    occupant_track = tracks.row_track[occupant_first]
+    n_occupants = len(occupant_first)
+    scope_occupant, life_occupant = occupant[:n_events], occupant[n_events:]
     begin_ns, end_ns = events["begin_ns"], events["end_ns"]
     start, end = lives["start_ns"], lives["end_ns"]
     if n_events and n_lives:
         # Keep each lifetime around its unit's scopes even if the unit's clocks are inconsistent.
-        start = np.minimum(start, _per_track(np.minimum, n_warps, scope_track, begin_ns)[life_track])
-        end = np.maximum(end, _per_track(np.maximum, n_warps, scope_track, end_ns)[life_track])
+        start = np.minimum(
+            start, _per_track(np.minimum, n_occupants, scope_occupant, begin_ns)[life_occupant]
+        )
+        end = np.maximum(end, _per_track(np.maximum, n_occupants, scope_occupant, end_ns)[life_occupant])
     begin_record, end_record = events["begin_record"], events["end_record"]
     last_order = int(max(begin_record.max(initial=0), end_record.max(initial=0))) + 1
-    launch_track = n_warps + np.arange(n_launches)
-    track = np.concatenate([scope_track, scope_track, life_track, life_track, launch_track, launch_track])
-    # Within a track: a lifetime begins before, and ends after, every record of its unit.
+    # Every track's markers are one occupant's: launches and counters are their tracks' only one.
+    launch_occupant = n_occupants + np.arange(n_launches)
+    point_occupant = n_occupants + n_launches + point_track
+    marker_occupant = np.concatenate(
+        [
+            scope_occupant,
+            scope_occupant,
+            life_occupant,
+            life_occupant,
+            launch_occupant,
+            launch_occupant,
+            point_occupant,
+        ]
+    )
+    occupant_track = np.concatenate(
+        [
+            occupant_track,
+            n_units + np.arange(n_launches),
+            n_units + n_launches + np.arange(len(counter_tracks)),
+        ]
+    )
+    # Within an occupant: a lifetime begins before, and ends after, every record of its unit.
     order = np.concatenate(
         [
             begin_record + 1,
@@ -124,29 +169,36 @@ def _markers(
             np.full(n_lives, last_order + 1),
             np.zeros(n_launches, np.int64),
             np.full(n_launches, last_order + 1),
+            np.arange(n_points),  # already by time
         ]
     )
-    ts = np.concatenate([begin_ns, end_ns, start, end, launches.begin, launches.end])
+    ts = np.concatenate([begin_ns, end_ns, start, end, launches.begin, launches.end, counters.ts])
     slices = np.arange(n_events + n_lives + n_launches)
-    ends = np.full(n_events, -1)
     slice_of = np.concatenate(
         [
             slices[:n_events],
-            ends,
+            np.full(n_events, _END),
             slices[n_events : n_events + n_lives],
-            np.full(n_lives, -1),
+            np.full(n_lives, _END),
             slices[n_events + n_lives :],
-            np.full(n_launches, -1),
+            np.full(n_launches, _END),
+            np.full(n_points, _COUNT),
         ]
     )
+    count = np.concatenate([np.zeros(len(slice_of) - n_points, np.int64), counters.value])
 
     # Tracks go out in order of their first timestamp: each restarts the incremental clock with a
     # snapshot against BOOTTIME, and one clock's snapshots must not go back in time.
+    track = occupant_track[marker_occupant]
     first_ts = _per_track(np.minimum, n_tracks, track, ts)
     rank = np.empty(n_tracks, dtype=np.int64)
     rank[np.argsort(first_ts, kind="stable")] = np.arange(n_tracks)
-    sort = _argsort_keys(rank[track], order, last_order + 2)
-    track, ts, slice_of = track[sort], ts[sort], slice_of[sort]
+    occupant_rank = np.empty(len(occupant_track), dtype=np.int64)
+    occupant_rank[np.lexsort((np.arange(len(occupant_track)), rank[occupant_track]))] = np.arange(
+        len(occupant_track)
+    )
+    sort = _argsort_keys(occupant_rank[marker_occupant], order, max(last_order + 2, n_points))
+    track, ts, slice_of, count = track[sort], ts[sort], slice_of[sort], count[sort]
     new_track = np.ones(len(track), dtype=bool)
     new_track[1:] = track[1:] != track[:-1]
     # A timestamp never goes back within a track: that would be a negative delta.
@@ -157,12 +209,10 @@ def _markers(
     row = np.arange(len(track)) + np.cumsum(new_track)
 
     def both(scoped: object, lived: object) -> np.ndarray:
-        return np.concatenate(
-            [np.asarray(scoped, dtype=np.int64), np.asarray(lived, dtype=np.int64), np.full(n_launches, -1)]
-        )
+        return stacked(scoped, lived, np.full(n_launches, -1))
 
     no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
-    track_uuid = np.concatenate([tracks.warp_uuid, launches.uuid])
+    track_uuid = np.concatenate([numbered.unit_uuid, launches.uuid, counters.uuid[counter_tracks]])
     return _Markers(
         rows=len(track) + int(new_track.sum()),
         on_sequence=_with(_PACKET, "trusted_packet_sequence_id", sequence),
@@ -170,22 +220,16 @@ def _markers(
         header_uuid=track_uuid[track[new_track]],
         header_ts=ts[new_track],
         row=row,
-        is_end=slice_of < 0,
         delta=delta,
         track=track,
         slice=slice_of,
+        count=count,
         scopes=n_events,
         lives=n_events + n_lives,
         name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
-        shared=_annotations(
-            n_warps,
-            {
-                "cta": tracks.cta[tracks.warp_cta],
-                "sm": tracks.sm[tracks.cta_sm[tracks.warp_cta]],
-                "warp": tracks.warp,
-            },
-        ),
+        shared=_annotations(n_units, {"sm": tracks.sm[tracks.unit_sm], "warp": tracks.warp}),
         values={
+            "cta": both(tracks.cta[tracks.row_cta[:n_events]], tracks.cta[tracks.row_cta[n_events:]]),
             "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
             "line": both(events["line"], no_life),
             "records": both(no_event, lives["count"]),
@@ -223,7 +267,7 @@ def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def _per_track(reduce: np.ufunc, n_tracks: int, track: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``reduce`` (np.minimum or np.maximum) of ``values`` per warp track."""
+    """``reduce`` (np.minimum or np.maximum) of ``values`` per track (or occupant)."""
     identity = np.iinfo(np.int64).max if reduce is np.minimum else np.iinfo(np.int64).min
     result = np.full(n_tracks, identity, dtype=np.int64)
     reduce.at(result, track, values)
@@ -231,14 +275,15 @@ def _per_track(reduce: np.ufunc, n_tracks: int, track: np.ndarray, values: np.nd
 
 
 def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
-    """Output rows ``lo`` to ``hi`` of the event stream: track headers, slice begins and ends."""
+    """Output rows ``lo`` to ``hi`` of the event stream: track headers, slice begins and ends,
+    counter points."""
     kinds = []
     a, b = np.searchsorted(markers.header_row, [lo, hi])
     if a < b:
         kinds.append((_header_rows(markers, a, b), markers.header_row[a:b] - lo))
     a, b = np.searchsorted(markers.row, [lo, hi])
-    ends = np.flatnonzero(markers.is_end[a:b]) + a
-    begins = np.flatnonzero(~markers.is_end[a:b]) + a
+    what = markers.slice[a:b]
+    ends, points, begins = (np.flatnonzero(where) + a for where in (what == _END, what == _COUNT, what >= 0))
     # Scopes, unit lifetimes and launch lifetimes carry different annotations: each kind on its own.
     slices = markers.slice[begins]
     scoped, launched = slices < markers.scopes, slices >= markers.lives
@@ -257,6 +302,19 @@ def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndar
             .message(_key(_PACKET, "track_event"), event)
         )
         kinds.append((Rows(len(ends)).message(_TRACE_PACKET, packet), markers.row[ends] - lo))
+    if len(points):
+        event = (
+            Rows(len(points))
+            .constant(_COUNTER_EVENT)
+            .field(_key(_EVENT, "counter_value"), markers.count[points])
+        )
+        packet = (
+            Rows(len(points))
+            .field(_key(_PACKET, "timestamp"), markers.delta[points])
+            .constant(markers.on_sequence)
+            .message(_key(_PACKET, "track_event"), event)
+        )
+        kinds.append((Rows(len(points)).message(_TRACE_PACKET, packet), markers.row[points] - lo))
     return kinds
 
 
@@ -291,9 +349,11 @@ def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
 def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     n = len(index)
     slices = markers.slice[index]
-    carried = _LIFETIME_ANNOTATIONS if slices[0] >= markers.scopes else _SCOPE_ANNOTATIONS
+    lifetime = slices[0] >= markers.scopes
+    carried = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
     event = Rows(n).take(markers.shared, markers.track[index])
     event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
+    event.constant(_kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
     event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
     return _begin_packets(markers, index, event)
 

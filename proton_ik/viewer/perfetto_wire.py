@@ -23,22 +23,16 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from proton_ik.viewer.byterows import Rows, varint_bytes
+from proton_ik.viewer.tracks import HOST_ARGS, KIND_ARG, KINDS, LAUNCH_ARGS, SLICE_ARGS
 
 # Clock ids 64..127 are scoped to one packet sequence; only those may be incremental.
 INCREMENTAL_CLOCK_ID = 64
-ANNOTATIONS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
-# A launch's lifetime slice carries these (where its metadata has them), then "config" and
-# "problems" as a dictionary and an array.
-LAUNCH_ANNOTATIONS = (
-    "kernel", "name", "host_scope", "launch", "device", "stream", "graph", "replay", "grid",
-    "warps_per_unit", "capacity", "capacity_source", "capacity_bound", "capacity_reason", "ctas", "units",
-    "records", "events", "overwritten", "mhz", "clock_source", "config", "launch_metrics", "problems",
-)  # fmt: skip
-HOST_ANNOTATIONS = ("launches", "first_launch", "last_launch")  # of a host scope's slice
+# Every arg name, interned by each sequence.
 _ANNOTATION_IID = {
     name: iid
-    for iid, name in enumerate(dict.fromkeys([*ANNOTATIONS, *LAUNCH_ANNOTATIONS, *HOST_ANNOTATIONS]), start=1)
+    for iid, name in enumerate(dict.fromkeys([*SLICE_ARGS, KIND_ARG, *LAUNCH_ARGS, *HOST_ARGS]), start=1)
 }
+_KIND_IID = {kind: iid for iid, kind in enumerate(KINDS, start=1)}  # interned string values
 
 
 # --- protobuf keys, from perfetto's own descriptors ---------------------------------------------
@@ -87,6 +81,7 @@ _PRIMARY_BOOTTIME = _with(ClockSnapshot.DESCRIPTOR, "primary_trace_clock", BUILT
 _DEFAULT_CLOCK = _with(_DEFAULTS, "timestamp_clock_id", INCREMENTAL_CLOCK_ID)
 _BEGIN = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_BEGIN)
 _END_EVENT = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_END)
+_COUNTER_EVENT = _with(_EVENT, "type", TrackEvent.TYPE_COUNTER)
 _NEEDS_STATE = _with(_PACKET, "sequence_flags", TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
 
 
@@ -103,16 +98,26 @@ def _interning_packet(names: dict[str, int], sequence: int) -> TracePacket:
         packet.interned_data.event_names.add(iid=iid, name=name)
     for name, iid in _ANNOTATION_IID.items():
         packet.interned_data.debug_annotation_names.add(iid=iid, name=name)
+    for kind, iid in _KIND_IID.items():
+        packet.interned_data.debug_annotation_string_values.add(iid=iid, str=kind.encode())
     return packet
+
+
+def _kind_annotation(kind: str) -> bytes:
+    """A slice's kind (one of ``tracks.KINDS``) as a debug annotation field, interned."""
+    body = _with(DebugAnnotation.DESCRIPTOR, "name_iid", _ANNOTATION_IID[KIND_ARG]) + _with(
+        DebugAnnotation.DESCRIPTOR, "string_value_iid", _KIND_IID[kind]
+    )
+    return _key(_EVENT, "debug_annotations") + varint_bytes(len(body)) + body
 
 
 _OPTIONAL = ("line",)  # -1: the slice has no such annotation
 
 
 def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
-    """TrackEvent.debug_annotations fields, with interned names, in the order of ANNOTATIONS."""
+    """TrackEvent.debug_annotations fields, with interned names, in the order of SLICE_ARGS."""
     rows = Rows(n)
-    for annotation in ANNOTATIONS:
+    for annotation in SLICE_ARGS:
         if annotation not in values:
             continue
         column = values[annotation]

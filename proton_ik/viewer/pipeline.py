@@ -23,20 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout, RecordKind
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.session_format import Capture, check_required_meta
 from proton_ik.viewer.chunk import Chunk, Columns
 from proton_ik.viewer.chunk import chunk_from_tables as chunk_from_tables
-from proton_ik.viewer.decode import (
-    PROBLEM_COUNTS,
-    BufferView,
-    UnitTable,
-    decode_headers,
-    decode_views,
-    describe_problems,
-    raw_view,
-)
+from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
 from proton_ik.viewer.events import pair_records
-from proton_ik.viewer.session_file import Capture, StoredLaunch, check_meta
+from proton_ik.viewer.session_file import StoredLaunch
 from proton_ik.viewer.table import (
     HOST_SCOPE_SEPARATOR,
     LAUNCH_COUNTS,
@@ -52,7 +47,6 @@ from proton_ik.viewer.table import (
     scope_codes,
     unit_columns,
     unmatched_columns,
-    warps_per_unit,
 )
 from proton_ik.viewer.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
 
@@ -64,16 +58,20 @@ GROUP_BYTES = 4 << 20
 
 @dataclass(frozen=True)
 class Launch:
-    """A launch checked against its metadata: its place in the session, decode key and layout."""
+    """A launch checked against its metadata: its place in the session, decode key and kernel."""
 
     index: int
     capture: Capture
     key: tuple[str, str]  # kernel and profile: launches that decode together
-    layout: BufferLayout
+    kernel: KernelMetadata
 
     @property
     def meta(self) -> Mapping[str, Any]:
         return self.capture.meta
+
+    @property
+    def layout(self) -> BufferLayout:
+        return self.kernel.layout
 
     @property
     def where(self) -> str:
@@ -92,16 +90,19 @@ class Launch:
 def prepare(captures: Sequence[Capture]) -> list[Launch]:
     """Check every launch's metadata, before anything is decoded."""
     launches = []
-    keys: dict[tuple[str, str], tuple[str, str]] = {}  # one copy of each key, however many launches
+    # One copy of each key and its kernel metadata, however many launches share them.
+    kernels: dict[tuple[str, str], tuple[tuple[str, str], KernelMetadata]] = {}
     for index, capture in enumerate(captures):
         meta = capture.meta
-        check_meta(meta)
+        check_required_meta(meta)
+        where = f"launch {meta['launch']} ({meta['kernel']})"
         try:
-            layout = BufferLayout.from_dict(meta["profile"]["layout"])
             key = (str(meta["kernel"]), json.dumps(meta["profile"], sort_keys=True))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"launch {meta['launch']} ({meta['kernel']}): {error}") from None
-        launches.append(Launch(index, capture, keys.setdefault(key, key), layout))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: {error}") from None
+        if key not in kernels:
+            kernels[key] = key, KernelMetadata.from_dict(meta["profile"], where, "profile")
+        launches.append(Launch(index, capture, *kernels[key]))
     return launches
 
 
@@ -289,23 +290,23 @@ class Pipeline:
             units=units,
             unmatched=unmatched,
             launches=rows,
-            widths={int(piece.launch.meta["launch"]): warps_per_unit(piece.launch.meta) for piece in run},
+            widths={int(piece.launch.meta["launch"]): piece.launch.kernel.warps_per_unit for piece in run},
             host_scopes=tuple(self.host_scopes.codes),
             host_paths={int(launch.meta["launch"]): host_scopes(launch.meta) for launch in ending},
         )
 
     def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns]:
         """Decode and pair pieces of one kernel and profile; tally their launches' counts."""
-        meta = pieces[0].launch.meta
+        launch = pieces[0].launch
         decoded = decode_views(
-            [piece.view for piece in pieces], pieces[0].launch.layout, [piece.first_cta for piece in pieces]
+            [piece.view for piece in pieces], launch.layout, [piece.first_cta for piece in pieces]
         )
         pairs, unmatched = pair_records(decoded.records, decoded.units)
         index = np.array([piece.launch.index for piece in pieces], dtype=np.int64)
         group = LaunchGroup(
             index=index,
             number=np.array([int(piece.launch.meta["launch"]) for piece in pieces], dtype=np.int64),
-            kernel=self.kernels.code(str(meta["kernel"])),
+            kernel=self.kernels.code(str(launch.meta["kernel"])),
             host_scope=np.array(
                 [
                     self.host_scopes.code(HOST_SCOPE_SEPARATOR.join(host_scopes(piece.launch.meta)))
@@ -313,8 +314,8 @@ class Pipeline:
                 ],
                 dtype=np.int64,
             ),
-            scopes=ScopeTable.from_profile(meta["profile"]),
-            warps_per_unit=warps_per_unit(meta),
+            scopes=ScopeTable.of_kernel(launch.kernel),
+            warps_per_unit=launch.kernel.warps_per_unit,
             ctas=decoded.ctas,
             units=decoded.units,
             pairs=pairs,
@@ -369,7 +370,7 @@ class Pipeline:
             problems.append(f"{tally.other} records of a kind this viewer does not know were ignored")
         return launch_row(
             meta,
-            launch.layout,
+            launch.kernel,
             tally.counts.tolist(),
             tally.grid,
             self.mhz[launch.index],

@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from proton_ik.viewer.manifest import ManifestError, check_info
-from proton_ik.viewer.read_checks import (
-    _DESCRIBED_COUNTS,
-    _NOT_A_TRACE,
-    _NUMBER,
-    _SLICE_ARGS,
-    _refuse,
-    _warps_per_unit,
-    _whole,
-)
+from proton_ik.viewer.read_checks import _DESCRIBED_COUNTS, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
-
-_PROCESS_NAME = re.compile(rf"launch (?P<launch>{_NUMBER}): (?P<kernel>.*) / SM (?P<sm>\d{{1,9}})")
-_THREAD_NAME = re.compile(r"CTA \d{1,9} warps? \d{1,9}(?:-\d{1,9})?(?: overlap (?P<lane>\d{1,9}))?")
+from proton_ik.viewer.tracks import SLICE_ARGS, parse_lane, parse_process_name
 
 
 def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
@@ -55,21 +44,24 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     lanes: dict[tuple[object, object], int] = {}  # by (pid, tid), from the thread's name
     threads: dict[tuple[object, object], int] = {}
     columns: dict[str, list[Any]] = {
-        name: []
-        for name in ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *_SLICE_ARGS)
+        name: [] for name in ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *SLICE_ARGS)
     }
     for number, obj in enumerate(objects):
         if not isinstance(obj, dict):
             raise _refuse(path, f"traceEvents[{number}] is not a JSON object")
         args = obj.get("args")
         if obj.get("ph") == "M" and obj.get("name") == "process_name" and isinstance(args, dict):
-            match = _PROCESS_NAME.fullmatch(str(args.get("name")))
-            if match and isinstance(obj.get("pid"), (int, str)):
-                processes[obj["pid"]] = int(match["launch"])
+            launch = parse_process_name(str(args.get("name")))
+            if launch is not None and isinstance(obj.get("pid"), (int, str)):
+                processes[obj["pid"]] = launch
         if obj.get("ph") == "M" and obj.get("name") == "thread_name" and isinstance(args, dict):
-            match = _THREAD_NAME.fullmatch(str(args.get("name")))
-            if match and isinstance(obj.get("pid"), (int, str)) and isinstance(obj.get("tid"), (int, str)):
-                lanes[obj["pid"], obj["tid"]] = int(match["lane"] or 0)
+            lane = parse_lane(str(args.get("name")))
+            if (
+                lane is not None
+                and isinstance(obj.get("pid"), (int, str))
+                and isinstance(obj.get("tid"), (int, str))
+            ):
+                lanes[obj["pid"], obj["tid"]] = lane
         if obj.get("ph") != "X":
             continue
         where = f"traceEvents[{number}]"
@@ -93,7 +85,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         columns["dur_ns"].append(round(dur * 1000))
         columns["lane"].append(lanes.get(thread, 0))
         columns["track"].append(threads.setdefault(thread, len(threads)))
-        for key in _SLICE_ARGS:
+        for key in SLICE_ARGS:
             columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
     launches = _checked_launches(path, launch_rows)
     return _trace_file(info, columns, launches, for_writing)
@@ -112,8 +104,10 @@ def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
         for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound", "units_skipped"):
             _whole(row.get(key), f"{where}.{key}", path, missing=True)
         _warps_per_unit(row.get("warps_per_unit"), f"{where}.warps_per_unit", path)
-        mhz = row.get("mhz")
-        if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not math.isfinite(mhz):
+        mhz = row.get("mhz")  # null: no unit of the launch left a time
+        if mhz is not None and (
+            isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz)
+        ):
             raise _refuse(path, f"{where}.mhz is {mhz!r:.40}, not a clock rate")
         for key in ("grid", "config", "capacity_source", "capacity_reason", "clock_source"):
             if not isinstance(row.get(key), (str, type(None))):

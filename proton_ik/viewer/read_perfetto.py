@@ -1,11 +1,12 @@
 """Reading a ``.pftrace`` proton_ik wrote (``perfetto.write_perfetto``) back into columns: its
-packets replayed (interned names, per-track incremental clocks, each warp track's stack of
+packets replayed (interned names, per-track incremental clocks, each unit track's stack of
 slices), its track tree walked up from each slice to its launch track, and the launch table
-rebuilt from each launch track's description and its lifetime slice's args."""
+rebuilt from each launch slice's args (its metadata and totals, structured). A slice's CTA, SM
+and warp are its args, so slot and CTA timelines (``tracks``) read alike; counters are skipped."""
 
 from __future__ import annotations
 
-import re
+import math
 from array import array
 from collections import defaultdict
 from pathlib import Path
@@ -15,43 +16,29 @@ import numpy as np
 import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TrackEvent
 
-from proton_ik.viewer.perfetto import HOST_TRACK, INCREMENTAL_CLOCK_ID, LIFETIME
+from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID
 from proton_ik.viewer.pftrace_packets import iter_packets
-from proton_ik.viewer.read_checks import (
-    _DESCRIBED_COUNTS,
-    _INT64,
-    _NOT_A_TRACE,
-    _NUMBER,
-    _SLICE_ARGS,
-    _refuse,
-    _warps_per_unit,
-    _whole,
-)
+from proton_ik.viewer.read_checks import _INT64, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.table import config_text
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
-
-_LAUNCH_TRACK = re.compile(rf"launch (?P<launch>{_NUMBER}): (?P<kernel>.*)")
-# perfetto._launch_description after its "kernel NAME, " prefix, read back; every group stops at
-# the separator after it, so that a long or crafted description is matched in linear time.
-# tests/viewer/test_readback.py keeps the two in step.
-_COUNT = r"\d{1,18}"
-_LAUNCH_DESCRIPTION = re.compile(
-    rf"grid (?P<grid>[^,;]*), stream (?P<stream>[^;]*); SM clock (?P<mhz>\d{{1,9}}(?:\.\d+)?) MHz "
-    rf"\((?P<clock_source>[^)]*)\); (?P<events>{_COUNT}) events from (?P<records>{_COUNT}) records; "
-    rf"scope begins shifted by (?P<time_shift_cycles>{_COUNT}) cycles(?: \((?P<time_shift_pair_cycles>"
-    rf"{_COUNT}) for paired scopes\))?; (?P<overwritten>{_COUNT}) records overwritten by the ring, "
-    rf"(?P<lost_to_ring>{_COUNT}) ends lost to it; (?P<unmatched_begin>{_COUNT}) unmatched begins, "
-    rf"(?P<unmatched_end>{_COUNT}) unmatched ends; (?P<units_unfinished>{_COUNT}) unfinished units; "
-    rf"(?P<ctas_missing>{_COUNT}) CTAs without a header"
+from proton_ik.viewer.tracks import (
+    HOST_TRACK,
+    LAUNCH_TOTALS,
+    LIFETIME,
+    SLICE_ARGS,
+    parse_lane,
+    parse_launch_name,
+    session_name,
 )
-_SUMMARY_ARGS = _SLICE_ARGS[:5]  # what show needs of a slice's args; the writers need them all
+
+_SUMMARY_ARGS = SLICE_ARGS[:5]  # what show needs of a slice's args; the writers need them all
 
 
-# What a launch's lifetime slice says that its track description does not.
+# What a launch's slice says besides its totals.
 _LAUNCH_METADATA = (
-    "name", "host_scope", "launch_metrics", "device", "graph", "replay", "warps_per_unit", "capacity",
-    "capacity_source", "capacity_bound", "capacity_reason",
+    "name", "host_scope", "launch_metrics", "device", "stream", "graph", "replay", "grid", "warps_per_unit",
+    "capacity", "capacity_source", "capacity_bound", "capacity_reason", "mhz", "clock_source",
 )  # fmt: skip
 
 
@@ -71,7 +58,7 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         "track": array("Q"), "scope": array("q"), "begin_ns": array("q"), "dur_ns": array("q"),
         "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
     }  # fmt: skip
-    slice_args = _SLICE_ARGS if for_writing else _SUMMARY_ARGS
+    slice_args = SLICE_ARGS if for_writing else _SUMMARY_ARGS
     values = {key: array("q") for key in slice_args}
     present = {key: array("b") for key in slice_args}
     launch_args: dict[int, dict[str, Any]] = {}
@@ -129,13 +116,13 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
 
 
 class TrackTree:
-    """The track descriptors as compact columns (uuid, parent, lane: the number after a warp
-    track's "overlap", 0 for none); launch tracks, which are few, keep their launch number,
-    kernel and description (the launch's statistics)."""
+    """The track descriptors as compact columns (uuid, parent, lane: the number after a unit
+    track's "overlap", 0 for none); launch tracks, which are few, keep their launch number and
+    kernel."""
 
     def __init__(self) -> None:
         self.uuids, self.parents, self.lanes = array("Q"), array("Q"), array("q")
-        self.launches: dict[int, tuple[int, str, str]] = {}
+        self.launches: dict[int, tuple[int, str]] = {}
         self.host: set[int] = set()  # the host scopes' track
         self.title = ""
 
@@ -143,19 +130,12 @@ class TrackTree:
         name = _text(descriptor.name)
         self.uuids.append(descriptor.uuid)
         self.parents.append(descriptor.parent_uuid)
-        _, overlap, lane = name.rpartition(" overlap ")
-        self.lanes.append(
-            (int(lane) if lane.isascii() and lane.isdigit() and len(lane) <= 9 else 1) if overlap else 0
-        )
+        self.lanes.append(parse_lane(name) or 0)
         if descriptor.parent_uuid == 1 and name == HOST_TRACK:
             self.host.add(descriptor.uuid)
-        match = _LAUNCH_TRACK.fullmatch(name) if descriptor.parent_uuid == 1 else None
-        if match:
-            self.launches[descriptor.uuid] = (
-                int(match["launch"]),
-                match["kernel"],
-                _text(descriptor.description),
-            )
+        launch = parse_launch_name(name) if descriptor.parent_uuid == 1 else None
+        if launch is not None:
+            self.launches[descriptor.uuid] = launch
         if descriptor.uuid == 1:
             self.title = name
 
@@ -225,7 +205,7 @@ def _perfetto_tables(
         )
     overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
     launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
-    return _trace_file({"name": tracks.title.removeprefix("proton_ik: ")}, columns, launches, for_writing)
+    return _trace_file({"name": session_name(tracks.title)}, columns, launches, for_writing)
 
 
 _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
@@ -248,44 +228,41 @@ def _value(annotation: DebugAnnotation) -> Any:
 
 def _described_launches(
     path: Path,
-    launch_tracks: dict[int, tuple[int, str, str]],
+    launch_tracks: dict[int, tuple[int, str]],
     launch_args: dict[int, dict[str, Any]],
     columns: dict[str, Any],
     overlapping: pd.Series,
 ) -> pd.DataFrame:
-    """The launch table from each launch track's description and its lifetime's args (the
-    metadata: device, graph replay, config, ring), plus what the slices can count."""
+    """The launch table from each launch slice's args (its metadata: device, graph replay,
+    config, ring; and its totals), plus what the slices can count."""
     slices = pd.DataFrame({"launch": columns["launch"], "cta": columns["cta"], "scope": columns["scope"]})
     lifetime = slices["scope"] == LIFETIME
     finished_by_launch = slices["launch"][lifetime.to_numpy()].value_counts()
     ctas_by_launch = slices.groupby("launch")["cta"].nunique()
     overlapping_by_launch = slices["launch"][overlapping.to_numpy()].value_counts()
     rows = []
-    for uuid, (launch, kernel, description) in launch_tracks.items():
-        prefix = f"kernel {kernel}, "
-        match = (
-            _LAUNCH_DESCRIPTION.fullmatch(description[len(prefix) :])
-            if description.startswith(prefix)
-            else None
-        )
-        if not match:
+    for uuid, (launch, kernel) in launch_tracks.items():
+        args = launch_args.get(uuid)
+        if args is None:
             raise SessionFileError(
-                f"{path}: launch {launch} ({kernel}) has no statistics proton_ik can read in its "
-                f"track description {description!r:.200}; show its session file instead"
+                f"{path}: launch {launch} ({kernel}) has no slice with its totals (a proton_ik "
+                "older than its slot timeline wrote them as its track's description); show or "
+                "convert the session file (.pik) it was written from instead"
             )
-        stats = match.groupdict()
-        stats["time_shift_pair_cycles"] = stats["time_shift_pair_cycles"] or stats["time_shift_cycles"]
-        counts = {key: int(stats[key]) for key in _DESCRIBED_COUNTS}
-        args = launch_args.get(uuid, {})
+        counts = {key: _whole(args.get(key), f"launch {launch}'s {key}", path) for key in LAUNCH_TOTALS}
         metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
-        for key in ("device", "graph", "replay", "capacity", "capacity_bound"):
+        for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound"):
             _whole(metadata[key], f"launch {launch}'s {key}", path, missing=True)
         metadata["warps_per_unit"] = _warps_per_unit(
             metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
         )
         metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
-        if not isinstance(metadata["host_scope"], (str, type(None))):
-            raise _refuse(path, f"launch {launch}'s host_scope is {metadata['host_scope']!r:.40}, not text")
+        for key in ("host_scope", "grid", "clock_source"):
+            if not isinstance(metadata[key], (str, type(None))):
+                raise _refuse(path, f"launch {launch}'s {key} is {metadata[key]!r:.40}, not text")
+        mhz = math.nan if metadata["mhz"] is None else metadata["mhz"]  # none: no unit left a time
+        if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz):
+            raise _refuse(path, f"launch {launch}'s mhz is {mhz!r:.40}, not a clock rate")
         if not isinstance(metadata["launch_metrics"], (dict, type(None))):
             raise _refuse(path, f"launch {launch}'s launch_metrics is not a table")
         config = args.get("config")
@@ -295,8 +272,6 @@ def _described_launches(
             {
                 "launch": launch,
                 "kernel": kernel,
-                "grid": stats["grid"],
-                "stream": int(stats["stream"]) if re.fullmatch(_NUMBER, stats["stream"]) else None,
                 **metadata,
                 "config": config_text(config),
                 "config_args": config,
@@ -305,8 +280,7 @@ def _described_launches(
                 "units": int(finished_by_launch.get(launch, 0)) + counts["units_unfinished"],
                 "units_skipped": pd.NA,
                 "overlapping": int(overlapping_by_launch.get(launch, 0)),
-                "mhz": float(stats["mhz"]),
-                "clock_source": stats["clock_source"],
+                "mhz": float(mhz),
                 "problems": [],
             }
         )

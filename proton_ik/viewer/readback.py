@@ -11,8 +11,8 @@ What a trace does not carry is left out or shown as unknown:
 
 - Records left unpaired are not slices, so per-scope unmatched counts are unknown (``<NA>``)
   wherever the kernel lost any; the per-kernel totals are known (the launch statistics carry them).
-- A ``.pftrace`` carries each launch's statistics only as its track's description (SM clock to the
-  MHz, no problems list, no skipped units); a Chrome trace carries the whole launch table.
+- A ``.pftrace`` carries each launch's metadata and totals as its launch slice's args (no
+  problems list, no skipped units); a Chrome trace carries the whole launch table.
 - A scope that only ever left unmatched records has no row.
 - A ``.pftrace`` widens a unit's lifetime to cover its scopes where the unit's clocks disagree, so
   there a share can differ slightly from the session's.

@@ -23,6 +23,7 @@ from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.trace import time_shift_cycles
+from proton_ik.viewer.tracks import check_timeline, root_name
 
 # Perfetto, Chrome JSON (also under Proton's name for it), and Proton's tree for proton-viewer.
 OUTPUTS = ("pftrace", "json", "chrome_trace", "hatchet")
@@ -45,15 +46,22 @@ class RenderStats:
 
 
 def render_session(
-    session_path: str | Path, outputs: Mapping[str, Path], *, progress: bool | None = None
+    session_path: str | Path,
+    outputs: Mapping[str, Path],
+    *,
+    timeline: str | None = None,
+    progress: bool | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
     in memory that does not grow with the number of launches (the tree is per scope, not per
-    event). ``progress=None`` shows a bar if it takes more than a few seconds."""
+    event). ``timeline``: the traces' tracks, "slots" (the default: an SM's CTA slots) or
+    "ctas" (a track per CTA, for small grids). ``progress=None`` shows a bar if it takes more
+    than a few seconds."""
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
+    timeline = check_timeline(timeline)
     session = read_session(session_path)
     warnings = unrecorded_warnings(session.info)
     pipeline = Pipeline(session.launches, time_shift_cycles(session.info))
@@ -63,11 +71,14 @@ def render_session(
     with ExitStack() as stack:
         writers: list[PerfettoWriter | ChromeWriter | HatchetWriter] = []
         if "pftrace" in outputs:
-            title = f"proton_ik: {name}"
-            writers.append(stack.enter_context(PerfettoWriter(outputs["pftrace"], title, warnings=warnings)))
+            title = root_name(name)
+            writer = PerfettoWriter(outputs["pftrace"], title, timeline=timeline, warnings=warnings)
+            writers.append(stack.enter_context(writer))
         for key in ("json", "chrome_trace"):
             if key in outputs:
-                writers.append(stack.enter_context(ChromeWriter(outputs[key], session.info)))
+                writers.append(
+                    stack.enter_context(ChromeWriter(outputs[key], session.info, timeline=timeline))
+                )
         if "hatchet" in outputs:
             writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], session.info)))
         bar = stack.enter_context(

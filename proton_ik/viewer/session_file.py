@@ -1,16 +1,9 @@
-"""The raw session file: every launch's buffer and metadata exactly as captured, in one zip.
+"""The session file read back: every launch's buffer and metadata exactly as captured.
 
-A session file (``name.pik``) holds::
-
-    launches/000000.npy   one uint8 buffer per launch, streamed in as the launch is drained
-    launches/000001.npy
-    ...
-    manifest.json         written last, by ``close()``: format name and version, the session
-                          info, and one entry per launch (its metadata and its buffer's name)
-
-Buffers are plain ``.npy`` (read back with ``allow_pickle=False``), metadata is JSON, so the
-file is self-describing and safe to open. A file whose manifest is missing was never closed.
-Members are read and written, within bounds, by ``zip_members``.
+The format (``contract.session_format``) is written by ``runtime.session_writer``. Here it is
+read: ``read_session`` checks the zip's members and the manifest (``viewer.manifest``) before
+any buffer is read, then hands out launches whose buffers are read lazily, within bounds, by
+``zip_members``.
 """
 
 from __future__ import annotations
@@ -23,34 +16,18 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
+from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout
-from proton_ik.viewer.decode import BufferView, raw_view
-from proton_ik.viewer.manifest import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    STORED_KEY,
-    TRIMMED,
-    ManifestError,
-    Shape,
-    check_manifest,
-)
-from proton_ik.viewer.trim import header_bytes, inflate, trimmed_view
-from proton_ik.viewer.trim import trim as trim_buffer
-from proton_ik.viewer.zip_members import (
-    member_problem,
-    read_member,
-    read_npy,
-    read_npy_front,
-    reason,
-    write_npy,
-)
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED
+from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
+from proton_ik.viewer.manifest import ManifestError, Shape, check_manifest
+from proton_ik.viewer.zip_members import member_problem, read_member, read_npy, read_npy_front, reason
 
-MANIFEST = "manifest.json"
-REQUIRED_META = ("launch", "kernel", "profile")
 # The manifest is small beside the buffers it lists; one larger than this is no manifest.
 MANIFEST_BYTES, MANIFEST_PER_FILE_BYTE = 1 << 20, 32
 _T = TypeVar("_T")
@@ -60,16 +37,6 @@ class SessionFileError(ValueError):
     """A file proton_ik cannot read (a session ``.pik``, a ``.pftrace`` or a Chrome ``.json``):
     the message says what is wrong and what to do. Every reader raises this, and only this, for
     a bad file."""
-
-
-class Capture(Protocol):
-    """One launch as the viewer needs it: its metadata and its raw profile buffer."""
-
-    @property
-    def meta(self) -> Mapping[str, Any]: ...
-
-    @property
-    def buffer(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -101,7 +68,7 @@ class StoredLaunch:
 
     @property
     def trimmed(self) -> bool:
-        """Stored by ``viewer.trim``: headers and kept entries only."""
+        """Stored in the trimmed form (``contract.trimmed``): headers and kept entries only."""
         return self.meta.get(STORED_KEY) == TRIMMED
 
     @property
@@ -139,7 +106,9 @@ class StoredLaunch:
         return array
 
     def _layout(self) -> BufferLayout:
-        return BufferLayout.from_dict(self.meta["profile"]["layout"])
+        return KernelMetadata.from_dict(
+            self.meta["profile"], f"launch {self.meta['launch']}", "profile"
+        ).layout
 
     def _num_ctas(self) -> int:
         return int(self.meta["num_ctas"])
@@ -164,8 +133,8 @@ class StoredLaunch:
 
 
 @dataclass(frozen=True)
-class Session:
-    """A session read back: its info and its launches, in launch order."""
+class StoredSession:
+    """A session file read back: its info and its launches, in launch order."""
 
     path: Path | None
     info: Mapping[str, Any]
@@ -175,97 +144,7 @@ class Session:
         return iter(self.launches)
 
 
-def check_meta(meta: Mapping[str, Any]) -> None:
-    """Raise if a launch's metadata lacks what the viewer needs."""
-    missing = [key for key in REQUIRED_META if key not in meta]
-    if missing:
-        raise ValueError(
-            f"launch metadata {reprlib.repr(dict(meta))} lacks {missing}; the runtime must record "
-            f"{list(REQUIRED_META)} for every launch (profile = the kernel's 'proton_ik' metadata)"
-        )
-
-
-class SessionWriter:
-    """Streams launches into a session file as they come, so memory stays bounded.
-
-    ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
-    kept ring entries: see ``viewer.trim``); ``close`` writes the manifest. Use it as a context
-    manager, or call ``close`` in a ``finally``: without a manifest the file is unreadable.
-    """
-
-    def __init__(
-        self, path: str | Path, info: Mapping[str, Any], *, compress: bool = True, trim: bool = False
-    ):
-        self.path = Path(path)
-        self.trim = trim
-        self.info = dict(info)
-        _to_json(self.info, "session info")
-        self._entries: list[dict[str, Any]] = []
-        self._archive = zipfile.ZipFile(
-            self.path,
-            "w",
-            compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
-            compresslevel=1 if compress else None,
-            allowZip64=True,
-        )
-
-    def add_launch(
-        self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
-    ) -> None:
-        """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer, or, with
-        ``trimmed_on_device``, a buffer the runtime already trimmed (``meta["num_ctas"]`` says
-        how many CTAs it holds)."""
-        if self._archive is None:
-            raise ValueError(f"session file {self.path} is already closed; start a new session")
-        check_meta(meta)
-        meta = dict(meta)
-        _to_json(meta, f"metadata of launch {meta['launch']}")
-        array = np.asarray(buffer)
-        if array.dtype != np.uint8:
-            raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
-        if trimmed_on_device:
-            meta[STORED_KEY] = TRIMMED
-        elif self.trim:
-            # Only the headers and the kept ring entries: a mostly empty ring costs nothing.
-            layout = BufferLayout.from_dict(meta["profile"]["layout"])
-            meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
-            array = trim_buffer(array, layout)
-        entry = f"launches/{len(self._entries):06d}.npy"
-        with self._archive.open(entry, "w", force_zip64=True) as file:
-            write_npy(file, np.ascontiguousarray(array).reshape(-1))
-        self._entries.append({"entry": entry, "meta": meta})
-
-    def close(self) -> Path:
-        """Write the manifest and close the file; closing twice is harmless."""
-        if self._archive is None:
-            return self.path
-        manifest = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "info": self.info,
-            "launches": self._entries,
-        }
-        self._archive.writestr(MANIFEST, json.dumps(manifest, indent=1))
-        self._archive.close()
-        self._archive = None
-        return self.path
-
-    def __enter__(self) -> SessionWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def write_session(path: str | Path, info: Mapping[str, Any], launches: list[Capture]) -> Path:
-    """Write a whole session at once (for tests and tools; the runtime streams with SessionWriter)."""
-    with SessionWriter(path, info) as writer:
-        for launch in launches:
-            writer.add_launch(launch.meta, launch.buffer)
-    return Path(path)
-
-
-def read_session(path: str | Path) -> Session:
+def read_session(path: str | Path) -> StoredSession:
     """Open a session file and check its manifest against the schema (``viewer.manifest``) and
     the zip's members, before any buffer is read; buffers are read lazily, per launch."""
     path = Path(path)
@@ -333,11 +212,4 @@ def read_session(path: str | Path) -> Session:
         StoredLaunch(path, members[item["entry"]], item["meta"], shape)
         for item, shape in zip(manifest.get("launches", []), shapes, strict=True)
     ]
-    return Session(path, manifest.get("info", {}), launches)
-
-
-def _to_json(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"the {what} must be JSON-serialisable plain data: {error}") from None
+    return StoredSession(path, manifest.get("info", {}), launches)

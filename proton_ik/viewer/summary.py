@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from proton_ik.viewer.aggregate_summary import aggregate_lines
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
 from proton_ik.viewer.table import TimeShift
 
@@ -31,12 +32,14 @@ LAUNCH_KEYS = ["host_scope", "kernel", "name"]  # what a scope's statistics are 
 @dataclass(frozen=True)
 class Summary:
     """``scopes``: one row per (host scope, kernel, launch name, scope). ``kernels``: one row per
-    (host scope, kernel), with what was lost."""
+    (host scope, kernel), with what was lost. ``aggregates``: the per-scope statistics of
+    aggregate launches (``aggregate_summary.summarize_aggregates``), empty when there are none."""
 
     scopes: pd.DataFrame
     kernels: pd.DataFrame
     problems: list[str]
     warnings: list[str] = field(default_factory=list)  # about the session as a whole
+    aggregates: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __str__(self) -> str:
         return format_summary(self)
@@ -49,10 +52,13 @@ def summarize(
     launches: pd.DataFrame,
     problems: list[str],
     warnings: Sequence[str] = (),
+    aggregates: pd.DataFrame | None = None,
 ) -> Summary:
     """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
     kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
-    launches it ran in (of its kernel, launch name and host scope)."""
+    launches it ran in (of its kernel, launch name and host scope). ``aggregates``: the
+    aggregate launches' per-scope rows (``aggregate_summary.summarize_aggregates``), printed
+    under their kernels."""
     keys = [*LAUNCH_KEYS, "scope"]
     labels = _launch_labels(launches)
     finished = _labelled(units[units["finished"]], labels)
@@ -89,6 +95,7 @@ def summarize(
         _kernels(_labelled(launches, labels), lifetime),
         problems,
         list(warnings),
+        pd.DataFrame() if aggregates is None else aggregates,
     )
 
 
@@ -178,9 +185,12 @@ def format_summary(summary: Summary) -> str:
         for host, kernels in summary.kernels.groupby("host_scope", sort=True):
             lines.append(f"host scope {host}:" if host else "outside host scopes:")
             scopes = summary.scopes[summary.scopes["host_scope"] == host]
-            lines.extend("  " + line for line in _kernel_lines(kernels, scopes))
+            aggregates = summary.aggregates
+            if len(aggregates):
+                aggregates = aggregates[aggregates["host_scope"] == host]
+            lines.extend("  " + line for line in _kernel_lines(kernels, scopes, aggregates))
     else:
-        lines.extend(_kernel_lines(summary.kernels, summary.scopes))
+        lines.extend(_kernel_lines(summary.kernels, summary.scopes, summary.aggregates))
     if summary.warnings:
         lines.extend(f"warning: {warning}" for warning in summary.warnings)
     if summary.problems:
@@ -189,9 +199,9 @@ def format_summary(summary: Summary) -> str:
     return "\n".join(lines)
 
 
-def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame) -> list[str]:
+def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.DataFrame) -> list[str]:
     """Each kernel's launches, its scope table (by launch name too, where launches were named
-    apart from the kernel) and what it lost."""
+    apart from the kernel), its aggregate launches' statistics and what it lost."""
     lines = []
     for kernel in kernels.itertuples():
         lines.append(
@@ -223,6 +233,9 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame) -> list[str]:
                 }
             )
             lines.extend("  " + line for line in shown.to_string(index=False).splitlines())
+        if len(aggregates):
+            rows = aggregates[aggregates["kernel"] == kernel.kernel]
+            lines.extend("  " + line for line in aggregate_lines(rows))
         lines.append(
             f"  records: {kernel.records:,} kept, {kernel.overwritten:,} overwritten by the ring; "
             f"unmatched: {kernel.unmatched_begin:,} begins, {kernel.unmatched_end:,} ends, "
@@ -270,6 +283,9 @@ def _ring(launches: pd.DataFrame) -> str:
     )
     texts = []
     for capacity, source, bound, reason in rings:
+        if source == "aggregate":
+            texts.append("none, per-scope statistics instead (aggregate=on)")
+            continue
         text = "?" if capacity is None else f"{int(capacity):,}"
         why = ", ".join(
             part

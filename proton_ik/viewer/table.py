@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.contract.layout import MAX_SCOPES, BufferLayout
+from proton_ik.contract.layout import MAX_SCOPES
+from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.viewer.decode import CtaTable, UnitTable
 from proton_ik.viewer.events import (
     LOST_TO_RING,
@@ -72,11 +73,8 @@ class ScopeTable:
     lines: dict[int, int | None]
 
     @classmethod
-    def from_profile(cls, profile: Mapping[str, Any]) -> ScopeTable:
-        scopes = profile.get("scopes", [])
-        return cls(
-            {int(s["id"]): str(s["name"]) for s in scopes}, {int(s["id"]): s.get("line") for s in scopes}
-        )
+    def of_kernel(cls, kernel: KernelMetadata) -> ScopeTable:
+        return cls({s.id: s.name for s in kernel.scopes}, {s.id: s.line for s in kernel.scopes})
 
     def name_of(self, scope_id: int) -> str:
         return self.names.get(int(scope_id), f"<scope {int(scope_id)}>")
@@ -303,7 +301,7 @@ def first_grid(group: LaunchGroup) -> dict[int, list[int]]:
 
 def launch_row(
     meta: Mapping[str, Any],
-    layout: BufferLayout,
+    kernel: KernelMetadata,
     counts: Sequence[int],
     grid: Sequence[int] | None,
     mhz: float,
@@ -315,7 +313,7 @@ def launch_row(
     launch apart from others of its kernel (device, stream, CUDA graph replay, autotuner config).
     Metadata a session from an older runtime lacks is None."""
     grid = meta.get("grid") or grid
-    capacity = meta["profile"].get("capacity") or {}
+    capacity = kernel.capacity
     config = meta.get("config")
     return {
         "launch": int(meta["launch"]),
@@ -330,11 +328,11 @@ def launch_row(
         "config": config_text(config),
         "config_args": config,
         "grid": "x".join(str(int(g)) for g in grid) if grid else None,
-        "warps_per_unit": warps_per_unit(meta),
-        "capacity": layout.capacity,
-        "capacity_source": capacity.get("source"),
-        "capacity_bound": capacity.get("bound"),
-        "capacity_reason": capacity.get("reason"),
+        "warps_per_unit": kernel.warps_per_unit,
+        "capacity": kernel.layout.capacity,
+        "capacity_source": None if capacity is None else capacity.source,
+        "capacity_bound": None if capacity is None else capacity.bound,
+        "capacity_reason": None if capacity is None else capacity.reason,
         **dict(zip(LAUNCH_COUNTS, counts, strict=True)),
         "mhz": float(mhz),
         "clock_source": str(clock_source),
@@ -396,7 +394,3 @@ def frame(
             data[name] = values
     # copy=False: one block per column, as built; consolidating would copy every column.
     return pd.DataFrame(data, columns=list(names), copy=False)
-
-
-def warps_per_unit(meta: Mapping[str, Any]) -> int:
-    return int(meta["profile"].get("warps_per_unit", 1))

@@ -15,9 +15,12 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
+from proton_ik.viewer.aggregate import aggregate_frame, empty_frame
+from proton_ik.viewer.aggregate_summary import summarize_aggregates
 from proton_ik.viewer.pipeline import Chunk, Pipeline
-from proton_ik.viewer.session_file import Capture, LaunchCapture, read_session
+from proton_ik.viewer.session_file import LaunchCapture, read_session
 from proton_ik.viewer.summary import Summary, summarize, unrecorded_warnings
 from proton_ik.viewer.table import (
     EVENT_COLUMNS,
@@ -41,7 +44,9 @@ class Trace:
     ``end_rel_ns`` counted from the session's first unit start). ``units``: one row per unit
     (warp by default) with its lifetime and record counts. ``unmatched``: records left without
     a partner, and why. ``launches``: per-launch statistics, including the inferred SM clock and
-    the time shift applied to scope begins.
+    the time shift applied to scope begins. ``aggregates``: one row per (launch, CTA, unit,
+    scope) of the launches made with ``aggregate=on``, which keep statistics, not events (see
+    ``aggregate``); empty when there are none.
     """
 
     def __init__(
@@ -51,12 +56,14 @@ class Trace:
         units: pd.DataFrame,
         unmatched: pd.DataFrame,
         launches: pd.DataFrame,
+        aggregates: pd.DataFrame | None = None,
     ):
         self.info = dict(info)
         self.events = events
         self.units = units
         self.unmatched = unmatched
         self.launches = launches
+        self.aggregates = empty_frame() if aggregates is None else aggregates
 
     @classmethod
     def from_captures(cls, info: Mapping[str, Any], captures: Iterable[Capture]) -> Trace:
@@ -68,7 +75,9 @@ class Trace:
             chunks = list(Pipeline([LaunchCapture(_NO_LAUNCH, np.zeros(0, dtype=np.uint8))], shift).chunks())
             events, units, unmatched, launches = _tables(chunks)
             return cls(info, events, units, unmatched, launches.iloc[:0])
-        return cls(info, *_tables(list(Pipeline(captures, shift).chunks())))
+        pipeline = Pipeline(captures, shift)
+        tables = _tables(list(pipeline.chunks()))
+        return cls(info, *tables, aggregate_frame(pipeline.launches, pipeline.session.clocks, shift))
 
     @property
     def name(self) -> str:
@@ -105,6 +114,7 @@ class Trace:
             self.launches,
             self.problems,
             unrecorded_warnings(self.info),
+            summarize_aggregates(self.aggregates, self.time_shift_cycles.pair),
         )
 
     def summary_text(self) -> str:

@@ -12,11 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from proton_ik.viewer.chrome import write_chrome
 from proton_ik.viewer.nesting_order import _nesting_order
-from proton_ik.viewer.perfetto import LIFETIME
+from proton_ik.viewer.perfetto import write_perfetto
 from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
 from proton_ik.viewer.table import UNMATCHED_COLUMNS
 from proton_ik.viewer.trace import Trace
+from proton_ik.viewer.tracks import LIFETIME, root_name
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,18 @@ class TraceFile:
     def summary_text(self) -> str:
         return str(self.summary())
 
-    def write_perfetto(self, path: str | Path) -> Path:
-        """Write the trace again as a ``.pftrace`` (what ``proton-ik convert`` runs)."""
-        return self._writable().write_perfetto(path)
+    def write_perfetto(self, path: str | Path, *, timeline: str | None = None) -> Path:
+        """Write the trace again as a ``.pftrace`` (what ``proton-ik convert`` runs), on the
+        ``timeline`` asked for ("slots", the default, or "ctas"), whatever it was read from."""
+        trace = self._writable()
+        return write_perfetto(
+            path, trace.events, trace.units, trace.launches, title=root_name(trace.name), timeline=timeline
+        )
 
-    def write_chrome(self, path: str | Path) -> Path:
-        """Write the trace again as Chrome JSON."""
-        return self._writable().write_chrome(path)
+    def write_chrome(self, path: str | Path, *, timeline: str | None = None) -> Path:
+        """Write the trace again as Chrome JSON, on the ``timeline`` asked for."""
+        trace = self._writable()
+        return write_chrome(path, trace.events, trace.units, trace.launches, trace.info, timeline=timeline)
 
     def _writable(self) -> Trace:
         if "begin_record" not in self.trace.events:

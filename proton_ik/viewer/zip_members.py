@@ -1,9 +1,9 @@
-"""Bounded reading of a session file's zip members and their ``.npy`` arrays, and writing them.
+"""Bounded reading of a session file's zip members and their ``.npy`` arrays.
 
 A member is read straight from its place in the file (past its local header), checked against its
 CRC, and never inflated past the size it declares; a large stored member is mapped, not copied.
 Its ``.npy`` array is read as a view of those bytes, with no pickles; its header is capped
-(``manifest.MAX_NPY_HEADER``). ``session_file`` reads and writes launches through these.
+(``session_format.MAX_NPY_HEADER``). ``session_file`` reads launches through these.
 """
 
 from __future__ import annotations
@@ -17,20 +17,13 @@ import zipfile
 import zlib
 from pathlib import Path
 from tokenize import TokenError
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 
-from proton_ik.viewer.manifest import MAX_NPY_HEADER
+from proton_ik.contract.session_format import MAX_NPY_HEADER
 
 DEFLATE_RATIO = 1032  # the most that deflate can expand its input
-
-
-def write_npy(file: IO[bytes], array: np.ndarray) -> None:
-    """``array`` as ``.npy`` bytes, written from where it lies: ``np.save`` copies a non-file
-    stream's data chunk by chunk first, which doubles the cost of a launch of megabytes."""
-    np.lib.format.write_array_header_2_0(file, np.lib.format.header_data_from_array_1_0(array))
-    file.write(memoryview(array).cast("B"))
 
 
 def member_problem(member: zipfile.ZipInfo, file_size: int) -> str | None:

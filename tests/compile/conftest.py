@@ -15,8 +15,9 @@ from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource, CompiledKernel
 from triton.experimental.gluon._runtime import GluonASTSource
 
+import proton_ik
+from proton_ik import compile_mode
 from proton_ik.dialect import make_context
-from proton_ik.lowering import triton_hook
 from proton_ik.mode import Mode
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -162,10 +163,9 @@ def fresh_triton_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
 def profiler_does_not_leak() -> Iterator[None]:
     """Every test starts and ends with proton_ik inactive and Triton's knobs as they were."""
     hook_before = knobs.runtime.add_stages_inspection_hook
-    assert triton_hook.active_mode() is None, "a previous test left proton_ik active"
+    assert compile_mode.active_mode() is None, "a previous test left proton_ik active"
     yield
-    leaked = triton_hook.active_mode()
-    triton_hook.uninstall()
+    leaked = compile_mode.set_mode(None)
     assert leaked is None, "the test left proton_ik active"
     assert knobs.runtime.add_stages_inspection_hook is hook_before
     assert knobs.compilation.instrumentation_mode == ""
@@ -191,11 +191,8 @@ def _compile(
     source = source_type(fn, signature=signature, constexprs=constexprs, attrs=attrs)
     if mode is None:
         return triton.compile(source, target=TARGET, options=options)
-    triton_hook.install(mode)
-    try:
+    with proton_ik.instrumented(mode):
         return triton.compile(source, target=TARGET, options={**options, "instrumentation_mode": mode.knob})
-    finally:
-        triton_hook.uninstall()
 
 
 @pytest.fixture(scope="session")

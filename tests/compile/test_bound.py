@@ -338,7 +338,7 @@ def test_instrument_puts_the_capacity_in_the_metadata(loop_ptx: str, loop_ttir: 
     assert result is not None
     bound = 8 * 2  # 8 trips of enter and exit "step"
     assert result.layout == BufferLayout(units=4, capacity=next_power_of_two(bound))
-    metadata = kernel_metadata(result, Mode(), num_warps=4)
+    metadata = kernel_metadata(result, Mode(), num_warps=4).to_dict()
     assert metadata["layout"] == result.layout.to_dict()
     assert metadata["capacity"] == {
         "entries": next_power_of_two(bound),

@@ -17,6 +17,7 @@ from triton.compiler import ASTSource
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+import proton_ik
 import proton_ik.language as pl
 from proton_ik.contract.layout import (
     ENTRY_BYTES,
@@ -29,7 +30,6 @@ from proton_ik.contract.layout import (
     field_offset,
     make_tag,
 )
-from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.lowering.pipeline import next_power_of_two
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
@@ -676,14 +676,11 @@ def test_granularity_reaches_the_ptx(add_warpgroups: Case, control_flow: Case):
         assert all(f"and.b32 \t%pik_t, %pik_n, {mask};" in body for body in slots)
 
 
-def test_a_direct_compile_uses_the_installed_mode():
-    """Without ``instrumentation_mode`` in the options, the hook falls back on the installed mode."""
+def test_a_direct_compile_uses_the_switched_mode():
+    """Without ``instrumentation_mode`` in the options, the hook falls back on the switch's mode."""
     source = ASTSource(add_kernel, signature=ADD_SIGNATURE, constexprs={"BLOCK": 256})
-    triton_hook.install(Mode(capacity=32))
-    try:
+    with proton_ik.instrumented(Mode(capacity=32)):
         kernel = triton.compile(source, target=TARGET)
-    finally:
-        triton_hook.uninstall()
     assert kernel.metadata.proton_ik["layout"] == BufferLayout(units=4, capacity=32).to_dict()
     assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=32).cta_bytes
 

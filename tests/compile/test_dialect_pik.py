@@ -10,8 +10,9 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from proton_ik.contract.layout import MAX_SCOPES
+from proton_ik.contract.names import MAX_NAME_LENGTH
 from proton_ik.dialect import make_context, parse_module
-from proton_ik.dialect.pik import MAX_NAME_LENGTH, RecordOp, ScopeOp
+from proton_ik.dialect.pik import RecordOp, ScopeOp
 
 PIK_TEXT = """\
 builtin.module attributes {pik.kernel = "matmul"} {

@@ -1,4 +1,4 @@
-"""While proton_ik is inactive, or a kernel has no scopes, the compiled kernel is the plain one."""
+"""While no compile mode is set, or a kernel has no scopes, the compiled kernel is the plain one."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import triton
 import triton.language as tl
 
+import proton_ik
 import proton_ik.language as pl
 from proton_ik.mode import Mode
 
@@ -60,6 +61,15 @@ def test_inactive_scopes_emit_nothing(compile_kernel, plain_ptx: str):
     assert kernel.metadata.profile_scratch_size == 0
     assert not hasattr(kernel.metadata, "proton_ik")
     assert normalized(ptx, "annotated") == normalized(plain_ptx, "unannotated")
+
+
+def test_scopes_emit_nothing_again_once_an_instrumented_block_closes(compile_kernel, plain_ptx: str):
+    with proton_ik.instrumented():
+        inside = compile_kernel(annotated, SIGNATURE, CONSTANTS)
+    kernel = compile_kernel(annotated, SIGNATURE, CONSTANTS)
+    assert [s["name"] for s in inside.metadata.proton_ik["scopes"]] == ["load", "compute"]
+    assert not hasattr(kernel.metadata, "proton_ik")
+    assert normalized(kernel.asm["ptx"], "annotated") == normalized(plain_ptx, "unannotated")
 
 
 def test_the_normalization_still_sees_scopes(compile_kernel, plain_ptx: str):

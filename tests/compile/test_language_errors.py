@@ -11,7 +11,7 @@ import triton.language as tl
 from triton.compiler.errors import CompilationError
 
 import proton_ik.language as pl
-from proton_ik.dialect.pik import MAX_NAME_LENGTH
+from proton_ik.contract.names import MAX_NAME_LENGTH
 from proton_ik.lowering.errors import ScopeError
 from proton_ik.mode import Mode
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from triton import knobs
 
-from proton_ik.lowering import triton_hook
+import proton_ik
 from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.mode import Mode
 
@@ -20,11 +20,8 @@ class _Options:
 
 
 def _run_hook(options) -> None:
-    triton_hook.install(Mode())
-    try:
-        triton_hook._stages_hook(None, {"ptx": lambda src, metadata: src}, options, None, 90)
-    finally:
-        triton_hook.uninstall()
+    with proton_ik.instrumented(Mode()):
+        knobs.runtime.add_stages_inspection_hook(None, {"ptx": lambda src, metadata: src}, options, None, 90)
 
 
 def test_an_override_folder_with_proton_records_is_refused(tmp_path, monkeypatch):

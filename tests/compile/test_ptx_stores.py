@@ -10,11 +10,14 @@ hold the clock64 and globaltimer its writer read, in that order, every entry the
 clocks of its records, and no byte may be written by two threads, or outside the buffer.
 
 The interpreter knows only the instructions the lowering emits (``mov`` from special registers,
-``shr``/``and``/``add``/``mul``/``mad``, ``setp.eq``, predicated vector ``st.global``, the branch
-to the epilogue). It runs the ``%pik_`` instructions of a straight-line kernel in text order and
-skips the kernel's own, which never touch a ``%pik_`` register. Anything else on a ``%pik_``
-register stops it with the line, so that a change in the lowering fails here rather than
-going unchecked.
+``shr``/``and``/``or``/``add``/``sub``/``min``/``not``/``clz``/``cvt``/``mul``/``mad``, ``setp``
+with ``eq``/``ne``/``lt`` and an optional ``and``, predicated vector ``st.global``,
+``red.global`` add and max, branches to its own labels, ``bar.warp.sync``). It runs the
+``%pik_`` instructions of a straight-line kernel in text order and skips the kernel's own, which
+never touch a ``%pik_`` register. Every thread of a CTA runs up to a ``bar.warp.sync`` before
+any goes on past it. Anything else on a ``%pik_`` register stops it with the line, so that a
+change in the lowering fails here rather than going unchecked. A reduction must find its bytes
+written before (the buffer is not cleared by anyone else).
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ ADD_RECORDS = [(0, False), (0, True), (1, False), (1, True)]
 _INSTRUCTION = re.compile(r"^(?:@(?P<negate>!?)(?P<guard>%\w+)\s+)?(?P<op>[\w.]+)\s*(?P<args>.*);$")
 _OPERAND = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,\s][^,]*")
 _ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
+_LABEL = re.compile(r"^(?P<label>\$pik_\w+):$")
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b}
+_REDUCE = {"add": lambda a, b: a + b, "max": max}
 _BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64}
 
 
@@ -102,10 +108,11 @@ def parse_program(ptx: str) -> tuple[list[Instruction], dict[str, int], str]:
     labels: dict[str, int] = {}
     for number, raw in enumerate(lines, 1):
         text = raw.split("//")[0].strip()
-        if text == f"{EXIT_LABEL}:":
-            labels[EXIT_LABEL] = len(program)
+        label = _LABEL.match(text)
+        if label is not None:
+            labels[label.group("label")] = len(program)
             continue
-        mentions_ours = "%pik_" in text or EXIT_LABEL in text
+        mentions_ours = "%pik_" in text or EXIT_LABEL in text or text.startswith("bar.warp.sync")
         if not text or text.startswith(".reg") or not (mentions_ours or text == "ret;"):
             continue
         match = _INSTRUCTION.match(text)
@@ -167,6 +174,7 @@ class Memory:
         self.data = np.full(size, POISON, dtype=np.uint8)
         self.writer = np.full(size, -1, dtype=np.int64)  # a thread's global index
         self.conflicts: list[str] = []
+        self.reductions: list[tuple[int, int, int]] = []  # (byte, size, thread) of each red
 
     def store(self, address: int, data: bytes, writer: int, instruction: Instruction) -> None:
         start = address - SCRATCH
@@ -179,9 +187,30 @@ class Memory:
         self.data[span] = np.frombuffer(data, dtype=np.uint8)
         self.writer[span] = writer
 
+    def reduce(
+        self, address: int, size: int, combine, value: int, writer: int, instruction: Instruction
+    ) -> None:
+        """An atomic read-modify-write of a little-endian integer; its bytes must have been stored."""
+        start = address - SCRATCH
+        if start < 0 or start + size > len(self.data):
+            raise PtxError(f"PTX line {instruction.line}: a reduction at byte {start}, outside the buffer")
+        span = slice(start, start + size)
+        if (self.writer[span] < 0).any():
+            raise PtxError(
+                f"PTX line {instruction.line}: a reduction at byte {start} finds bytes never written"
+            )
+        old = int.from_bytes(self.data[span].tobytes(), "little")
+        new = combine(old, value) & ((1 << 8 * size) - 1)
+        self.data[span] = np.frombuffer(new.to_bytes(size, "little"), dtype=np.uint8)
+        self.reductions.append((start, size, writer))
 
-def run_thread(program, labels, scratch_param: str, thread: Thread, memory: Memory, writer: int) -> None:
-    regs: dict[str, int] = {}
+
+def run_thread(
+    program, labels, scratch_param: str, thread: Thread, memory: Memory, writer: int, regs=None, pc: int = 0
+) -> int | None:
+    """Run one thread from ``pc`` with registers ``regs``: None once it returns, or where to go
+    on after a ``bar.warp.sync``, which the other threads must reach first."""
+    regs = {} if regs is None else regs
 
     def value(operand: str) -> int:
         if operand.startswith("%pik_"):
@@ -192,7 +221,6 @@ def run_thread(program, labels, scratch_param: str, thread: Thread, memory: Memo
             return thread.special(operand)
         return int(operand, 0)
 
-    pc = 0
     while pc < len(program):
         ins = program[pc]
         pc += 1
@@ -205,25 +233,37 @@ def run_thread(program, labels, scratch_param: str, thread: Thread, memory: Memo
         bits = _BITS.get(ins.op[-1], 0)
         mask = (1 << bits) - 1
         if base == "ret":
-            return
-        if base == "bra" and args == [EXIT_LABEL]:
-            pc = labels[EXIT_LABEL]
+            return None
+        if base == "bar" and ins.op[1:] == ["warp", "sync"]:
+            return pc
+        if base == "bra" and args[0] in labels:
+            pc = labels[args[0]]
         elif base == "ld" and ins.op[1] == "param":
             if args[1] != f"[{scratch_param}]":
                 raise PtxError(f"PTX line {ins.line}: reads {args[1]}, not profile_scratch")
             regs[args[0]] = SCRATCH
         elif base == "mov":
             regs[args[0]] = value(args[1]) & mask
-        elif base in ("shr", "and", "add"):
+        elif base in ("shr", "and", "or", "add", "sub", "min"):
             a, b = value(args[1]), value(args[2])
-            regs[args[0]] = {"shr": a >> b, "and": a & b, "add": a + b}[base] & mask
+            result = {"shr": a >> b, "and": a & b, "or": a | b, "add": a + b, "sub": a - b, "min": min(a, b)}
+            regs[args[0]] = result[base] & mask
+        elif base == "not":
+            regs[args[0]] = ~value(args[1]) & mask
+        elif base == "clz":
+            regs[args[0]] = bits - value(args[1]).bit_length()
+        elif base == "cvt":
+            regs[args[0]] = value(args[1]) & mask  # cvt.u64.u32: zero-extends the u32
         elif base == "mul" and ins.op[1] == "wide":
             regs[args[0]] = value(args[1]) * value(args[2])
         elif base == "mad":
             product = value(args[1]) * value(args[2]) + value(args[3])
             regs[args[0]] = product & (mask if ins.op[1] == "lo" else (1 << 2 * bits) - 1)
-        elif base == "setp" and ins.op[1] == "eq":
-            regs[args[0]] = int(value(args[1]) == value(args[2]))
+        elif base == "setp" and ins.op[1] in _COMPARE:
+            result = _COMPARE[ins.op[1]](value(args[1]), value(args[2]))
+            if ins.op[2] == "and":
+                result = result and bool(value(args[3]))
+            regs[args[0]] = int(result)
         elif base == "st" and ins.op[1] == "global":
             address = _ADDRESS.match(args[0])
             if address is None:
@@ -234,6 +274,12 @@ def run_thread(program, labels, scratch_param: str, thread: Thread, memory: Memo
                 raise PtxError(f"PTX line {ins.line}: {ins.op[2]} with {len(elements)} values")
             data = b"".join((e & mask).to_bytes(bits // 8, "little") for e in elements)
             memory.store(where, data, writer, ins)
+        elif base == "red" and ins.op[1] == "global" and ins.op[2] in _REDUCE:
+            address = _ADDRESS.match(args[0])
+            if address is None:
+                raise PtxError(f"PTX line {ins.line}: cannot read the address {args[0]}")
+            where = regs[address.group("reg")] + int(address.group("offset") or 0)
+            memory.reduce(where, bits // 8, _REDUCE[ins.op[2]], value(args[1]) & mask, writer, ins)
         else:
             raise PtxError(f"PTX line {ins.line}: the interpreter does not know {ins.text!r}")
     raise PtxError("the program ran off its end without a ret")
@@ -285,13 +331,23 @@ def launch(case: Case, grid: tuple[int, int, int]) -> Launch:
         for y in range(grid[1]):
             for x in range(grid[0]):
                 linear = linear_cta((x, y, z), grid)
+                running: dict[int, tuple[dict, int]] = {}
                 for tid in range(case.threads):
-                    writer = linear * case.threads + tid
                     # Far apart for each thread, so that no thread's readings match another's.
+                    writer = linear * case.threads + tid
                     clock, time = CLOCK0 + 10**6 * writer, TIME0 + 10**6 * writer
-                    thread = Thread(tid, (x, y, z), grid, smid_of(linear), clock, time)
-                    run_thread(program, labels, scratch, thread, memory, writer)
-                    threads[linear, tid] = thread
+                    threads[linear, tid] = Thread(tid, (x, y, z), grid, smid_of(linear), clock, time)
+                    running[tid] = ({}, 0)
+                while running:  # every thread up to the next bar.warp.sync, then on from there
+                    for tid, (regs, pc) in list(running.items()):
+                        writer = linear * case.threads + tid
+                        resume = run_thread(
+                            program, labels, scratch, threads[linear, tid], memory, writer, regs, pc
+                        )
+                        if resume is None:
+                            del running[tid]
+                        else:
+                            running[tid] = (regs, resume)
     return Launch(memory, threads)
 
 

@@ -7,9 +7,11 @@ from types import SimpleNamespace
 import pytest
 from triton import knobs
 
+from proton_ik import compile_mode
 from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
+from proton_ik.contract.metadata import METADATA_KEY
 from proton_ik.lowering import triton_hook
-from proton_ik.lowering.pipeline import METADATA_KEY, next_power_of_two
+from proton_ik.lowering.pipeline import next_power_of_two
 from proton_ik.mode import Mode
 
 
@@ -19,30 +21,26 @@ def run_stage(kernel_ptx: str, options, metadata: dict) -> str:
     return stages["ptx"]("llir", metadata)
 
 
-def test_install_and_uninstall_set_the_knobs():
+def test_the_switch_sets_the_knob_and_installs_the_hook():
     mode = Mode(capacity=64)
-    triton_hook.install(mode)
-    try:
-        assert triton_hook.active_mode() is mode
+    hook_before = knobs.runtime.add_stages_inspection_hook
+    with compile_mode.compiling(mode):
+        assert compile_mode.active_mode() is mode
         knob = knobs.compilation.instrumentation_mode
         assert knob.startswith("proton_ik:instrumentation:granularity=warp:capacity=64")
         assert knob == f"proton_ik:{mode}"
         assert Mode.from_knob(knob) == mode
-        assert knobs.runtime.add_stages_inspection_hook is not None
-    finally:
-        triton_hook.uninstall()
-    assert triton_hook.active_mode() is None
+        assert knobs.runtime.add_stages_inspection_hook is not hook_before
+    assert compile_mode.active_mode() is None
     assert knobs.compilation.instrumentation_mode == ""
+    assert knobs.runtime.add_stages_inspection_hook is hook_before
 
 
 def test_the_stage_instruments_and_fills_the_metadata(kernel_ptx: str):
     mode = Mode(capacity=256)
     metadata = {"num_warps": 8}
-    triton_hook.install(mode)
-    try:
+    with compile_mode.compiling(mode):
         ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="", num_warps=8), metadata)
-    finally:
-        triton_hook.uninstall()
     layout = BufferLayout(units=8, capacity=256)
     assert "// pik record" in ptx and "pik.marker" not in ptx
     assert metadata["profile_scratch_size"] == layout.cta_bytes
@@ -80,15 +78,12 @@ def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir
     module = FakeModule(loop_ttir)
     stages = {"ttir": lambda src, md: module, "ptx": lambda src, md: loop_ptx}
     metadata: dict = {"num_warps": 4}
-    triton_hook.install(Mode())
-    try:
+    with compile_mode.compiling(Mode()):
         knobs.runtime.add_stages_inspection_hook(
             None, stages, SimpleNamespace(instrumentation_mode=""), None, None
         )
         assert stages["ttir"]("ast", metadata) is module
         stages["ptx"](module, metadata)
-    finally:
-        triton_hook.uninstall()
     assert sorted(metadata) == sorted(
         ["num_warps", "profile_scratch_size", "profile_scratch_align", METADATA_KEY]
     )
@@ -104,23 +99,17 @@ def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir
 
 def test_the_options_mode_wins_over_the_installed_one(kernel_ptx: str):
     metadata: dict = {"num_warps": 4}
-    triton_hook.install(Mode())
-    try:
+    with compile_mode.compiling(Mode()):
         options = SimpleNamespace(instrumentation_mode=Mode(granularity="cta", capacity=16).knob, num_warps=4)
         run_stage(kernel_ptx, options, metadata)
-    finally:
-        triton_hook.uninstall()
     assert metadata[METADATA_KEY]["layout"]["capacity"] == 16
     assert metadata[METADATA_KEY]["warps_per_unit"] == 4
 
 
 def test_another_tools_instrumentation_mode_is_left_alone(kernel_ptx: str):
     metadata: dict = {"num_warps": 4}
-    triton_hook.install(Mode())
-    try:
+    with compile_mode.compiling(Mode()):
         ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="consan", num_warps=4), metadata)
-    finally:
-        triton_hook.uninstall()
     assert ptx == kernel_ptx
     assert metadata == {"num_warps": 4}
 
@@ -128,11 +117,8 @@ def test_another_tools_instrumentation_mode_is_left_alone(kernel_ptx: str):
 def test_a_kernel_without_markers_is_untouched(kernel_ptx: str):
     plain = "\n".join(line for line in kernel_ptx.splitlines() if "pik.marker" not in line) + "\n"
     metadata: dict = {"num_warps": 4}
-    triton_hook.install(Mode())
-    try:
+    with compile_mode.compiling(Mode()):
         ptx = run_stage(plain, SimpleNamespace(instrumentation_mode="", num_warps=4), metadata)
-    finally:
-        triton_hook.uninstall()
     assert ptx == plain
     assert metadata == {"num_warps": 4}
 
@@ -144,19 +130,23 @@ def test_an_existing_hook_is_chained_and_restored(monkeypatch: pytest.MonkeyPatc
         calls.append(sorted(stages))
 
     monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", previous)
-    triton_hook.install(Mode())
-    triton_hook.install(Mode(capacity=32))
-    try:
+    with compile_mode.compiling(Mode()), compile_mode.compiling(Mode(capacity=32)):
         assert knobs.runtime.add_stages_inspection_hook is not previous
         ptx = run_stage(kernel_ptx, SimpleNamespace(instrumentation_mode="", num_warps=4), {"num_warps": 4})
         assert "and.b32 \t%pik_t, %pik_n, 31;" in ptx
-    finally:
-        triton_hook.uninstall()
     assert calls == [["ptx"]]
     assert knobs.runtime.add_stages_inspection_hook is previous
 
 
-def test_uninstall_twice_is_harmless():
+def test_install_twice_chains_once_and_uninstall_twice_is_harmless(monkeypatch: pytest.MonkeyPatch):
+    def previous(backend, stages, options, language, capability):
+        pass
+
+    monkeypatch.setattr(knobs.runtime, "add_stages_inspection_hook", previous)
+    triton_hook.install()
+    installed = knobs.runtime.add_stages_inspection_hook
+    triton_hook.install()
+    assert knobs.runtime.add_stages_inspection_hook is installed and installed is not previous
     triton_hook.uninstall()
     triton_hook.uninstall()
-    assert triton_hook.active_mode() is None
+    assert knobs.runtime.add_stages_inspection_hook is previous

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from proton_ik import viewer
+from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer import readback
 from proton_ik.viewer.perfetto import write_perfetto
 
@@ -49,7 +50,7 @@ def seeds(tmp: Path) -> dict[str, bytes]:
         out[f"{name}.pik"] = (DATA / f"{name}.pik").read_bytes()
         session = viewer.read_session(DATA / f"{name}.pik")
         captures = [viewer.LaunchCapture(s.meta, s.buffer) for s in session]
-        deflated = viewer.write_session(tmp / f"{name}-z.pik", session.info, captures)
+        deflated = write_session(tmp / f"{name}-z.pik", session.info, captures)
         out[f"{name}-z.pik"] = deflated.read_bytes()
     trace = viewer.load(DATA / "add.pik")
     out["add.pftrace"] = trace.write_perfetto(tmp / "add.pftrace").read_bytes()

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proton_ik.dialect.pik import MAX_NAME_LENGTH, scope_name_problem
+from proton_ik.contract.names import MAX_NAME_LENGTH, scope_name_problem
 from proton_ik.mode import Mode
 from proton_ik.viewer import SessionFileError
 

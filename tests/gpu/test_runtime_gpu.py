@@ -186,8 +186,6 @@ def test_writes_stay_inside_the_buffer(tmp_path):
     """Poison a larger allocation: the kernel may only touch the bytes Triton asked for."""
     from triton.runtime._allocation import set_profile_allocator
 
-    from proton_ik.lowering import triton_hook
-
     requested = []
 
     def poisoned(size, alignment, stream):
@@ -197,14 +195,13 @@ def test_writes_stay_inside_the_buffer(tmp_path):
 
     x = torch.randn(8 * 512, device="cuda")
     out = torch.empty_like(x)
-    triton_hook.install(proton_ik.Mode.parse("instrumentation:capacity=8"))
     set_profile_allocator(poisoned)
     try:
-        kernels.loop_kernel[(8,)](x, out, ITERS=50, BLOCK=512, num_warps=4)
+        with proton_ik.instrumented("instrumentation:capacity=8"):
+            kernels.loop_kernel[(8,)](x, out, ITERS=50, BLOCK=512, num_warps=4)
         torch.cuda.synchronize()
     finally:
         set_profile_allocator(None)
-        triton_hook.uninstall()
     size, buffer = requested[-1]
     tail = buffer[size:].cpu().numpy()
     assert (tail == 0xA5).all()
@@ -241,7 +238,6 @@ def test_a_3d_grid_gives_every_cta_its_own_region_in_a_poisoned_buffer(tmp_path)
     from triton.runtime._allocation import set_profile_allocator
 
     from proton_ik.contract.layout import BufferLayout
-    from proton_ik.lowering import triton_hook
     from proton_ik.viewer.decode import decode_buffer
 
     grid = (5, 3, 2)
@@ -253,14 +249,13 @@ def test_a_3d_grid_gives_every_cta_its_own_region_in_a_poisoned_buffer(tmp_path)
         requested.append(torch.full((size + 4096,), 0xA5, dtype=torch.uint8, device="cuda"))
         return requested[-1]
 
-    triton_hook.install(proton_ik.Mode())
     set_profile_allocator(poisoned)
     try:
-        compiled = kernels.grid3d_kernel[grid](out, NX=grid[0], NY=grid[1], num_warps=4)
+        with proton_ik.instrumented():
+            compiled = kernels.grid3d_kernel[grid](out, NX=grid[0], NY=grid[1], num_warps=4)
         torch.cuda.synchronize()
     finally:
         set_profile_allocator(None)
-        triton_hook.uninstall()
     assert out.cpu().tolist() == list(range(ctas))
     layout = BufferLayout.from_dict(compiled.metadata.proton_ik["layout"])
     raw = requested[-1].cpu().numpy()

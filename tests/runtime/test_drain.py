@@ -1,5 +1,5 @@
 """What the drain assembles on the host for a ring launch is exactly the session file's trimmed
-form: checked against ``viewer.trim.trim`` of the whole raw buffer, an independent oracle."""
+form: checked against ``contract.trimmed.trim`` of the whole raw buffer, an independent oracle."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from proton_ik.contract.layout import (
     BufferLayout,
     field_offset,
 )
+from proton_ik.contract.trimmed import trim
 from proton_ik.runtime.drain import trimmed_from_gathered
-from proton_ik.viewer.trim import trim
 
 ENTRIES = field_offset(UNIT_HEADER_DTYPE, "entries")
 

@@ -49,7 +49,8 @@ from proton_ik.contract.layout import (
     BufferLayout,
     make_tag,
 )
-from proton_ik.viewer import SessionWriter, load, render_session
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import load, render_session
 
 _spec = importlib.util.spec_from_file_location("viewer_conftest", Path(__file__).with_name("conftest.py"))
 _model = importlib.util.module_from_spec(_spec)

@@ -46,6 +46,7 @@ from proton_ik.contract.layout import (
     BufferLayout,
     records_written,
 )
+from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.table import TimeShift
@@ -531,7 +532,7 @@ def test_a_damaged_compressed_buffer_raises_session_file_error(tmp_path):
     """SessionWriter compresses by default; damaged deflate data raises zlib.error, which must
     become a SessionFileError like any other damage."""
     session = read_session(CAPTURES["add"].path)
-    path = viewer.write_session(
+    path = write_session(
         tmp_path / "add.pik", session.info, [viewer.LaunchCapture(s.meta, s.buffer) for s in session]
     )
     _damage(path, _entry_data_offset(path, "launches/000000.npy") + 8, 64)

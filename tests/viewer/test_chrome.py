@@ -2,8 +2,11 @@ import json
 from collections import defaultdict
 from decimal import Decimal
 
+import pytest
+
 from proton_ik.viewer import Trace
-from proton_ik.viewer.perfetto import LIFETIME
+from proton_ik.viewer.chrome import write_chrome
+from proton_ik.viewer.tracks import LIFETIME, TIMELINES
 
 
 def read(path):
@@ -65,9 +68,11 @@ def test_slices_nest_per_thread_and_keep_exact_durations(tmp_path, busy_launch):
     assert min(e["ts_ns"] for e in slices) == 0  # times count from the session's first unit start
 
 
-def test_processes_and_threads_are_named_and_sorted(tmp_path, busy_launch):
+@pytest.mark.parametrize("timeline", TIMELINES)
+def test_processes_and_threads_are_named_and_sorted(tmp_path, busy_launch, timeline):
     trace = Trace.from_captures({"name": "t"}, [busy_launch(launch=0, num_ctas=4, sms=2)])
-    _, events = read(trace.write_chrome(tmp_path / "t.json"))
+    path = write_chrome(tmp_path / "t.json", trace.events, trace.units, trace.launches, {}, timeline=timeline)
+    _, events = read(path)
     meta = defaultdict(dict)
     for e in events:
         if e["ph"] == "M":
@@ -76,8 +81,18 @@ def test_processes_and_threads_are_named_and_sorted(tmp_path, busy_launch):
     assert processes == {1: "launch 0: kernel0 / SM 0", 2: "launch 0: kernel0 / SM 1"}
     assert {pid: a["sort_index"] for (pid, _), a in meta["process_sort_index"].items()} == {1: 1, 2: 2}
     threads = {key: args["name"] for key, args in meta["thread_name"].items()}
-    assert threads[(1, 1)] == "CTA 0 warp 0" and threads[(1, 5)] == "CTA 2 warp 0"
     assert all(meta["thread_sort_index"][key]["sort_index"] == key[1] for key in threads)
+    # SM 0 ran CTAs 0 and 2, one after the other: with slots, both in its slot 0.
+    ctas = defaultdict(set)
+    for e in events:
+        if e["ph"] == "X":
+            ctas[(e["pid"], e["tid"])].add(e["args"]["cta"])
+    if timeline == "ctas":
+        assert threads[(1, 1)] == "CTA 0 warp 0" and threads[(1, 5)] == "CTA 2 warp 0"
+        assert ctas[(1, 1)] == {0} and ctas[(1, 5)] == {2}
+    else:
+        assert [threads[(1, tid)] for tid in range(1, 5)] == [f"slot 0 warp {w}" for w in range(4)]
+        assert len(threads) == 8 and ctas[(1, 1)] == {0, 2}
 
 
 def test_overlapping_scopes_get_their_own_thread(tmp_path, fake_launch):
@@ -92,8 +107,8 @@ def test_overlapping_scopes_get_their_own_thread(tmp_path, fake_launch):
 
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     by_scope = {e["name"]: e for e in events if e["ph"] == "X"}
-    assert names[(by_scope["a"]["pid"], by_scope["a"]["tid"])] == "CTA 0 warp 0"
-    assert names[(by_scope["b"]["pid"], by_scope["b"]["tid"])] == "CTA 0 warp 0 overlap 1"
+    assert names[(by_scope["a"]["pid"], by_scope["a"]["tid"])] == "slot 0 warp 0"
+    assert names[(by_scope["b"]["pid"], by_scope["b"]["tid"])] == "slot 0 warp 0 overlap 1"
     assert_nested_per_thread([e for e in events if e["ph"] == "X"])
 
 

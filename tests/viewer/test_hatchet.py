@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from proton_ik.viewer import SessionWriter, load, read_session, render_session
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import load, read_session, render_session
 
 DATA = Path(__file__).parents[1] / "data"
 # proton-viewer needs hatchet (`pip install llnl-hatchet`), which the triton wheel does not require.

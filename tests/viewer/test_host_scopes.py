@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from proton_ik.contract.layout import UNIT_HEADER_DTYPE, BufferLayout
-from proton_ik.viewer import LaunchCapture, SessionWriter, Trace, load, render_session
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import LaunchCapture, Trace, load, render_session
 from proton_ik.viewer.perfetto import HOST_TRACK, INCREMENTAL_CLOCK_ID, LIFETIME
 from proton_ik.viewer.readback import read_packets
 

@@ -7,7 +7,8 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import viewer
-from proton_ik.viewer import LaunchCapture, SessionWriter, Trace, load, readback, render_session
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import LaunchCapture, Trace, load, readback, render_session
 from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.table import config_text
 

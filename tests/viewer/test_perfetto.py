@@ -11,6 +11,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 
 from proton_ik.viewer import Trace
 from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, LIFETIME, SEQUENCE_ID, write_perfetto
+from proton_ik.viewer.tracks import COUNTERS, LAUNCH_TOTALS, TIMELINES
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Replay:
     tracks: dict[int, TrackDescriptor] = field(default_factory=dict)
     slices: list[dict] = field(default_factory=list)
     snapshots: list[int] = field(default_factory=list)
+    counters: dict[int, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
 
     def path(self, uuid: int) -> list[str]:
         names = []
@@ -31,7 +33,7 @@ class Replay:
 
 def replay(packets: list[TracePacket]) -> Replay:
     result = Replay()
-    names, annotation_names = {}, {}
+    names, annotation_names, strings = {}, {}, {}
     track, last = None, None
     stacks = defaultdict(list)
     assert packets[0].sequence_flags & TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
@@ -43,6 +45,9 @@ def replay(packets: list[TracePacket]) -> Replay:
         names.update({entry.iid: entry.name for entry in packet.interned_data.event_names})
         annotation_names.update(
             {entry.iid: entry.name for entry in packet.interned_data.debug_annotation_names}
+        )
+        strings.update(
+            {entry.iid: entry.str.decode() for entry in packet.interned_data.debug_annotation_string_values}
         )
         if packet.HasField("trace_packet_defaults"):
             assert packet.trace_packet_defaults.timestamp_clock_id == INCREMENTAL_CLOCK_ID
@@ -61,8 +66,15 @@ def replay(packets: list[TracePacket]) -> Replay:
             packet.HasField("timestamp") and not event.HasField("track_uuid") and not event.HasField("name")
         )
         last += packet.timestamp
-        if event.type == TrackEvent.TYPE_SLICE_BEGIN:
+        if event.type == TrackEvent.TYPE_COUNTER:
+            result.counters[track].append((last, event.counter_value))
+        elif event.type == TrackEvent.TYPE_SLICE_BEGIN:
             args = {annotation_names[a.name_iid]: a.int_value for a in event.debug_annotations}
+            args |= {
+                annotation_names[a.name_iid]: strings[a.string_value_iid]
+                for a in event.debug_annotations
+                if a.HasField("string_value_iid")
+            }
             stacks[track].append({"track": track, "name": names[event.name_iid], "begin": last, "args": args})
         else:
             assert event.type == TrackEvent.TYPE_SLICE_END
@@ -72,12 +84,20 @@ def replay(packets: list[TracePacket]) -> Replay:
     return result
 
 
-def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace_packets):
+@pytest.mark.parametrize("timeline", TIMELINES)
+def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace_packets, timeline):
     trace = Trace.from_captures(
         {"name": "t", "time_shift_cycles": 40}, [busy_launch(launch=0), busy_launch(launch=1, num_ctas=3)]
     )
     assert (trace.events["begin_cycles"] > trace.events["begin_cycles_raw"]).all()
-    path = trace.write_perfetto(tmp_path / "t.pftrace")
+    path = write_perfetto(
+        tmp_path / "t.pftrace",
+        trace.events,
+        trace.units,
+        trace.launches,
+        title="proton_ik: t",
+        timeline=timeline,
+    )
     result = replay(pftrace_packets(path))
 
     assert result.snapshots == sorted(result.snapshots)  # one clock's snapshots never go back
@@ -89,14 +109,19 @@ def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace
     assert len(lifetimes) == int(trace.units["finished"].sum())
 
     got = {}
-    for s in scopes:
-        root, launch, sm, cta, warp = result.path(s["track"])
+    # busy_launch runs an SM's CTAs one after another: with slots, all in its slot 0.
+    place = "slot 0" if timeline == "slots" else "CTA {}"
+    for s in scopes + lifetimes:
+        root, launch, sm, where, warp = result.path(s["track"])
         assert root == "proton_ik: t"
-        assert (sm, cta, warp) == (
+        assert (sm, where, warp) == (
             f"SM {s['args']['sm']}",
-            f"CTA {s['args']['cta']}",
+            place.format(s["args"]["cta"]),
             f"warp {s['args']['warp']}",
         )
+        assert s["args"]["kind"] == ("unit" if s["name"] == LIFETIME else "scope")
+    for s in scopes:
+        launch = result.path(s["track"])[1]
         number = int(launch.split(":")[0].removeprefix("launch "))
         got[(number, s["args"]["cta"], s["args"]["warp"], s["name"], s["begin"])] = (
             s["end"] - s["begin"],
@@ -117,13 +142,15 @@ def test_slices_tracks_and_times_match_the_events(tmp_path, busy_launch, pftrace
         assert (s["begin"], s["end"], s["depth"]) == (unit["start_ns"], unit["end_ns"], 0)
         assert s["args"]["records"] == unit["count"]
 
-    # Each launch's lifetime spans its units' and carries its statistics.
+    # Each launch's slice spans its units' and carries its totals as numbers.
     assert [s["name"] for s in launches] == [LIFETIME] * len(trace.launches)
     for s in launches:
         number = s["args"]["launch"]
         units = trace.units[trace.units["launch"] == number]
         assert (s["begin"], s["end"]) == (units["start_ns"].min(), units["end_ns"].max())
-        assert s["args"]["records"] == trace.launches.set_index("launch").loc[number, "records"]
+        row = trace.launches.set_index("launch").loc[number]
+        assert {key: s["args"][key] for key in LAUNCH_TOTALS} == {key: row[key] for key in LAUNCH_TOTALS}
+        assert s["args"]["kind"] == "launch"
 
 
 def test_siblings_sort_numerically(tmp_path, busy_launch, pftrace_packets):
@@ -139,6 +166,9 @@ def test_siblings_sort_numerically(tmp_path, busy_launch, pftrace_packets):
             continue
         assert result.tracks[parent].child_ordering == TrackDescriptor.EXPLICIT
         ordered = [kid.name for kid in sorted(kids, key=lambda kid: kid.sibling_order_rank)]
+        if result.tracks[parent].name.startswith("SM "):  # its counters come first
+            assert ordered[: len(COUNTERS)] == list(COUNTERS)
+            ordered = ordered[len(COUNTERS) :]
         numbers = [int(name.split(":")[0].split()[1]) for name in ordered]
         assert numbers == sorted(numbers), ordered
     launches = [d.name for d in sorted(children[1], key=lambda d: d.sibling_order_rank)]

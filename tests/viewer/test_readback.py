@@ -71,16 +71,51 @@ def test_a_json_file_from_elsewhere_is_refused_with_the_reason(tmp_path):
         readback.read_chrome(path)
 
 
-def test_a_launch_description_it_cannot_read_is_refused(tmp_path):
+def _write_packets(path: Path, packets) -> None:
+    with open(path, "wb") as file:
+        for packet in packets:
+            body = packet.SerializeToString()
+            file.write(b"\x0a" + _varint(len(body)) + body)
+
+
+def test_launch_totals_are_read_from_the_launch_slice_and_one_missing_is_refused(tmp_path):
     session = viewer.load(DATA / "add.pik")
     path = write_perfetto(
         tmp_path / "t.pftrace", session.events, session.units, session.launches, compress=False
     )
     assert readback.read_perfetto(path).summary().kernels["launches"].tolist() == [1]
-    path.write_bytes(path.read_bytes().replace(b"SM clock", b"SM speed"))
-    with pytest.raises(
-        ValueError, match=re.escape("launch 0 (add_kernel) has no statistics proton_ik can read")
-    ):
+    packets = readback.read_packets(path)
+    iid = next(
+        e.iid for p in packets for e in p.interned_data.debug_annotation_names if e.name == "lost_to_ring"
+    )
+    (launch,) = [p for p in packets if any(a.name_iid == iid for a in p.track_event.debug_annotations)]
+    kept = [a for a in launch.track_event.debug_annotations if a.name_iid != iid]
+    del launch.track_event.debug_annotations[:]
+    launch.track_event.debug_annotations.extend(kept)
+    _write_packets(path, packets)
+    with pytest.raises(ValueError, match=re.escape("launch 0's lost_to_ring is None, not a whole number")):
+        readback.read_perfetto(path)
+
+
+def test_a_launch_track_with_no_slice_is_refused_with_what_to_do(tmp_path):
+    """A launch track and no launch slice: how a proton_ik before the slot timeline wrote totals."""
+    session = viewer.load(DATA / "add.pik")
+    path = write_perfetto(
+        tmp_path / "t.pftrace", session.events, session.units, session.launches, compress=False
+    )
+    packets = readback.read_packets(path)
+    (launch,) = [
+        p.track_descriptor.uuid for p in packets if p.track_descriptor.name == "launch 0: add_kernel"
+    ]
+    track, kept = 0, []
+    for packet in packets:
+        if packet.HasField("trace_packet_defaults"):
+            track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+        if not (track == launch and packet.HasField("track_event")):
+            kept.append(packet)
+    assert len(kept) == len(packets) - 2  # the launch slice's begin and end
+    _write_packets(path, kept)
+    with pytest.raises(viewer.SessionFileError, match="has no slice with its totals"):
         readback.read_perfetto(path)
 
 
@@ -107,10 +142,7 @@ def test_a_track_that_is_its_own_parent_is_refused_not_looped_on(tmp_path):
     launches = {p.track_descriptor.uuid for p in packets if p.track_descriptor.parent_uuid == 1}
     below = next(p for p in packets if p.track_descriptor.parent_uuid in launches)
     below.track_descriptor.parent_uuid = below.track_descriptor.uuid
-    with open(path, "wb") as file:
-        for packet in packets:
-            body = packet.SerializeToString()
-            file.write(b"\x0a" + _varint(len(body)) + body)
+    _write_packets(path, packets)
     with pytest.raises(viewer.SessionFileError, match="parents form a loop"):
         readback.read_perfetto(path)
 

@@ -12,7 +12,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackDescriptor
 
 from proton_ik import viewer
 from proton_ik.contract.layout import BufferLayout
-from proton_ik.viewer import LaunchCapture, RenderStats, SessionWriter, load, readback, render_session
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import LaunchCapture, RenderStats, load, readback, render_session
 from proton_ik.viewer.decode import decode_headers, decode_views
 
 DATA = Path(__file__).parents[1] / "data"

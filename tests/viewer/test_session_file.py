@@ -5,8 +5,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from proton_ik.viewer import SessionFileError, SessionWriter, read_session, write_session
-from proton_ik.viewer.session_file import FORMAT_VERSION, MANIFEST
+from proton_ik.contract.session_format import FORMAT_VERSION, MANIFEST
+from proton_ik.runtime.session_writer import SessionWriter, write_session
+from proton_ik.viewer import SessionFileError, read_session
 
 INFO = {"name": "matmul", "device": "NVIDIA H100", "sm_count": 132}
 

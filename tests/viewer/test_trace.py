@@ -3,7 +3,8 @@ import json
 import pandas as pd
 import pytest
 
-from proton_ik.viewer import LaunchCapture, Rendered, Trace, load, render, write_session
+from proton_ik.runtime.session_writer import write_session
+from proton_ik.viewer import LaunchCapture, Rendered, Trace, load, render
 
 T0 = 1_700_000_000_000_000_000
 
@@ -99,7 +100,7 @@ def test_warpgroup_units_name_their_warps(tmp_path, fake_launch, pftrace_packets
     assert trace.events["warp"].tolist() == [0, 4]
     names = {p.track_descriptor.name for p in pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace"))}
     assert {"warps 0-3", "warps 4-7"} <= names
-    assert '"CTA 0 warps 4-7"' in trace.write_chrome(tmp_path / "t.json").read_text()
+    assert '"slot 0 warps 4-7"' in trace.write_chrome(tmp_path / "t.json").read_text()  # CTA 0's slot
 
 
 def test_a_layout_from_another_version_names_the_launch(fake_launch):

@@ -8,8 +8,9 @@ import pytest
 
 from proton_ik import viewer
 from proton_ik.contract.layout import ENTRY_BYTES, BufferLayout
+from proton_ik.contract.trimmed import inflate, trim
+from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer.decode import decode_buffer
-from proton_ik.viewer.trim import inflate, trim
 
 DATA = Path(__file__).parents[1] / "data"
 CAPTURES = [DATA / "add.pik", DATA / "ring.pik", DATA / "spin.pik"]
@@ -65,7 +66,7 @@ def test_a_trimmed_buffer_that_does_not_match_its_headers_is_refused(fake_launch
 def test_the_session_writer_trims_and_the_reader_inflates(tmp_path, name):
     source = viewer.read_session(DATA / f"{name}.pik")
     path = tmp_path / "trimmed.pik"
-    with viewer.SessionWriter(path, source.info, compress=False, trim=True) as writer:
+    with SessionWriter(path, source.info, compress=False, trim=True) as writer:
         for launch in source.launches:
             writer.add_launch(dict(launch.meta), launch.buffer)
     raw_bytes = sum(launch.buffer.size for launch in source.launches)

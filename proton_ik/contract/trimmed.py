@@ -1,4 +1,7 @@
-"""Store only what a launch wrote: the headers and each unit's kept ring entries.
+"""The trimmed form of a launch's buffer, as the session file stores it: only what the launch
+wrote, the headers and each unit's kept ring entries. Its writers (the session writer's ``trim``
+and the drain, which gathers the same bytes on the device) and its reader (the viewer) agree on
+it here.
 
 A profile buffer is sized for full rings, but most units write a few entries: a 1000-launch
 session of a small kernel is gigabytes raw and megabytes trimmed. ``trim`` keeps the CTA
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
@@ -21,7 +25,6 @@ from proton_ik.contract.layout import (
     UNIT_HEADER_DTYPE,
     BufferLayout,
 )
-from proton_ik.viewer.decode import BufferView, raw_view
 
 
 def _kept(unit_headers: np.ndarray, layout: BufferLayout) -> np.ndarray:

@@ -155,7 +155,7 @@ def _within_noise(kernel: dict[str, Any], ours: float, best: float) -> str:
     return " (within noise)" if spread is not None and abs(ours - best) < spread else ""
 
 
-# --- buffers sized from the code (issue 7): benchmarks/buffers.py -----------------------------------
+# --- buffers sized from the code (issue 7): benchmarks/buffers/ -------------------------------------
 # Here the reasons are computed from the run's numbers too.
 
 BYTES_RATIO_MAX = 2.0  # device bytes per launch / (headers + entries written)

@@ -1,0 +1,175 @@
+"""Elementwise kernels: the suite's GELU, and the straight-line kernels of issue 7
+(benchmarks/buffers/): ``four_scopes`` on a 16384-CTA grid, ``short_add`` for host-side costs
+and CUDA graphs, and ``tuned_add`` for autotuning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from benchmarks import scopes
+from benchmarks.kernels.problem import Launch, Problem, uniform
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    with scopes.scope("load"):
+        x = tl.load(x_ptr + offsets, mask=mask)
+    with scopes.scope("compute"):
+        # tanh-approximated GELU: 0.5 * (1 + tanh(z)) == sigmoid(2 * z)
+        y = x * tl.sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x))
+    with scopes.scope("store"):
+        tl.store(y_ptr + offsets, y, mask=mask)
+
+
+def gelu(n: int) -> Problem:
+    block = 4096
+    grid = (n // block, 1, 1)
+
+    def make_launch() -> Launch:
+        import torch
+
+        x = torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+        return Launch(
+            problem.ordered_args({"x_ptr": x, "y_ptr": y, "n_elements": n}),
+            grid,
+            [y],
+            lambda: [torch.nn.functional.gelu(x, approximate="tanh")],
+        )
+
+    problem = Problem(
+        name="gelu",
+        fn=gelu_kernel,
+        kind="elementwise, memory-bound",
+        scopes="load, compute, store: one of each per CTA",
+        size=f"{n:,} fp32, BLOCK={block}",
+        constexprs={"BLOCK": block},
+        options={"num_warps": 4},
+        signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n_elements": "i32"},
+        grid=grid,
+        make_launch=make_launch,
+        records_per_warp=uniform(grid, 6),
+        tolerance=(1e-5, 1e-5),
+    )
+    return problem
+
+
+# --- issue 7: benchmarks/buffers/ ---------------------------------------------------------
+
+
+@triton.jit
+def four_scopes_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    """(2x + 1)^2, memory-bound. Four straight-line scopes, each a begin and its end in one
+    block: every warp writes four pair entries (eight records) per launch, a bound the compiler
+    can see."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    with scopes.scope("load"):
+        x = tl.load(x_ptr + offsets, mask=mask)
+    with scopes.scope("scale"):
+        y = x * 2.0 + 1.0
+    with scopes.scope("square"):
+        z = y * y
+    with scopes.scope("store"):
+        tl.store(out_ptr + offsets, z, mask=mask)
+
+
+@triton.jit
+def short_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    """out = x + y with three straight-line scopes: a short kernel for host-side costs."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    with scopes.scope("load"):
+        x = tl.load(x_ptr + offsets, mask=mask)
+        y = tl.load(y_ptr + offsets, mask=mask)
+    with scopes.scope("add"):
+        z = x + y
+    with scopes.scope("store"):
+        tl.store(out_ptr + offsets, z, mask=mask)
+
+
+@triton.jit
+def tuned_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    """out = x + y in one scope; ``tuned_add`` autotunes BLOCK and the warps."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    with scopes.scope("add"):
+        x = tl.load(x_ptr + offsets, mask=mask)
+        y = tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+TUNED_ADD_SIGNATURE = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+
+
+def tuned_add_configs() -> list[triton.Config]:
+    """Two configs far apart in speed on a large add: one warp of 64 elements per CTA against
+    four warps of 2048, so that the choice does not depend on noise."""
+    return [triton.Config({"BLOCK": 64}, num_warps=1), triton.Config({"BLOCK": 2048}, num_warps=4)]
+
+
+def tuned_add():
+    """A fresh autotuned add: a new JIT wrapper and an empty tuning cache each call."""
+    fresh_kernel = triton.jit(tuned_add_kernel.fn)
+    return triton.autotune(configs=tuned_add_configs(), key=["n_elements"])(fresh_kernel)
+
+
+def _elementwise(
+    name: str, fn: Any, ctas: int, block: int, num_warps: int, inputs: int, scope_names: tuple[str, ...]
+) -> Problem:
+    """An fp32 elementwise problem of ``ctas`` CTAs with straight-line scopes: 2 records each
+    per warp. ``inputs`` is 1 (four_scopes: (2x + 1)^2) or 2 (x + y)."""
+    n = ctas * block
+    grid = (ctas, 1, 1)
+
+    def make_launch() -> Launch:
+        import torch
+
+        tensors = [torch.randn(n, device="cuda") for _ in range(inputs)]
+        out = torch.empty_like(tensors[0])
+        names = ["x_ptr", "y_ptr"][:inputs]
+        values = {**dict(zip(names, tensors, strict=True)), "out_ptr": out, "n_elements": n}
+
+        def reference() -> list[Any]:
+            return [(2.0 * tensors[0] + 1.0) ** 2 if inputs == 1 else tensors[0] + tensors[1]]
+
+        return Launch(problem.ordered_args(values), grid, [out], reference)
+
+    signature = {name: "*fp32" for name in ["x_ptr", "y_ptr"][:inputs]}
+    problem = Problem(
+        name=name,
+        fn=fn,
+        kind="elementwise, memory-bound",
+        scopes=", ".join(scope_names) + ": straight-line, one of each per warp",
+        size=f"{n:,} fp32, BLOCK={block}, {ctas} CTAs x {num_warps} warps",
+        constexprs={"BLOCK": block},
+        options={"num_warps": num_warps},
+        signature={**signature, "out_ptr": "*fp32", "n_elements": "i32"},
+        grid=grid,
+        make_launch=make_launch,
+        records_per_warp=uniform(grid, 2 * len(scope_names)),
+        tolerance=(1e-5, 1e-6),
+    )
+    return problem
+
+
+def four_scopes(ctas: int = 16384) -> Problem:
+    """The large grid of issue 7: 16384 CTAs x 8 warps x 4 pairs = 1,048,576 records a launch."""
+    return _elementwise(
+        "four_scopes", four_scopes_kernel, ctas, 2048, 8, 1, ("load", "scale", "square", "store")
+    )
+
+
+def short_add(ctas: int = 256) -> Problem:
+    """A short kernel for host-side costs and CUDA graphs: 256 CTAs x 4 warps, 3 scopes."""
+    return _elementwise("short_add", short_add_kernel, ctas, 512, 4, 2, ("load", "add", "store"))
+
+
+def buffer_problems() -> list[Problem]:
+    """The kernels benchmarks/buffers/ adds, for compile_check.py."""
+    return [four_scopes(), short_add()]

@@ -1,0 +1,98 @@
+"""The microbenchmark kernels and their settings, shared by the measurements (run.py) and
+compile_check.py: empty scopes in a loop (per-record cost), a scope around a spin of known
+length (accuracy), and a grid barrier before a scope (cross-CTA alignment)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from benchmarks import scopes
+
+MICRO_BLOCK = 128  # 4 warps, one element per thread
+MICRO_OPTIONS = {"num_warps": 4}
+RECORD_COST_UNROLL = 8
+RECORD_COST_ITERS = (0, 64, 1024)
+SPIN_CYCLES = (100, 300, 1000, 3000, 10000, 100000)
+HOST_ELEMENTS = 1 << 18  # the host section's short kernel: GELU over 256K floats, 64 CTAs
+
+
+@triton.jit
+def _clock64(like):
+    """%clock64 in every thread; ``like`` gives the shape and keeps the read in program order."""
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %clock64;", "=l,r", [like], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit(do_not_specialize=["n_iters"])
+def record_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """n_iters empty scopes (2 * n_iters records per warp) between two clock reads; every thread
+    stores its own elapsed cycles. n_iters must be a multiple of UNROLL."""
+    lanes = tl.arange(0, BLOCK)
+    start = _clock64(lanes)
+    for _ in range(n_iters // UNROLL):
+        for _unrolled in tl.static_range(UNROLL):
+            scopes.enter_scope("empty")
+            scopes.exit_scope("empty")
+    end = _clock64(lanes)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+# Spin until %clock64 has advanced by at least $1 cycles; return the cycles really spun. Labels
+# inside a { } block are local to it, so the text may appear more than once in a kernel.
+SPIN_PTX = tl.constexpr("""{
+.reg .u64 spin_t0, spin_t1, spin_d;
+.reg .pred spin_p;
+mov.u64 spin_t0, %clock64;
+SPIN_AGAIN:
+mov.u64 spin_t1, %clock64;
+sub.u64 spin_d, spin_t1, spin_t0;
+setp.lt.u64 spin_p, spin_d, $1;
+@spin_p bra SPIN_AGAIN;
+mov.u64 spin_t1, %clock64;
+sub.u64 $0, spin_t1, spin_t0;
+}""")
+
+
+@triton.jit(do_not_specialize=["n_cycles"])
+def spin_kernel(out_ptr, n_cycles, BLOCK: tl.constexpr):
+    """One scope around a spin of n_cycles; every thread stores the cycles it really spun, from
+    its first clock read to one after the loop, so that the loop's exit counts as spun."""
+    lanes = tl.arange(0, BLOCK)
+    target = tl.zeros([BLOCK], dtype=tl.int64) + n_cycles
+    with scopes.scope("spin"):
+        spun = tl.inline_asm_elementwise(SPIN_PTX, "=l,l", [target], dtype=tl.int64, is_pure=False, pack=1)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, spun)
+
+
+@triton.jit(do_not_specialize=["n_ctas", "max_polls"])
+def grid_sync_kernel(counter_ptr, arrived_ptr, n_ctas, max_polls):
+    """A grid-wide barrier (all CTAs must be resident: launch at most one per SM), then an empty
+    scope, whose begin is as close to simultaneous across CTAs as the release allows."""
+    tl.atomic_add(counter_ptr, 1)
+    arrived = tl.atomic_add(counter_ptr, 0)
+    polls = max_polls * 0
+    while (arrived < n_ctas) & (polls < max_polls):
+        arrived = tl.atomic_add(counter_ptr, 0)
+        polls += 1
+    with scopes.scope("released"):
+        tl.store(arrived_ptr + tl.program_id(0), arrived)
+
+
+MICRO_KERNELS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
+    "record_cost": (
+        record_cost_kernel,
+        {"out_ptr": "*i64", "n_iters": "i32"},
+        {"BLOCK": MICRO_BLOCK, "UNROLL": RECORD_COST_UNROLL},
+    ),
+    "spin": (spin_kernel, {"out_ptr": "*i64", "n_cycles": "i32"}, {"BLOCK": MICRO_BLOCK}),
+    "grid_sync": (
+        grid_sync_kernel,
+        {"counter_ptr": "*i32", "arrived_ptr": "*i32", "n_ctas": "i32", "max_polls": "i32"},
+        {},
+    ),
+}
+"""name -> (kernel, runtime argument types, constexprs)."""

@@ -1,0 +1,266 @@
+"""The '## Buffers (issue 7)' section: its tables, from results["buffers"]."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from benchmarks.report.format import table
+from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+
+
+def _fmt(value: Any, spec: str = ".1f") -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return format(value, spec) if isinstance(value, float) else str(value)
+
+
+def _mib(nbytes: float) -> str:
+    return _fmt(nbytes / 2**20, ".2f")
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+    """The '## Buffers (issue 7)' section; empty when the section did not run."""
+    if not results:
+        return []
+    lines = [
+        "",
+        "## Buffers (issue 7)",
+        "",
+        f"Default mode `{results.get('default_mode_string')}`, pool of "
+        f"{_mib(results.get('pool_bytes', 0))} MiB: `proton_ik.start` with no mode, pool or format options. "
+        "`benchmarks/buffers.py`; the targets above are judged from these numbers.",
+    ]
+    for part in (_default_mode_md, _device_bytes_md, _host_md, _e2e_md, _finalize_md, _checks_md):
+        lines += part(results)
+    failed = [(name, r["error"]) for name, r in results.items() if isinstance(r, dict) and "error" in r]
+    if failed:
+        lines += ["", *(f"- {name} failed: {error}" for name, error in failed)]
+    return lines
+
+
+def _default_mode_md(results: dict[str, Any]) -> list[str]:
+    found = results.get("default_mode", {}).get("kernels", {})
+    if not found:
+        return []
+    rows = []
+    for name, k in found.items():
+        capacity = k.get("capacity") or {}
+        rows.append(
+            [
+                name,
+                f"{k.get('grid', '-')} x {k.get('warps', '-')}",
+                f"{_fmt(capacity.get('entries'))} ({capacity.get('source', '-')})",
+                _fmt(capacity.get("bound")),
+                str(capacity.get("reason", "-"))[:140],
+                f"{_fmt(k.get('records'))} / {_fmt(k.get('records_expected'))}",
+                _fmt(k.get("overwritten")),
+                _mib(k["device_bytes"]) if "device_bytes" in k else "-",
+                _mib(k["copied_bytes"]) if "copied_bytes" in k else "-",
+                ", ".join(k.get("files", [])) or "-",
+                _fmt(k.get("worked")) + (f": {k['error'][:120]}" if k.get("error") else ""),
+            ]
+        )
+    header = ["kernel", "grid x warps", "entries per warp (source)", "bound", "reason"]
+    header += ["records / expected", "overwritten", "device MiB", "copied MiB", "files", "worked"]
+    return [
+        "",
+        "### The default mode on every kernel",
+        "",
+        "One launch each, a session each. Records: written, from the unit headers (overwritten ones "
+        "included); expected: the count the scope structure gives. Worked: no exception, one launch "
+        "in the trace, exact records, outputs equal to torch's.",
+        "",
+        *table(header, rows),
+    ]
+
+
+def _device_bytes_md(results: dict[str, Any]) -> list[str]:
+    found = results.get("device_bytes", {}).get("kernels", {})
+    if not found:
+        return []
+    rows = [
+        [
+            name,
+            f"{r['capacity_entries']} (bound {r['bound']})",
+            _fmt(r["entries_per_unit"], ".2f"),
+            _fmt(r["bytes"]),
+            _fmt(r["written"]),
+            _fmt(r["ratio"], ".3f"),
+            _fmt(r["copied_bytes"]),
+            r["entries_source"],
+        ]
+        for name, r in found.items()
+    ]
+    header = ["kernel", "entries per warp", "written per warp", "device bytes", "written bytes", "ratio"]
+    header += ["copied bytes", "entries from"]
+    return [
+        "",
+        "### Device bytes per launch against what the launch wrote",
+        "",
+        f"Kernels whose bound is known. Device bytes = CTAs x cta_bytes; written = CTAs x {CTA_HEADER_BYTES} + "
+        f"units x {UNIT_HEADER_BYTES} + entries x {ENTRY_BYTES}; copied: what the drain moved to the host.",
+        "",
+        *table(header, rows),
+    ]
+
+
+def _host_md(results: dict[str, Any]) -> list[str]:
+    host = results.get("host", {})
+    if "us_per_launch" not in host:
+        return []
+    rows = []
+    for variant, timing in host["us_per_launch"].items():
+        added = host["added_us"].get(variant)
+        rows.append(
+            [
+                variant,
+                _fmt(timing["median"], ".1f"),
+                _fmt(timing["spread_pct"], ".1f"),
+                "-" if added is None else _fmt(added, "+.1f"),
+                ", ".join(str(n) for n in host["launches_done"][variant]),
+            ]
+        )
+    copied = host["proton_ik_copied_bytes_in_loop"]
+    return [
+        "",
+        "### Host time added per launch",
+        "",
+        f"{host['kernel']} ({host['size']}, {host['records_per_launch']:,} records a launch): "
+        f"{host['launches']:,} launches, each followed by `torch.cuda.synchronize()`; start, one "
+        f"untimed first launch and finalize excluded; {host['rounds']} interleaved rounds. Proton: "
+        f"mode `{host['proton']['mode']}`, data `{host['proton']['data']}`. Added: median over rounds "
+        "of (variant - plain) in the same round.",
+        "",
+        *table(["variant", "us per launch (median)", "spread %", "added us", "launches per round"], rows),
+        "",
+        f"proton_ik recorded {host['proton_ik_recorded_launches']} launches per round (the first "
+        f"included); its drain copied {_mib(max(copied, default=0))} MiB during a loop at most.",
+        "",
+        *(f"- {variant} failed: {errors[0]}" for variant, errors in host["errors"].items() if errors),
+    ]
+
+
+def _e2e_md(results: dict[str, Any]) -> list[str]:
+    e2e = results.get("end_to_end", {})
+    if "plain_ms" not in e2e:
+        return []
+    rows = [
+        ["plain", _fmt(e2e["plain_ms"]["median"], ".3f"), _fmt(e2e["plain_ms"]["spread_pct"]), "1.00", "-"],
+    ]
+    for key, label in (("loop_ms", "proton_ik: loop + sync"), ("flushed_ms", "proton_ik: + drain flushed")):
+        median = e2e[key]["median"]
+        rows.append(
+            [
+                label,
+                _fmt(median, ".3f"),
+                _fmt(e2e[key]["spread_pct"]),
+                _fmt(median / e2e["plain_ms"]["median"], ".2f"),
+                _fmt(median / e2e["copy_ms"]["median"], ".2f"),
+            ]
+        )
+    copy = e2e["copy_ms"]
+    rows.append(
+        [
+            f"pinned copy of {e2e['written_bytes_per_launch']:,} bytes",
+            _fmt(copy["median"], ".3f"),
+            _fmt(copy["spread_pct"]),
+            _fmt(copy["median"] / e2e["plain_ms"]["median"], ".2f"),
+            "1.00",
+        ]
+    )
+    return [
+        "",
+        "### End to end",
+        "",
+        f"{e2e['kernel']} ({e2e['size']}): {e2e['launches']} launches, hooks on, no synchronize inside "
+        f"the loop, one at the end; finalize excluded; {e2e['rounds']} interleaved rounds (plain, "
+        "profiled, copy). 'drain flushed': until every record is on the host. The copy: the bytes a "
+        f"launch writes, device to pinned host memory ({_fmt(e2e['copy_gb_per_s'], '.1f')} GB/s); the "
+        f"drain moved {_mib(e2e['copied_bytes_per_launch'])} MiB per launch "
+        f"({_fmt(e2e['drain_gb_per_s'], '.1f')} GB/s over the whole loop). Launches recorded in each "
+        f"session exact: {_fmt(e2e['launches_exact'])}; these sessions write the session file only.",
+        "",
+        *table(["", "ms per launch (median)", "spread %", "x plain", "x copy"], rows),
+    ]
+
+
+def _finalize_md(results: dict[str, Any]) -> list[str]:
+    fin = results.get("finalize", {})
+    if "records" not in fin:
+        return []
+    sizes = ", ".join(
+        f"{kind} {_mib(size)} MiB ({_fmt(fin['bytes_per_event'].get(kind), '.1f')} B/event)"
+        for kind, size in fin["file_bytes"].items()
+    )
+    rows = [
+        [
+            f"{fin['launches']} x {fin['kernel']}",
+            f"{fin['records']:,} / {fin['records_expected']:,}",
+            _fmt(fin["flush_s"], ".2f"),
+            _fmt(fin["finalize_s"], ".2f"),
+            _fmt(fin["records_per_s"] / 1e6, ".2f"),
+            sizes,
+        ]
+    ]
+    return [
+        "",
+        "### Finalize",
+        "",
+        "After the launches and a synchronize: the drain flushed (timed apart), then "
+        "`proton_ik.finalize()` writing .pik and .pftrace. Rate = records / (flush + finalize).",
+        "",
+        *table(["session", "records / expected", "flush s", "finalize s", "M records/s", "files"], rows),
+    ]
+
+
+def _checks_md(results: dict[str, Any]) -> list[str]:
+    rows = []
+    graph = results.get("graph", {})
+    if "replay_rows" in graph:
+        rows.append(
+            [
+                f"CUDA graph, {graph['replays_made']} replays",
+                f"{graph['replays_made']} rows, replay 0..{graph['replays_made'] - 1}, "
+                f"{graph['records_expected']:,} records each",
+                f"{graph['replay_rows']} rows of {graph['launch_rows']}, replays {graph['replay_indices']}, "
+                f"records {sorted(set(graph['records_per_replay']))}"
+                + (f"; missing columns {graph['missing_columns']}" if graph["missing_columns"] else ""),
+                _fmt(graph["exact"]),
+            ]
+        )
+    tune = results.get("autotune", {})
+    if "config_inside" in tune:
+        rows.append(
+            [
+                f"autotune, {tune['calls']} calls",
+                f"config {tune['config_outside']} (tuned outside a session); {tune['calls']} rows of "
+                f"{tune['records_expected']:,} records",
+                f"config {tune['config_inside']}; {tune['launch_rows']} rows, records "
+                f"{sorted(set(tune['records_per_launch']))}; config column {tune['config_column']}",
+                _fmt(tune["same_config"] and tune["exact"]),
+            ]
+        )
+    if not rows:
+        return []
+    return ["", "### CUDA graphs and autotuning", "", *table(["check", "expected", "found", "exact"], rows)]
+
+
+def summary(results: dict[str, Any]) -> list[str]:
+    """The buffers line of the table printed last."""
+    if not results:
+        return []
+    host, e2e, fin = results.get("host", {}), results.get("end_to_end", {}), results.get("finalize", {})
+    added = host.get("added_us", {})
+    parts = [
+        f"host +{_fmt(added.get('proton_ik'))} us/launch (Proton +{_fmt(added.get('proton'))})",
+        f"end to end {_fmt(e2e.get('x_plain'), '.2f')}x plain, {_fmt(e2e.get('x_copy'), '.2f')}x copy",
+        f"finalize {_fmt(fin.get('records_per_s', float('nan')) / 1e6, '.2f')}M records/s",
+        f"graph exact {_fmt(results.get('graph', {}).get('exact'))}",
+        f"autotune same config {_fmt(results.get('autotune', {}).get('same_config'))}",
+    ]
+    return ["buffers: " + "; ".join(parts)]

@@ -1,0 +1,112 @@
+"""The session file format: what the writer (``runtime.session_writer``) and the reader
+(``viewer.session_file``, which checks the manifest with ``viewer.manifest``) agree on.
+
+A session file (``name.pik``) is a zip that holds::
+
+    launches/000000.npy   one uint8 buffer per launch, streamed in as the launch is drained
+    launches/000001.npy
+    ...
+    manifest.json         written last: format name and version, the session info, and one
+                          entry per launch (its metadata and its buffer's member name)
+
+Buffers are plain ``.npy`` (version 2.0 headers, read back without pickles), metadata is JSON,
+so the file is self-describing and safe to open. A file whose manifest is missing was never
+closed. A launch stored trimmed (``contract.trimmed``) says so in its metadata.
+
+Bump ``FORMAT_VERSION`` whenever anything here changes meaning.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypedDict
+
+import numpy as np
+
+from proton_ik.contract.metadata import METADATA_KEY
+
+FORMAT_NAME = "proton_ik-session"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ZIP_MAGIC = b"PK"  # how every zip file starts
+STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored in the trimmed form, not raw
+MAX_NPY_HEADER = 1 << 16  # bytes an .npy header may take before a launch's data
+
+
+class _RequiredLaunchMeta(TypedDict):
+    launch: int  # launches are numbered in the order they were made
+    kernel: str
+    profile: dict[str, Any]  # the kernel's metadata: ``contract.metadata.KernelMetadata.to_dict``
+
+
+class LaunchMeta(_RequiredLaunchMeta, total=False):
+    """One launch's metadata in the manifest. Only the first three are required: sessions from
+    older runtimes lack the others."""
+
+    stream: int | None
+    device: int | None
+    num_warps: int
+    num_ctas: int  # CTAs the buffer holds; else the product of ``grid``
+    grid: list[int]
+    name: str  # the launch's name from the kernel's ``launch_metadata``
+    launch_metrics: dict[str, float]  # the numbers ``launch_metadata`` gave besides the name
+    config: dict[str, Any]  # the autotuner config: plain values, its kernel arguments under "kwargs"
+    host_scope: list[str]  # host scopes open at the launch, outermost first
+    graph: int  # a CUDA graph replay: the graph's number and the replay's index
+    replay: int
+    stored: str  # STORED_KEY: TRIMMED where the buffer is stored trimmed
+
+
+REQUIRED_META = tuple(key for key in LaunchMeta.__annotations__ if key in LaunchMeta.__required_keys__)
+
+
+class ManifestLaunch(TypedDict):
+    entry: str  # the zip member holding the launch's buffer
+    meta: LaunchMeta
+
+
+class Manifest(TypedDict):
+    format: str  # FORMAT_NAME
+    format_version: int  # FORMAT_VERSION
+    info: dict[str, Any]  # the session: name, device, time_shift_cycles, unrecorded, ...
+    launches: list[ManifestLaunch]
+
+
+class Capture(Protocol):
+    """One launch as a session holds it: its metadata and its raw profile buffer."""
+
+    @property
+    def meta(self) -> Mapping[str, Any]: ...
+
+    @property
+    def buffer(self) -> np.ndarray: ...
+
+
+def launch_member(number: int) -> str:
+    """The zip member of the ``number``-th launch stored (counting from 0)."""
+    return f"launches/{number:06d}.npy"
+
+
+def manifest(info: Mapping[str, Any], launches: list[ManifestLaunch]) -> Manifest:
+    return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "info": dict(info), "launches": launches}
+
+
+def check_required_meta(meta: Mapping[str, Any]) -> None:
+    """Raise if a launch's metadata lacks what the reader needs."""
+    missing = [key for key in REQUIRED_META if key not in meta]
+    if missing:
+        raise ValueError(
+            f"launch metadata {reprlib.repr(dict(meta))} lacks {missing}; the runtime must record "
+            f"{list(REQUIRED_META)} for every launch (profile = the kernel's '{METADATA_KEY}' metadata)"
+        )
+
+
+def is_session_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file that starts as a session file does (a zip): by content, not suffix."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(ZIP_MAGIC)) == ZIP_MAGIC
+    except OSError:
+        return False

@@ -1,0 +1,145 @@
+"""The PTX of aggregate mode: per-scope statistics instead of a trace, for ``convert-pikgpu-to-ptx``.
+
+Each scope ``k`` has one mutable register, ``%pik_begin<k>``, holding its latest begin clock
+(the low 32 bits of the SM clock, as trace records hold), and one bit in ``%pik_open<k / 32>``
+saying that a begin is waiting for its end. So a begin and its end may lie in different blocks
+or loop iterations, and the buffer's size depends on the scope count alone:
+
+- a begin (``pikgpu.aggregate_begin``) sets the scope's bit, then reads the clock (the bit's
+  update is outside the measured time);
+- an end (``pikgpu.aggregate_end``) reads the clock first and clears the scope's bit; if it
+  was set, the unit's writer lane (``%pik_w``, as in a trace) branches into four
+  fire-and-forget reductions, which never wait for memory, of ``d = end - begin`` (wrapping
+  u32 arithmetic): ``red.add.u64`` to the sum, ``red.max.u32`` to the max and, of ``~d``, to
+  the inverted min, and ``red.add.u32`` of one to histogram bin ``min(31, 32 - clz(d))``. An
+  end whose scope is not open counts nothing;
+- in the prologue, the lanes of the unit's first warp zero its statistics, 16 bytes each per
+  round, and ``bar.warp.sync`` orders those stores before the writer lane's reductions (it
+  orders memory among the threads that take part in it). The pool reuses chunks without
+  clearing them, and zero is every statistic's identity (``layout.AGGREGATE_STATS_DTYPE``).
+
+The reductions address the unit's statistics from ``%pik_stats``, each lane's own first chunk
+of them, which for the writer lane 0 is the statistics themselves: ptxas turns a reduction
+whose address it sees is uniform across the warp into a warp-aggregated one (a vote, a warp
+reduce and an elected lane, behind a branch each), several times the cost of four plain
+``RED`` instructions behind one branch. The offsets of a scope's fields are fixed at compile
+time (``layout.BufferLayout.stats_offset``), inside the unit's own segment.
+"""
+
+from __future__ import annotations
+
+from proton_ik.contract.layout import (
+    AGGREGATE_STATS_BYTES,
+    AGGREGATE_STATS_DTYPE,
+    HISTOGRAM_BINS,
+    THREADS_PER_WARP,
+    WARPS_PER_WARPGROUP,
+    BufferLayout,
+    Granularity,
+    field_offset,
+)
+from proton_ik.dialect.pikgpu import AggregateBeginOp, AggregateEndOp, SegmentSetupOp
+
+ZERO_LABEL = "$pik_zero_stats"
+END_LABEL = "$pik_end_"  # and the end's PTX line: where an end without its reductions goes on
+CHUNK_BYTES = 16  # one st.global.v4.b32 of zeros
+FLAG_BITS = 32
+
+_SUM = field_offset(AGGREGATE_STATS_DTYPE, "sum")
+_MAX = field_offset(AGGREGATE_STATS_DTYPE, "max")
+_MIN_INVERTED = field_offset(AGGREGATE_STATS_DTYPE, "min_inverted")
+_BINS = field_offset(AGGREGATE_STATS_DTYPE, "bins")
+_BIN_BYTES = AGGREGATE_STATS_DTYPE["bins"].base.itemsize
+
+
+def declarations(layout: BufferLayout) -> list[str]:
+    flags = -(-layout.aggregate_scopes // FLAG_BITS)
+    return [
+        f"\t.reg .b32 \t%pik_begin<{layout.aggregate_scopes}>;",
+        f"\t.reg .b32 \t%pik_open<{flags}>;",
+        "\t.reg .b32 \t%pik_d;",
+        "\t.reg .b64 \t%pik_d64, %pik_stats;",
+        "\t.reg .pred \t%pik_q, %pik_f;",
+    ]
+
+
+def prologue(setup: SegmentSetupOp) -> list[str]:
+    """After the trace prologue (which leaves the unit's first statistics at ``%pik_rec``):
+    zero the unit's statistics and close every scope."""
+    layout = setup.layout
+    chunks = layout.aggregate_scopes * AGGREGATE_STATS_BYTES // CHUNK_BYTES
+    rounds = -(-chunks // THREADS_PER_WARP)
+    granularity = setup.granularity_enum
+    # Lanes of the unit's first warp zero it: every warp for warps, one in four or one in all.
+    if granularity is Granularity.WARP:
+        first_warp: list[str] = []
+        in_range = f"\tsetp.lt.u32 \t%pik_q, %pik_t, {chunks};"
+    else:
+        if granularity is Granularity.WARPGROUP:
+            first_warp = [
+                f"\tand.b32 \t%pik_d, %pik_warp, {WARPS_PER_WARPGROUP - 1};",
+                "\tsetp.eq.u32 \t%pik_f, %pik_d, 0;",
+            ]
+        else:
+            first_warp = ["\tsetp.eq.u32 \t%pik_f, %pik_warp, 0;"]
+        in_range = f"\tsetp.lt.and.u32 \t%pik_q, %pik_t, {chunks}, %pik_f;"
+    flags = -(-layout.aggregate_scopes // FLAG_BITS)
+    return [
+        "\t// pik aggregate prologue: zero the unit's statistics, then order them before its reductions",
+        *first_warp,
+        f"\tmad.wide.u32 \t%pik_stats, %pik_lane, {CHUNK_BYTES}, %pik_rec;",
+        "\tmov.b64 \t%pik_a, %pik_stats;",
+        "\tmov.u32 \t%pik_t, %pik_lane;",
+        f"{ZERO_LABEL}:",
+        in_range,
+        "\t@%pik_q st.global.v4.b32 \t[%pik_a], {0, 0, 0, 0};",
+        f"\tadd.s64 \t%pik_a, %pik_a, {THREADS_PER_WARP * CHUNK_BYTES};",
+        f"\tadd.s32 \t%pik_t, %pik_t, {THREADS_PER_WARP};",
+        # lane + 32 r < 32 rounds exactly while r < rounds, for every lane: the branch is uniform.
+        f"\tsetp.lt.u32 \t%pik_q, %pik_t, {rounds * THREADS_PER_WARP};",
+        f"\t@%pik_q bra.uni \t{ZERO_LABEL};",
+        "\tbar.warp.sync \t-1;",
+        *(f"\tmov.u32 \t%pik_open{word}, 0;" for word in range(flags)),
+    ]
+
+
+def _flag(scope: int) -> tuple[str, int]:
+    return f"%pik_open{scope // FLAG_BITS}", 1 << scope % FLAG_BITS
+
+
+def begin(op: AggregateBeginOp) -> list[str]:
+    scope = op.scope_id
+    flags, bit = _flag(scope)
+    return [
+        "\t// pik aggregate begin",
+        f"\tor.b32 \t{flags}, {flags}, {bit:#x};",
+        f"\tmov.u32 \t%pik_begin{scope}, %clock;",
+    ]
+
+
+def end(op: AggregateEndOp, site: int) -> list[str]:
+    """The end at PTX line ``site``, which names its label."""
+    scope = op.scope_id
+    flags, bit = _flag(scope)
+    stats = scope * AGGREGATE_STATS_BYTES
+    done = f"{END_LABEL}{site}"
+    return [
+        "\t// pik aggregate end",
+        "\tmov.u32 \t%pik_c, %clock;",
+        f"\tand.b32 \t%pik_t, {flags}, {bit:#x};",
+        "\tsetp.ne.and.u32 \t%pik_q, %pik_t, 0, %pik_w;",
+        f"\tand.b32 \t{flags}, {flags}, {~bit & 0xFFFFFFFF:#x};",
+        f"\t@!%pik_q bra \t{done};",
+        f"\tsub.u32 \t%pik_d, %pik_c, %pik_begin{scope};",
+        "\tcvt.u64.u32 \t%pik_d64, %pik_d;",
+        f"\tred.global.add.u64 \t[%pik_stats+{stats + _SUM}], %pik_d64;",
+        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MAX}], %pik_d;",
+        "\tnot.b32 \t%pik_t, %pik_d;",
+        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MIN_INVERTED}], %pik_t;",
+        "\tclz.b32 \t%pik_t, %pik_d;",
+        "\tsub.u32 \t%pik_t, 32, %pik_t;",
+        f"\tmin.u32 \t%pik_t, %pik_t, {HISTOGRAM_BINS - 1};",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {_BIN_BYTES}, %pik_stats;",
+        f"\tred.global.add.u32 \t[%pik_a+{stats + _BINS}], 1;",
+        f"{done}:",
+    ]

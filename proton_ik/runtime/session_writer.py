@@ -1,0 +1,119 @@
+"""Writes a session file (``contract.session_format``) as launches come, so memory stays bounded.
+
+The runtime streams each drained launch into it; tests and tools write whole sessions with
+``write_session``. The viewer reads the file back (``viewer.session_file``).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import IO, Any, cast
+
+import numpy as np
+
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.session_format import (
+    MANIFEST,
+    STORED_KEY,
+    TRIMMED,
+    Capture,
+    LaunchMeta,
+    ManifestLaunch,
+    check_required_meta,
+    launch_member,
+    manifest,
+)
+from proton_ik.contract.trimmed import trim as trim_buffer
+
+
+class SessionWriter:
+    """Streams launches into a session file as they come, so memory stays bounded.
+
+    ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
+    kept ring entries: see ``contract.trimmed``); ``close`` writes the manifest. Use it as a
+    context manager, or call ``close`` in a ``finally``: without a manifest the file is unreadable.
+    """
+
+    def __init__(
+        self, path: str | Path, info: Mapping[str, Any], *, compress: bool = True, trim: bool = False
+    ):
+        self.path = Path(path)
+        self.trim = trim
+        self.info = dict(info)
+        _to_json(self.info, "session info")
+        self._entries: list[ManifestLaunch] = []
+        self._archive: zipfile.ZipFile | None = zipfile.ZipFile(
+            self.path,
+            "w",
+            compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
+            compresslevel=1 if compress else None,
+            allowZip64=True,
+        )
+
+    def add_launch(
+        self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
+    ) -> None:
+        """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer, or, with
+        ``trimmed_on_device``, a buffer the runtime already trimmed (``meta["num_ctas"]`` says
+        how many CTAs it holds)."""
+        if self._archive is None:
+            raise ValueError(f"session file {self.path} is already closed; start a new session")
+        check_required_meta(meta)
+        meta = dict(meta)
+        _to_json(meta, f"metadata of launch {meta['launch']}")
+        array = np.asarray(buffer)
+        if array.dtype != np.uint8:
+            raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
+        if trimmed_on_device:
+            meta[STORED_KEY] = TRIMMED
+        elif self.trim:
+            # Only the headers and the kept ring entries: a mostly empty ring costs nothing.
+            where = f"launch {meta['launch']} ({meta['kernel']})"
+            layout = KernelMetadata.from_dict(meta["profile"], where, "profile").layout
+            if not layout.aggregate:  # an aggregate launch's statistics fill its buffer: kept whole
+                meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
+                array = trim_buffer(array, layout)
+        entry = launch_member(len(self._entries))
+        with self._archive.open(entry, "w", force_zip64=True) as file:
+            write_npy(file, np.ascontiguousarray(array).reshape(-1))
+        self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
+
+    def close(self) -> Path:
+        """Write the manifest and close the file; closing twice is harmless."""
+        if self._archive is None:
+            return self.path
+        self._archive.writestr(MANIFEST, json.dumps(manifest(self.info, self._entries), indent=1))
+        self._archive.close()
+        self._archive = None
+        return self.path
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def write_session(path: str | Path, info: Mapping[str, Any], launches: Iterable[Capture]) -> Path:
+    """Write a whole session at once (for tests and tools; the runtime streams with SessionWriter)."""
+    with SessionWriter(path, info) as writer:
+        for launch in launches:
+            writer.add_launch(launch.meta, launch.buffer)
+    return Path(path)
+
+
+def write_npy(file: IO[bytes], array: np.ndarray) -> None:
+    """``array`` as ``.npy`` bytes, written from where it lies: ``np.save`` copies a non-file
+    stream's data chunk by chunk first, which doubles the cost of a launch of megabytes."""
+    np.lib.format.write_array_header_2_0(file, np.lib.format.header_data_from_array_1_0(array))
+    file.write(memoryview(array).cast("B"))
+
+
+def _to_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the {what} must be JSON-serialisable plain data: {error}") from None

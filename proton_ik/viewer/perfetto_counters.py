@@ -1,0 +1,112 @@
+"""Counter tracks of an SM track: its resident CTAs and its scopes in flight over time
+(``tracks.COUNTERS``), a point wherever a count changes.
+
+An SM track's counter tracks take uuids right after its own. A launch that comes in pieces
+(chunks of whole CTAs) keeps its counter tracks, and counting goes on across its pieces: a piece
+writes an SM's points up to its horizon, the latest CTA start there so far, and keeps the
+intervals (CTAs and scopes) still in flight at it; the next piece counts them with its own and
+writes from the horizon on. So the counts are exact while an SM starts its CTAs in the order
+pieces hold them (CTA order, as the hardware hands them out); a CTA of a later piece that
+started before the horizon is counted from the horizon on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from proton_ik.viewer.slots import steps
+from proton_ik.viewer.tracks import COUNTERS, Tracks
+
+_FIRST = np.iinfo(np.int64).min
+_LAST = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """What a launch going on into the next chunk leaves for its counters: intervals by SM and
+    counter, and each SM's horizon (its points from there on are the next piece's)."""
+
+    number: int
+    sm: np.ndarray
+    counter: np.ndarray  # index into COUNTERS
+    begin: np.ndarray
+    end: np.ndarray
+    horizon: dict[int, int]
+
+
+@dataclass(frozen=True)
+class _Points:
+    """Counter points, by track then time: each one's track (index into ``uuid``), time and count."""
+
+    uuid: np.ndarray  # per counter track: SM track i's counter k is track i * len(COUNTERS) + k
+    track: np.ndarray
+    ts: np.ndarray
+    value: np.ndarray
+
+
+def _counter_points(
+    tracks: Tracks,
+    sm_uuid: np.ndarray,
+    scopes: tuple[np.ndarray, np.ndarray],
+    before: _InFlight | None,
+    before_uuid: dict[int, int],
+    going_on: int | None,
+) -> tuple[_Points, _InFlight | None]:
+    """The chunk's counter points. ``scopes``: the scope events' begins and ends; ``before``:
+    what the launch going on from the last chunk left, ``before_uuid`` its SMs' uuids;
+    ``going_on``: the launch that goes on into the next chunk, if any."""
+    n_sm = len(tracks.sm)
+    sm_launch = tracks.launch[tracks.sm_launch]
+    # SM tracks: this chunk's, then those of the earlier pieces that have no CTA here.
+    extra: list[int] = []
+    index_of: dict[int, int] = {}
+    if before is not None:
+        mine = sm_launch == before.number
+        index_of = dict(zip(tracks.sm[mine].tolist(), np.flatnonzero(mine).tolist(), strict=True))
+        for sm in sorted(set(before.horizon) - set(index_of)):
+            index_of[sm] = n_sm + len(extra)
+            extra.append(sm)
+    all_sm = np.concatenate([tracks.sm, np.asarray(extra, dtype=np.int64)])
+    all_launch = np.concatenate([sm_launch, np.full(len(extra), -1 if before is None else before.number)])
+    uuid = np.concatenate([sm_uuid, np.array([before_uuid[sm] for sm in extra], dtype=np.int64)])
+
+    scope_sm = tracks.unit_sm[tracks.event_track]
+    parts = [
+        (tracks.cta_sm, np.zeros(len(tracks.cta_sm), np.int64), tracks.cta_begin, tracks.cta_end),
+        (scope_sm, np.ones(len(scope_sm), np.int64), *scopes),
+    ]
+    low = np.full(len(all_sm), _FIRST)
+    if before is not None:
+        at = np.array([index_of[sm] for sm in before.sm.tolist()], dtype=np.int64)
+        parts.append((at, before.counter, before.begin, before.end))
+        for sm, horizon in before.horizon.items():
+            low[index_of[sm]] = horizon
+    sm, counter, begin, end = (np.concatenate(column) for column in zip(*parts, strict=True))
+    high = np.full(len(all_sm), _LAST)
+    going = all_launch == going_on if going_on is not None else np.zeros(len(all_sm), dtype=bool)
+    if going.any():
+        latest = low.copy()
+        starts = counter == 0
+        np.maximum.at(latest, sm[starts], begin[starts])
+        high[going] = latest[going]
+
+    key, ts, value = steps(sm * len(COUNTERS) + counter, begin, end)
+    on = key // len(COUNTERS)
+    kept = (ts >= low[on]) & (ts < high[on])
+    counters = len(COUNTERS)
+    track_uuid = (uuid[:, None] + 1 + np.arange(counters)).reshape(-1)  # an SM's counters follow its uuid
+    points = _Points(track_uuid, key[kept], ts[kept], value[kept])
+    if not going.any():
+        return points, None
+    stay = going[sm] & (end >= high[sm])
+    left = _InFlight(
+        number=int(going_on),
+        sm=all_sm[sm[stay]],
+        counter=counter[stay],
+        begin=begin[stay],
+        end=end[stay],
+        horizon=dict(zip(all_sm[going].tolist(), high[going].tolist(), strict=True)),
+    )
+    return points, left

@@ -1,0 +1,124 @@
+"""The vector stores of ``convert-pikgpu-to-ptx`` take their operands' order from the layout.
+
+Each ``st.global.v*`` the lowering emits is read back from the PTX text and its operands are
+matched, by byte offset, to the scalars of the layout dtype its base register points at; every
+field must get its value. A layout whose fields move makes the stores follow (new offsets), and
+one that reorders fields a store writes together makes the lowering refuse, rather than write
+the old order.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from proton_ik.contract.layout import (
+    CTA_HEADER_DTYPE,
+    ENTRY_DTYPE,
+    MAGIC,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    BufferLayout,
+    make_tag,
+    scalar_fields,
+)
+from proton_ik.dialect import parse_module
+from proton_ik.lowering import pikgpu_to_ptx
+from proton_ik.lowering.pikgpu_to_ptx import plan_ptx
+
+LAYOUT = BufferLayout(units=4, capacity=64)
+SINGLE_TAG = make_tag(0, False)
+PAIR_TAGS = make_tag(1, False, paired=True), make_tag(1, True)
+MODULE = f"""builtin.module attributes {{pik.kernel = "k"}} {{
+  pikgpu.segment_setup {{granularity = "warp", units = {LAYOUT.units} : i64, capacity = {LAYOUT.capacity} : i64, \
+cta_bytes = {LAYOUT.cta_bytes} : i64, layout_version = {VERSION} : i64}}
+  %0 = pikgpu.read_clock {{site = 10 : i64}} : i32
+  pikgpu.store_record %0 tag {SINGLE_TAG} {{site = 10 : i64}}
+  %1 = pikgpu.read_clock {{site = 11 : i64}} : i32
+  %2 = pikgpu.read_clock {{site = 12 : i64}} : i32
+  pikgpu.store_pair %1, %2 tags {PAIR_TAGS[0]}, {PAIR_TAGS[1]} {{site = 12 : i64}}
+  pikgpu.finalize
+}}"""
+STORE = re.compile(
+    r"st\.global\.v(?P<width>\d)\.(?P<type>b32|u64) \t\[(?P<base>%pik_\w+)(?:\+(?P<offset>\d+))?\], \{(?P<ops>[^}]*)\};"
+)
+TYPE_BYTES = {"b32": 4, "u64": 8}
+
+
+def stores(dtypes: dict[str, np.dtype]) -> list[dict[str, str]]:
+    """Each vector store of the lowered module as {field: operand}, the fields found by offset in
+    the dtype that its base register points at."""
+    plan = plan_ptx(parse_module(MODULE), "k_param_3")
+    lines = [*plan.prologue, *(line for site in plan.sites.values() for line in site), *plan.epilogue]
+    written = []
+    for match in filter(None, map(STORE.search, lines)):
+        by_offset = {place: name for name, place in scalar_fields(dtypes[match["base"]]).items()}
+        size, start = TYPE_BYTES[match["type"]], int(match["offset"] or 0)
+        operands = match["ops"].split(", ")
+        assert len(operands) == int(match["width"])
+        written.append({by_offset[(start + i * size, size)]: op for i, op in enumerate(operands)})
+    return written
+
+
+BASES = {"%pik_base": CTA_HEADER_DTYPE, "%pik_unit_base": UNIT_HEADER_DTYPE, "%pik_a": ENTRY_DTYPE}
+
+
+def test_every_store_writes_each_field_the_value_the_layout_names():
+    assert stores(BASES) == [
+        {"magic": str(MAGIC), "version": str(VERSION), "cta": "%pik_cta", "smid": "%pik_sm"},
+        {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": str(LAYOUT.units)},
+        {"capacity": str(LAYOUT.capacity), "reserved[0]": "0", "reserved[1]": "0", "reserved[2]": "0"},
+        {"start_clock": "%pik_clk64", "start_time": "%pik_gtime"},
+        {"entries": "0", "end_magic": "0", "singles": "0", "reserved": "0"},
+        {"first.tag": str(SINGLE_TAG), "first.clock": "%pik_c"},
+        {
+            "first.tag": str(PAIR_TAGS[0]),
+            "first.clock": "%pik_b0",
+            "second.tag": str(PAIR_TAGS[1]),
+            "second.clock": "%pik_c",
+        },
+        {"end_clock": "%pik_clk64", "end_time": "%pik_gtime"},
+        {"entries": "%pik_n", "end_magic": str(MAGIC), "singles": "%pik_singles", "reserved": "0"},
+    ]
+
+
+def test_stores_follow_fields_that_move(monkeypatch):
+    """The CTA header's fields 16 bytes later (still 64 bytes): every header store moves with them."""
+    fields = [(name, CTA_HEADER_DTYPE.fields[name][0]) for name in CTA_HEADER_DTYPE.names[:-1]]
+    moved = np.dtype([("pad", "<u4", (4,)), *fields, ("reserved", "<u4", (3,))])
+    assert moved.itemsize == CTA_HEADER_DTYPE.itemsize
+    written = stores(BASES)[:3]
+    monkeypatch.setattr(pikgpu_to_ptx, "CTA_HEADER_DTYPE", moved)
+    plan = plan_ptx(parse_module(MODULE), "k_param_3")
+    assert [line.split("[")[1].split("]")[0] for line in plan.prologue if "%pik_h st" in line] == [
+        "%pik_base+16",
+        "%pik_base+32",
+        "%pik_base+48",
+    ]
+    assert stores({**BASES, "%pik_base": moved})[:3] == written
+
+
+def swapped(dtype: np.dtype, first: str, second: str) -> np.dtype:
+    """``dtype`` with two fields of one size in each other's place."""
+    order = list(dtype.names)
+    i, j = order.index(first), order.index(second)
+    order[i], order[j] = order[j], order[i]
+    return np.dtype([(field, dtype.fields[field][0]) for field in order])
+
+
+@pytest.mark.parametrize(
+    ("name", "reordered"),
+    [
+        ("CTA_HEADER_DTYPE", swapped(CTA_HEADER_DTYPE, "magic", "version")),
+        ("UNIT_HEADER_DTYPE", swapped(UNIT_HEADER_DTYPE, "entries", "end_magic")),
+    ],
+)
+def test_a_layout_that_reorders_a_stores_fields_is_refused(monkeypatch, name, reordered):
+    """Swapping two fields keeps every offset a store uses valid, so only the names can tell."""
+    dtype = getattr(pikgpu_to_ptx, name)
+    assert reordered.itemsize == dtype.itemsize
+    monkeypatch.setattr(pikgpu_to_ptx, name, reordered)
+    with pytest.raises(ValueError, match=r"not 4-byte scalars one after another in this order"):
+        plan_ptx(parse_module(MODULE), "k_param_3")

@@ -1,0 +1,81 @@
+"""The house rules of docs/ARCHITECTURE.md, checked: which room may import which, and room size.
+
+Imports are read from the source (module level and inside functions alike), so a lazy import
+that crosses a wall counts as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "proton_ik"
+MAX_LINES = 450
+
+# room -> the rooms of ours it must never import. A room is a module path prefix.
+FORBIDDEN = {
+    "proton_ik.contract": ["proton_ik."],  # imports nothing of ours but the contract itself
+    "proton_ik.dialect": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
+    "proton_ik.lowering": ["proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
+    "proton_ik.language": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
+    "proton_ik.runtime": ["proton_ik.lowering", "proton_ik.viewer"],
+    "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
+}
+# The one crossing that does work rather than fetch a constant: calibration decodes its own
+# records with the viewer's decoder.
+ALLOWED = {("proton_ik.runtime.calibrate", "proton_ik.viewer")}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_imports_follow_the_data_flow(path: Path) -> None:
+    name = _module_name(path)
+    for room, walls in FORBIDDEN.items():
+        if name != room and not name.startswith(room + "."):
+            continue
+        for imported in _imports(path):
+            for wall in walls:
+                crosses = imported.startswith(wall) and not imported.startswith(room)
+                if crosses and not any(name == a and imported.startswith(b) for a, b in ALLOWED):
+                    pytest.fail(f"{name} imports {imported}: {room} must not import {wall}")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_rooms_stay_small(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, f"{_module_name(path)} has {lines} lines; split it by job (at most {MAX_LINES})"
+
+
+def test_the_rules_see_imports() -> None:
+    """The checker itself: it finds a lazy import inside a function and a relative import."""
+    language = _imports(PACKAGE / "language.py")
+    assert any(m.startswith("triton") for m in language)
+    calibrate = _imports(PACKAGE / "runtime" / "calibrate.py")
+    assert any(m.startswith("proton_ik.viewer") for m in calibrate)
