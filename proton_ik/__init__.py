@@ -260,7 +260,8 @@ def profile(func=None, *, name: str | None = None, **options: object):
 
 class _ProfileContext(contextlib.ContextDecorator):
     def __init__(self, name: str | None, options: dict[str, object]):
-        self.name, self.options, self.result = name, options, None
+        self.name, self.options = name, options
+        self.result: Result | None = None
 
     def __enter__(self) -> _ProfileContext:
         start(self.name, **self.options)  # type: ignore[arg-type]

@@ -50,6 +50,7 @@ def _record(kind: str, name: object, semantic) -> None:
         raise ValueError(f'proton_ik: {problem}. Pass a string literal, e.g. pl.enter_scope("load")')
     if compile_mode.active_mode() is None:
         return
+    assert isinstance(name, str)  # scope_name_problem accepts only strings
     builder = semantic.builder
     # A non-pure scalar inline asm with an unused i32 result: Triton and LLVM keep it, in
     # order with the kernel's other side effects, and it costs no instruction by itself.

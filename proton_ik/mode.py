@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from proton_ik.contract.layout import Granularity
 from proton_ik.proton_modes import Default, proton_mode
@@ -17,7 +17,7 @@ from proton_ik.proton_modes import Default, proton_mode
 __all__ = ["AUTO", "DEFAULT_RING_CAPACITY", "Default", "Mode"]
 
 PREFIX = "proton_ik"
-AUTO = "auto"  # capacity=auto: each unit's segment is sized from the kernel's code
+AUTO: Final = "auto"  # capacity=auto: each unit's segment is sized from the kernel's code
 DEFAULT_RING_CAPACITY = 512  # entries per unit where capacity=auto finds no bound in the code
 MAX_CAPACITY = 1 << 24
 

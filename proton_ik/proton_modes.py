@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from proton_ik.contract.layout import ENTRY_BYTES, Granularity
 
@@ -142,7 +142,7 @@ class Default:
             if self.granularity.startswith("warp_group")
             else Granularity.WARP
         )
-        capacity: int | str = AUTO
+        capacity: int | Literal["auto"] = AUTO
         if self.buffer_size:
             entries = max(self.buffer_size // ENTRY_BYTES, 1)
             capacity = 1 << (entries.bit_length() - 1)  # a power of two, at most buffer_size bytes

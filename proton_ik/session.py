@@ -12,12 +12,18 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import triton
 
 from proton_ik import compile_mode
 from proton_ik.mode import Mode
+
+if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is found
+    from proton_ik.runtime.autotune import AutotuneFollower
+    from proton_ik.runtime.graphs import GraphFollower
+    from proton_ik.runtime.hooks import LaunchRecorder
+    from proton_ik.runtime.session_writer import SessionWriter
 
 DEFAULT_POOL_BYTES = 512 << 20
 # The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
@@ -111,9 +117,9 @@ class Session:
         self.started_at = _caller()
         self.session_path = out_dir / f"{name}{SESSION_SUFFIX}"
         self.active = False
-        self._recorder = None
-        self._graphs = None
-        self._autotune = None
+        self._recorder: LaunchRecorder | None = None
+        self._graphs: GraphFollower | None = None
+        self._autotune: AutotuneFollower | None = None
         self._writer = None
         self._session_info: dict[str, Any] = {}
 
@@ -166,14 +172,14 @@ class Session:
                 # stops early, say) leaves no empty file behind.
                 self._file().add_launch(meta, data, trimmed_on_device=trimmed_on_device)
 
-        self._recorder = LaunchRecorder(self.pool_bytes, sink, launch_metadata=self.launch_metadata)
-        self._recorder.drain_for(device)
-        self._graphs = GraphFollower(self._recorder)
-        self._autotune = AutotuneFollower(self.plain)
-        self._recorder.current_config = self._autotune.current_config
-        self._recorder.install()
-        self._graphs.install()
-        self._autotune.install()
+        recorder = LaunchRecorder(self.pool_bytes, sink, launch_metadata=self.launch_metadata)
+        recorder.drain_for(device)
+        graphs, autotune = GraphFollower(recorder), AutotuneFollower(self.plain)
+        recorder.current_config = autotune.current_config
+        recorder.install()
+        graphs.install()
+        autotune.install()
+        self._recorder, self._graphs, self._autotune = recorder, graphs, autotune
 
     @property
     def runs_kernels(self) -> bool:
@@ -192,7 +198,7 @@ class Session:
 
     def _close_file(self) -> None:
         """Write the session file's manifest; launches that ran unrecorded make a file too."""
-        unrecorded = self._recorder.unrecorded_info() if self._recorder is not None else []
+        unrecorded: list[dict[str, Any]] = self._recorder.unrecorded_info() if self._recorder is not None else []
         if self._writer is None and not unrecorded:
             return
         writer = self._file()
@@ -230,6 +236,7 @@ class Session:
         result = Result(self.name)
         if self._recorder is None:
             return result
+        assert self._autotune is not None and self._graphs is not None  # made with the recorder
         self._autotune.uninstall()
         self._graphs.uninstall()
         self._recorder.uninstall()

@@ -124,7 +124,10 @@ def records_written(entries, singles):
 
 def field_offset(dtype: np.dtype, name: str) -> int:
     """Byte offset of a header field, for the PTX writer."""
-    return int(dtype.fields[name][1])
+    fields = dtype.fields
+    if fields is None or name not in fields:
+        raise KeyError(f"{name!r} is not a field of {dtype}")
+    return int(fields[name][1])
 
 
 def scalar_fields(dtype: np.dtype, prefix: str = "", start: int = 0) -> dict[str, tuple[int, int]]:

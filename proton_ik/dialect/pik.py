@@ -13,7 +13,7 @@ A kernel's annotations become a module of ``pik.record`` ops in program order. T
 from __future__ import annotations
 
 from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
-from xdsl.ir import Dialect
+from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -70,13 +70,20 @@ class RecordOp(IRDLOperation):
         block: int | None = None,
         scope_id: int | None = None,
     ):
-        properties: dict[str, object] = {"kind": StringAttr(kind), "scope": StringAttr(scope)}
+        properties: dict[str, Attribute] = {"kind": StringAttr(kind), "scope": StringAttr(scope)}
         for key, value in (("line", line), ("site", site), ("block", block), ("scope_id", scope_id)):
             if value is not None:
                 properties[key] = IntegerAttr(value, i64)
         if file is not None:
             properties["file"] = StringAttr(file)
         super().__init__(properties=properties)
+
+    @property
+    def assigned_id(self) -> int:
+        """The scope id that ``pik-assign-scope-ids`` gave this record."""
+        if self.scope_id is None:
+            raise ValueError(f"pik.record {self.scope.data!r} has no scope id: run pik-assign-scope-ids first")
+        return self.scope_id.value.data
 
     @property
     def is_end(self) -> bool:
@@ -113,7 +120,7 @@ class ScopeOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def __init__(self, scope_id: int, scope: str, line: int | None = None):
-        properties: dict[str, object] = {"scope_id": IntegerAttr(scope_id, i64), "scope": StringAttr(scope)}
+        properties: dict[str, Attribute] = {"scope_id": IntegerAttr(scope_id, i64), "scope": StringAttr(scope)}
         if line is not None:
             properties["line"] = IntegerAttr(line, i64)
         super().__init__(properties=properties)

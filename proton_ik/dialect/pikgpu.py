@@ -28,7 +28,7 @@ waits in a register of its scope, wherever its end is.
 from __future__ import annotations
 
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr, i32, i64
-from xdsl.ir import Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -176,7 +176,7 @@ class StoreRecordOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def __init__(self, clock: SSAValue, tag: int, site: int | None = None):
-        properties: dict[str, object] = {"tag": IntegerAttr(tag, i64)}
+        properties: dict[str, Attribute] = {"tag": IntegerAttr(tag, i64)}
         if site is not None:
             properties["site"] = IntegerAttr(site, i64)
         super().__init__(operands=[clock], properties=properties)
@@ -215,7 +215,7 @@ class StorePairOp(IRDLOperation):
     def __init__(
         self, begin_clock: SSAValue, end_clock: SSAValue, begin_tag: int, end_tag: int, site: int | None
     ):
-        properties: dict[str, object] = {
+        properties: dict[str, Attribute] = {
             "begin_tag": IntegerAttr(begin_tag, i64),
             "end_tag": IntegerAttr(end_tag, i64),
         }
@@ -261,7 +261,7 @@ class _AggregateOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(),)
 
     def __init__(self, scope: int, site: int | None = None):
-        properties: dict[str, object] = {"scope": IntegerAttr(scope, i64)}
+        properties: dict[str, Attribute] = {"scope": IntegerAttr(scope, i64)}
         if site is not None:
             properties["site"] = IntegerAttr(site, i64)
         super().__init__(properties=properties)

@@ -7,23 +7,28 @@ or loop iterations, and the buffer's size depends on the scope count alone:
 
 - a begin (``pikgpu.aggregate_begin``) sets the scope's bit, then reads the clock (the bit's
   update is outside the measured time);
-- an end (``pikgpu.aggregate_end``) reads the clock first and clears the scope's bit; if it
-  was set, the unit's writer lane (``%pik_w``, as in a trace) branches into four
-  fire-and-forget reductions, which never wait for memory, of ``d = end - begin`` (wrapping
-  u32 arithmetic): ``red.add.u64`` to the sum, ``red.max.u32`` to the max and, of ``~d``, to
-  the inverted min, and ``red.add.u32`` of one to histogram bin ``min(31, 32 - clz(d))``. An
-  end whose scope is not open counts nothing;
+- an end (``pikgpu.aggregate_end``) reads the clock first, clears the scope's bit and computes
+  the operands of ``d = end - begin`` (wrapping u32 arithmetic); if the bit was set, the
+  unit's writer lane (``%pik_w``, as in a trace) branches into four fire-and-forget
+  reductions, which never wait for memory: ``red.add.u64`` of ``d`` to the sum,
+  ``red.max.u32`` of ``d`` to the max and of ``~d`` to the inverted min, and ``red.add.u32``
+  of one to histogram bin ``min(31, bfind(d) + 1)``, ``layout.histogram_bin``. An end whose
+  scope is not open counts nothing;
 - in the prologue, the lanes of the unit's first warp zero its statistics, 16 bytes each per
   round, and ``bar.warp.sync`` orders those stores before the writer lane's reductions (it
   orders memory among the threads that take part in it). The pool reuses chunks without
   clearing them, and zero is every statistic's identity (``layout.AGGREGATE_STATS_DTYPE``).
+  Every ``%pik_begin`` starts at 0, so that an end with no begin before it reads a written
+  register.
 
 The reductions address the unit's statistics from ``%pik_stats``, each lane's own first chunk
 of them, which for the writer lane 0 is the statistics themselves: ptxas turns a reduction
 whose address it sees is uniform across the warp into a warp-aggregated one (a vote, a warp
 reduce and an elected lane, behind a branch each), several times the cost of four plain
-``RED`` instructions behind one branch. The offsets of a scope's fields are fixed at compile
-time (``layout.BufferLayout.stats_offset``), inside the unit's own segment.
+``RED`` instructions behind one branch. The branch is the PTX's, not one ``@p red`` each:
+ptxas turns every predicated reduction into a branch of its own. The offsets of a scope's
+fields are fixed at compile time (``layout.BufferLayout.stats_offset``), inside the unit's own
+segment. docs/PERFORMANCE.md ("Aggregate mode") has the SASS of the shapes tried.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def declarations(layout: BufferLayout) -> list[str]:
     return [
         f"\t.reg .b32 \t%pik_begin<{layout.aggregate_scopes}>;",
         f"\t.reg .b32 \t%pik_open<{flags}>;",
-        "\t.reg .b32 \t%pik_d;",
+        "\t.reg .b32 \t%pik_d, %pik_dn;",
         "\t.reg .b64 \t%pik_d64, %pik_stats;",
         "\t.reg .pred \t%pik_q, %pik_f;",
     ]
@@ -100,6 +105,7 @@ def prologue(setup: SegmentSetupOp) -> list[str]:
         f"\t@%pik_q bra.uni \t{ZERO_LABEL};",
         "\tbar.warp.sync \t-1;",
         *(f"\tmov.u32 \t%pik_open{word}, 0;" for word in range(flags)),
+        *(f"\tmov.u32 \t%pik_begin{scope}, 0;" for scope in range(layout.aggregate_scopes)),
     ]
 
 
@@ -129,17 +135,19 @@ def end(op: AggregateEndOp, site: int) -> list[str]:
         f"\tand.b32 \t%pik_t, {flags}, {bit:#x};",
         "\tsetp.ne.and.u32 \t%pik_q, %pik_t, 0, %pik_w;",
         f"\tand.b32 \t{flags}, {flags}, {~bit & 0xFFFFFFFF:#x};",
-        f"\t@!%pik_q bra \t{done};",
         f"\tsub.u32 \t%pik_d, %pik_c, %pik_begin{scope};",
         "\tcvt.u64.u32 \t%pik_d64, %pik_d;",
-        f"\tred.global.add.u64 \t[%pik_stats+{stats + _SUM}], %pik_d64;",
-        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MAX}], %pik_d;",
-        "\tnot.b32 \t%pik_t, %pik_d;",
-        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MIN_INVERTED}], %pik_t;",
-        "\tclz.b32 \t%pik_t, %pik_d;",
-        "\tsub.u32 \t%pik_t, 32, %pik_t;",
+        "\tnot.b32 \t%pik_dn, %pik_d;",
+        # bfind: the top set bit's position, 0xFFFFFFFF for 0, so + 1 is the bit length, 0 for 0.
+        "\tbfind.u32 \t%pik_t, %pik_d;",
+        "\tadd.u32 \t%pik_t, %pik_t, 1;",
         f"\tmin.u32 \t%pik_t, %pik_t, {HISTOGRAM_BINS - 1};",
         f"\tmad.wide.u32 \t%pik_a, %pik_t, {_BIN_BYTES}, %pik_stats;",
+        # Only the reductions behind the branch: ptxas then keeps the constant 1 in a register.
+        f"\t@!%pik_q bra \t{done};",
+        f"\tred.global.add.u64 \t[%pik_stats+{stats + _SUM}], %pik_d64;",
+        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MAX}], %pik_d;",
+        f"\tred.global.max.u32 \t[%pik_stats+{stats + _MIN_INVERTED}], %pik_dn;",
         f"\tred.global.add.u32 \t[%pik_a+{stats + _BINS}], 1;",
         f"{done}:",
     ]

@@ -113,7 +113,7 @@ def _components(entry: int, successors: dict[int, list[int]]) -> list[list[int]]
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
             if low[node] == index[node]:
-                component = []
+                component: list[int] = []
                 while not component or component[-1] != node:
                     component.append(stack.pop())
                     on_stack.discard(component[-1])

@@ -95,7 +95,7 @@ class ConvertPikToPikGPU(ModulePass):
     def _aggregate(self, records: list[RecordOp]) -> None:
         for record in records:
             site = None if record.site is None else record.site.value.data
-            scope_id = record.scope_id.value.data
+            scope_id = record.assigned_id
             if scope_id >= self.aggregate_scopes:
                 raise ValueError(
                     f"convert-pik-to-pikgpu: scope id {scope_id} is beyond the {self.aggregate_scopes} "
@@ -110,7 +110,7 @@ class ConvertPikToPikGPU(ModulePass):
         begin_clocks: dict[RecordOp, ReadClockOp] = {}
         for record in records:
             site = None if record.site is None else record.site.value.data
-            scope_id = record.scope_id.value.data
+            scope_id = record.assigned_id
             clock = ReadClockOp(site)
             if record in pairs:
                 begin_clocks[record] = clock

@@ -152,6 +152,7 @@ def control_flow(lines: list[str], start: int, end: int) -> ControlFlow:
             successors[block] = next_block
             continue
         transfer = _TRANSFER.match(lines[transfers[block]].split("//", 1)[0])
+        assert transfer is not None, "transfers holds only lines that _TRANSFER matched"
         op, guarded = transfer.group("op"), transfer.group("guard") is not None
         names = _WORD.findall(transfer.group("operands"))
         if op == "bra":

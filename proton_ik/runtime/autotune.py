@@ -68,8 +68,8 @@ class AutotuneFollower:
             finally:
                 stack.pop()
 
-        Autotuner._bench = plain_bench  # type: ignore[method-assign]
-        Autotuner.run = named_run  # type: ignore[method-assign]
+        Autotuner._bench = plain_bench
+        Autotuner.run = named_run
 
     def uninstall(self) -> None:
         for name, original in self._saved.items():

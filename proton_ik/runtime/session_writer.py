@@ -109,7 +109,7 @@ def write_npy(file: IO[bytes], array: np.ndarray) -> None:
     """``array`` as ``.npy`` bytes, written from where it lies: ``np.save`` copies a non-file
     stream's data chunk by chunk first, which doubles the cost of a launch of megabytes."""
     np.lib.format.write_array_header_2_0(file, np.lib.format.header_data_from_array_1_0(array))
-    file.write(memoryview(array).cast("B"))
+    file.write(memoryview(array).cast("B"))  # type: ignore[arg-type]  # numpy arrays are buffers
 
 
 def _to_json(value: Any, what: str) -> str:

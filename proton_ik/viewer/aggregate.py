@@ -85,7 +85,7 @@ def decode_stats(
         )
     rows = view.entries[first[:, None] + np.arange(per_unit)]
     stats = np.ascontiguousarray(rows).view(np.uint8).reshape(len(first), -1).view(AGGREGATE_STATS_DTYPE)
-    stats = stats.reshape(-1)
+    stats = stats.reshape(-1)  # type: ignore[assignment]  # one row per (unit, scope)
     bins = stats["bins"].astype(np.int64)
     return (
         ctas,

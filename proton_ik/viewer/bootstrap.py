@@ -16,6 +16,7 @@ those below enter as a per-CTA count, one more column of the table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -65,68 +66,86 @@ def percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float, 
     return float(low), float(high)
 
 
-def median_of_sorted(values: np.ndarray) -> float:
-    """The median of sorted ``values``, as ``MedianBand.medians`` defines it for equal weights."""
-    n = len(values)
-    return float("nan") if not n else (float(values[(n - 1) // 2]) + float(values[n // 2])) / 2
-
-
 @dataclass(frozen=True)
 class MedianBand:
-    """One statistic's records, sorted, with the ranks ``[low, high)`` around their median that
-    resampled medians fall in: ``below`` counts, per CTA, the records ranked under ``low``."""
+    """A statistic's records (``values`` and their CTAs, as given) and, sorted, those ranked
+    ``low`` to ``low + len(band_values)`` around their median, where resampled medians fall:
+    ``below`` counts, per CTA, the records ranked under ``low``. Records are ranked by value,
+    ties in an arbitrary but fixed order (a median of tied values is theirs in any order)."""
 
-    values: np.ndarray  # sorted
-    cta: np.ndarray  # each sorted record's CTA
+    values: np.ndarray
+    cta: np.ndarray
     low: int
-    high: int
+    band_values: np.ndarray
+    band_cta: np.ndarray
     size: np.ndarray  # per CTA: its records
     below: np.ndarray  # per CTA: its records ranked under low
 
     @classmethod
     def build(cls, values: np.ndarray, cta: np.ndarray, ctas: int) -> MedianBand:
-        """The band of records with per-CTA durations ``values`` (any order), ``ctas`` CTAs in all.
+        """The band of records with durations ``values`` in CTAs ``cta``, ``ctas`` CTAs in all.
 
         Its width comes from the spread of the resampled median's rank: the number of resampled
-        records at or under the median moves by the sum, over drawn CTAs, of each CTA's records at
-        or under the median less half its records, whose standard deviation is about the root of
-        the sum of their squares.
+        records ranked up to the median moves by the sum, over the drawn CTAs, of each CTA's
+        records ranked up to the median less half its records, whose standard deviation is at
+        most the root of the sum of their squares. Only the band is sorted: the rest is split
+        off around it (``argpartition``), in time proportional to the records.
         """
-        order = np.argsort(values, kind="stable")
-        values, cta = values[order], cta[order]
         n = len(values)
         size = np.bincount(cta, minlength=ctas).astype(np.float64)
-        if n:
-            under = np.bincount(cta, values <= values[(n - 1) // 2], minlength=ctas)
-            spread = float(np.sqrt(np.sum((under - size / 2) ** 2)))
-        else:
-            spread = 0.0
-        reach = int(np.ceil(BAND_SDS * spread)) + BAND_MARGIN
-        low, high = max(0, (n - 1) // 2 - reach), min(n, n // 2 + 1 + reach)
-        below = np.bincount(cta[:low], minlength=ctas).astype(np.float64)
-        return cls(values, cta, low, high, size, below)
+        if not n:
+            return cls(values, cta, 0, values, cta, size, size.copy())
+        middle = (n - 1) // 2
+        under = np.bincount(cta[np.argpartition(values, middle)[: middle + 1]], minlength=ctas)
+        reach = int(np.ceil(BAND_SDS * np.sqrt(np.sum((under - size / 2) ** 2)))) + BAND_MARGIN
+        low, high = max(0, middle - reach), min(n, n // 2 + 1 + reach)
+        order = np.argpartition(values, sorted({low, high - 1}))
+        band = order[low:high][np.argsort(values[order[low:high]], kind="stable")]
+        below = np.bincount(cta[order[:low]], minlength=ctas).astype(np.float64)
+        return cls(values, cta, low, values[band], cta[band], size, below)
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float:
+        """The median of all of the records."""
+        n = len(self.values)
+        if not n:
+            return float("nan")
+        return (
+            float(self.band_values[(n - 1) // 2 - self.low]) + float(self.band_values[n // 2 - self.low])
+        ) / 2
+
+    @cached_property
+    def _ranked(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every record's value and CTA by rank, for a resample whose median is outside the band."""
+        order = np.argsort(self.values, kind="stable")
+        return self.values[order], self.cta[order]
 
     def medians(self, counts: np.ndarray, total: np.ndarray, below: np.ndarray) -> np.ndarray:
         """The median of each resample's records, NaN where it drew none of them.
 
         ``counts``: (rows, CTAs) from ``resample_counts``; ``total`` and ``below``: each row's
         counts times ``size`` and ``below``. The median is the mean of the lower and the upper
-        weighted medians, the first records at which the weights summed in order reach half the
-        total and pass it: with every weight 1, the usual median.
+        weighted medians, the first records at which the weights summed in rank order reach half
+        the total and pass it: with every weight 1, the usual median.
         """
         half = total / 2
         median = np.full(len(counts), np.nan)
-        inside = np.cumsum(counts[:, self.cta[self.low : self.high]], axis=1)
+        inside = np.cumsum(counts[:, self.band_cta], axis=1)
         inside += below[:, None]
         found = (below < half) & (inside[:, -1] > half) if inside.shape[1] else np.zeros(len(half), bool)
         rows = np.flatnonzero(found)
         if len(rows):
-            lower = self.low + (inside[rows] < half[rows, None]).sum(axis=1)
-            upper = self.low + (inside[rows] <= half[rows, None]).sum(axis=1)
-            median[rows] = (self.values[lower].astype(np.float64) + self.values[upper]) / 2
+            lower = (inside[rows] < half[rows, None]).sum(axis=1)
+            upper = (inside[rows] <= half[rows, None]).sum(axis=1)
+            median[rows] = (self.band_values[lower].astype(np.float64) + self.band_values[upper]) / 2
         for row in np.flatnonzero(~found & (total > 0)).tolist():
-            summed = np.cumsum(counts[row, self.cta])
+            values, cta = self._ranked
+            summed = np.cumsum(counts[row, cta])
             lower = int(np.searchsorted(summed, half[row], side="left"))
             upper = int(np.searchsorted(summed, half[row], side="right"))
-            median[row] = (float(self.values[lower]) + float(self.values[upper])) / 2
+            median[row] = (float(values[lower]) + float(values[upper])) / 2
         return median

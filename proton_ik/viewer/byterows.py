@@ -64,7 +64,7 @@ class Rows:
             self._add(_U64(int.from_bytes(chunk, "little")), len(chunk), len(chunk), where)
         return self
 
-    def varint(self, values: np.ndarray, where: np.ndarray | None = None) -> Rows:
+    def varint(self, values: np.ndarray | int, where: np.ndarray | None = None) -> Rows:
         """A protobuf base-128 varint; negative int64 values take ten bytes, as protobuf writes them."""
         if isinstance(values, (int, np.integer)):
             return self.constant(varint_bytes(int(values)), where)

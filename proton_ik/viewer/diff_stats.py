@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.viewer.bootstrap import MedianBand, block_rows, median_of_sorted, resample_counts
+from proton_ik.viewer.bootstrap import MedianBand, block_rows, resample_counts
 from proton_ik.viewer.diff_sample import SessionSample
 
 
@@ -75,9 +75,9 @@ def measure(
     spans = [sample.launch_span_ns[[k == name for k in sample.launch_kernel]] for name in kernels]
     return SideStats(
         lines=[_line(sample, numbers) for numbers in groups],
-        count=np.array([len(band.values) for band in bands]),
+        count=np.array([band.count for band in bands]),
         ctas=np.array([int((band.size > 0).sum()) for band in bands]),
-        median=np.array([median_of_sorted(band.values) for band in bands]),
+        median=np.array([band.median for band in bands]),
         share=ratio(time_sum, warp_sum[scope_kernel]),
         per_launch=ratio(time_sum, launches[scope_kernel]),
         kernels=kernels,

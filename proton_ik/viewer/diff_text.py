@@ -85,24 +85,22 @@ def _scope_table(scopes: pd.DataFrame, level: str) -> str:
 
 
 def _explained(scopes: pd.DataFrame, kernel) -> list[str]:
-    """The scopes whose time per launch changed most, and, where the kernel's warp time changed
-    significantly, the part of that change each accounts for."""
-    paired = scopes[~scopes["verdict"].isin([ONLY_A, ONLY_B]) & scopes["per_launch_change_ns"].notna()]
+    """The scopes whose time per launch changed most and, where the kernel's warp time per
+    launch changed significantly, the part of that change each accounts for."""
     change = kernel.warp_b_ns - kernel.warp_a_ns
-    if not len(paired) or pd.isna(change):
+    if pd.isna(change):
         return []
     significant = kernel.warp_change_low > 0 or kernel.warp_change_high < 0
-    top = paired.reindex(paired["per_launch_change_ns"].abs().sort_values(ascending=False).index)[:EXPLAINING]
+    moved = scopes[~scopes["verdict"].isin([ONLY_A, ONLY_B]) & (scopes["per_launch_change_ns"].abs() > 0)]
+    top = moved.reindex(moved["per_launch_change_ns"].abs().sort_values(ascending=False).index)[:EXPLAINING]
     parts = [
         f"{row.scope} (line {_lines(row.line_a, row.line_b)}) {_number(row.per_launch_change_ns, signed=True)} ns"
         + (f" ({row.explains:.0%})" if significant and pd.notna(row.explains) else "")
         for row in top.itertuples()
     ]
-    how = "changed by" if significant else "changed, not significantly, by"
-    return [
-        f"warp time per launch {how} {_number(change, signed=True)} ns; the scopes whose time per "
-        f"launch changed most: {', '.join(parts)}"
-    ]
+    text = f"warp time per launch {'changed' if significant else 'did not change significantly'}"
+    text += f" ({_number(change, signed=True)} ns)"
+    return [text + (f"; the scopes whose time per launch changed most: {', '.join(parts)}" if parts else "")]
 
 
 def _moved(scopes: pd.DataFrame) -> list[str]:

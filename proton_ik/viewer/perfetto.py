@@ -166,8 +166,11 @@ class PerfettoWriter:
         self._untimed: list[tuple[int, dict]] = []  # launches with no time yet: uuid, row
         self._last_end: int | None = None  # the latest end of any launch so far
 
-    def add(self, chunk: Chunk, *, closing: bool = False) -> None:
+    def add(self, chunk: Chunk) -> None:
         """Write one chunk as its own packet sequence."""
+        self._add(chunk, closing=False)
+
+    def _add(self, chunk: Chunk, closing: bool) -> None:
         lives = chunk.lifetimes(_LIFE_COLUMNS)
         numbered = self._number(chunk, lives)
         ending = {int(row["launch"]) for row in chunk.launches}
@@ -195,7 +198,7 @@ class PerfettoWriter:
     def close(self) -> Path:
         """Finish the file (an empty session still gets its root track)."""
         if self._untimed:  # no launch of the session left a time: their slices go at 0
-            self.add(empty_chunk(), closing=True)
+            self._add(empty_chunk(), closing=True)
         if self._sequence == SEQUENCE_ID:
             self._start_sequence({LIFETIME: 1})
         instances = self._host.finish()

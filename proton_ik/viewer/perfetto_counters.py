@@ -1,12 +1,17 @@
 """Counter tracks of an SM track: its resident CTAs and its scopes in flight over time
-(``tracks.COUNTERS``), a point wherever a count changes.
+(``tracks.COUNTERS``).
+
+Resident CTAs are points of their own, one wherever the count changes (twice a CTA at most).
+Scopes in flight change at every scope begin and end, so their counts ride on those events
+(``TrackEvent.extra_counter_values``, for the counter track each unit track's header names):
+two varints per scope instead of two packets.
 
 An SM track's counter tracks take uuids right after its own. A launch that comes in pieces
 (chunks of whole CTAs) keeps its counter tracks, and counting goes on across its pieces: a piece
-writes an SM's points up to its horizon, the latest CTA start there so far, and keeps the
-intervals (CTAs and scopes) still in flight at it; the next piece counts them with its own and
-writes from the horizon on. So the counts are exact while an SM starts its CTAs in the order
-pieces hold them (CTA order, as the hardware hands them out); a CTA of a later piece that
+writes an SM's resident-CTA points up to its horizon, the latest CTA start there so far, and
+keeps the intervals (CTAs and scopes) still in flight at it; the next piece counts them with its
+own and writes from the horizon on. So the counts are exact while an SM starts its CTAs in the
+order pieces hold them (CTA order, as the hardware hands them out); a CTA of a later piece that
 started before the horizon is counted from the horizon on.
 """
 
@@ -38,12 +43,17 @@ class _InFlight:
 
 @dataclass(frozen=True)
 class _Points:
-    """Counter points, by track then time: each one's track (index into ``uuid``), time and count."""
+    """Counter points, by track then time: each one's track (an index into ``uuid``), time and
+    count; and the scopes in flight at each scope event's begin and end, where they ride on it."""
 
-    uuid: np.ndarray  # per counter track: SM track i's counter k is track i * len(COUNTERS) + k
+    uuid: np.ndarray  # per SM track (this chunk's, then earlier pieces') and counter
     track: np.ndarray
     ts: np.ndarray
     value: np.ndarray
+    at_begin: np.ndarray
+    at_end: np.ndarray
+    begin_counted: np.ndarray  # False past the horizon: the next piece writes those counts
+    end_counted: np.ndarray
 
 
 def _counter_points(
@@ -92,12 +102,38 @@ def _counter_points(
         np.maximum.at(latest, sm[starts], begin[starts])
         high[going] = latest[going]
 
-    key, ts, value = steps(sm * len(COUNTERS) + counter, begin, end)
-    on = key // len(COUNTERS)
-    kept = (ts >= low[on]) & (ts < high[on])
-    counters = len(COUNTERS)
-    track_uuid = (uuid[:, None] + 1 + np.arange(counters)).reshape(-1)  # an SM's counters follow its uuid
-    points = _Points(track_uuid, key[kept], ts[kept], value[kept])
+    series = steps(sm * len(COUNTERS) + counter, begin, end)
+    key, ts, value = series.group, series.time, series.count
+    on, flying = key // len(COUNTERS), key % len(COUNTERS) == 1
+    within = (ts >= low[on]) & (ts < high[on])
+    # Resident CTAs as points of their own; scopes in flight too where only scopes of earlier
+    # pieces begin or end, which no event here carries.
+    track, when, count = key[within & ~flying], ts[within & ~flying], value[within & ~flying]
+    if before is not None:
+        earlier = (len(counter) - len(before.sm) + np.arange(len(before.sm)))[before.counter == 1]
+        at = np.stack(
+            [
+                np.tile(sm[earlier], 2),
+                np.concatenate([begin[earlier], end[earlier]]),
+                np.concatenate([series.at_begin[earlier], series.at_end[earlier]]),
+            ]
+        )
+        at = np.unique(at[:, (at[1] >= low[at[0]]) & (at[1] < high[at[0]])], axis=1)
+        track = np.concatenate([track, at[0] * len(COUNTERS) + 1])
+        when, count = np.concatenate([when, at[1]]), np.concatenate([count, at[2]])
+        order = np.lexsort((when, track))
+        track, when, count = track[order], when[order], count[order]
+    scoped = slice(len(tracks.cta_sm), len(tracks.cta_sm) + len(scope_sm))
+    points = _Points(
+        uuid=(uuid[:, None] + 1 + np.arange(len(COUNTERS))).reshape(-1),
+        track=track,
+        ts=when,
+        value=count,
+        at_begin=series.at_begin[scoped],
+        at_end=series.at_end[scoped],
+        begin_counted=scopes[0] < high[scope_sm],
+        end_counted=scopes[1] < high[scope_sm],
+    )
     if not going.any():
         return points, None
     stay = going[sm] & (end >= high[sm])

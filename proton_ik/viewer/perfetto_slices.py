@@ -44,7 +44,8 @@ from proton_ik.viewer.perfetto_wire import (
 )
 from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, launch_slice_name, stacked
 
-# Besides the SM and warp every slice of a unit track shares, and its kind:
+# Besides the SM and warp every slice of a unit track shares (and the CTA, where the track is
+# one CTA's), and its kind:
 _SCOPE_ANNOTATIONS = ("cta", "cycles", "line")
 _LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten")
 _SCOPE_KIND, _UNIT_KIND, _LAUNCH_KIND = KINDS
@@ -88,19 +89,23 @@ class _Markers:
     header_row: np.ndarray
     header_uuid: np.ndarray
     header_ts: np.ndarray
+    header_counter: np.ndarray  # a unit track's: its SM's scopes-in-flight track (-1: none)
     # Markers, as written: output row, timestamp delta, track, and what it is: a slice's begin
     # (a row of ``name`` and ``values``: events, unit lifetimes, then launches), its end (-1),
-    # or a counter point (-2, its count in ``count``).
+    # or a counter point (-2); ``count``: a point's count, and a scope's begin's or end's
+    # scopes in flight (``counted``).
     row: np.ndarray
     delta: np.ndarray
     track: np.ndarray
     slice: np.ndarray
     count: np.ndarray
+    counted: np.ndarray
     scopes: int  # slices below this are scope events
     lives: int  # then up to this, unit lifetimes; the rest are launches
     name: np.ndarray
     values: dict[str, np.ndarray]  # per annotation, -1 where a slice does not carry it
-    shared: Rows  # per unit track: the annotations all its slices carry (SM, warp)
+    shared: Rows  # per unit track: the annotations all its slices carry (SM, warp; CTA)
+    shared_names: frozenset[str]
     launch_events: Rows  # per launch slice: its begin's TrackEvent
 
 
@@ -124,7 +129,7 @@ def _markers(
     n_tracks = n_units + n_launches + len(counter_tracks)
     # An occupant: a CTA's rows on a unit track. Numbered by track, then by the CTA's start.
     cta_order = np.empty(len(tracks.cta), dtype=np.int64)
-    cta_order[np.lexsort((tracks.cta_begin,))] = np.arange(len(tracks.cta))
+    cta_order[np.argsort(tracks.cta_begin, kind="stable")] = np.arange(len(tracks.cta))
     occupant, occupant_first = groups(tracks.row_track, cta_order[tracks.row_cta])
     occupant_track = tracks.row_track[occupant_first]
     n_occupants = len(occupant_first)
@@ -185,7 +190,11 @@ def _markers(
             np.full(n_points, _COUNT),
         ]
     )
-    count = np.concatenate([np.zeros(len(slice_of) - n_points, np.int64), counters.value])
+    rest = np.zeros(2 * (n_lives + n_launches), np.int64)
+    count = np.concatenate([counters.at_begin, counters.at_end, rest, counters.value])
+    counted = np.concatenate(
+        [counters.begin_counted, counters.end_counted, np.zeros(len(rest) + n_points, bool)]
+    )
 
     # Tracks go out in order of their first timestamp: each restarts the incremental clock with a
     # snapshot against BOOTTIME, and one clock's snapshots must not go back in time.
@@ -198,7 +207,7 @@ def _markers(
         len(occupant_track)
     )
     sort = _argsort_keys(occupant_rank[marker_occupant], order, max(last_order + 2, n_points))
-    track, ts, slice_of, count = track[sort], ts[sort], slice_of[sort], count[sort]
+    track, ts, slice_of, count, counted = track[sort], ts[sort], slice_of[sort], count[sort], counted[sort]
     new_track = np.ones(len(track), dtype=bool)
     new_track[1:] = track[1:] != track[:-1]
     # A timestamp never goes back within a track: that would be a negative delta.
@@ -212,22 +221,31 @@ def _markers(
         return stacked(scoped, lived, np.full(n_launches, -1))
 
     no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
+    shared = {"sm": tracks.sm[tracks.unit_sm], "warp": tracks.warp}
+    if tracks.timeline == "ctas":
+        shared["cta"] = tracks.place[tracks.unit_place]
     track_uuid = np.concatenate([numbered.unit_uuid, launches.uuid, counters.uuid[counter_tracks]])
+    # A unit track's scopes carry its SM's scopes in flight: the SM's second counter track.
+    flying = np.full(n_tracks, -1, dtype=np.int64)
+    flying[:n_units] = numbered.sm_uuid[tracks.unit_sm] + 2
     return _Markers(
         rows=len(track) + int(new_track.sum()),
         on_sequence=_with(_PACKET, "trusted_packet_sequence_id", sequence),
         header_row=row[new_track] - 1,
         header_uuid=track_uuid[track[new_track]],
         header_ts=ts[new_track],
+        header_counter=flying[track[new_track]],
         row=row,
         delta=delta,
         track=track,
         slice=slice_of,
         count=count,
+        counted=counted,
         scopes=n_events,
         lives=n_events + n_lives,
         name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
-        shared=_annotations(n_units, {"sm": tracks.sm[tracks.unit_sm], "warp": tracks.warp}),
+        shared=_annotations(n_units, shared),
+        shared_names=frozenset(shared),
         values={
             "cta": both(tracks.cta[tracks.row_cta[:n_events]], tracks.cta[tracks.row_cta[n_events:]]),
             "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
@@ -295,6 +313,7 @@ def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndar
         kinds.append((_launch_rows(markers, kind), markers.row[kind] - lo))
     if len(ends):
         event = Rows(len(ends)).constant(_END_EVENT)
+        event.field(_key(_EVENT, "extra_counter_values"), markers.count[ends], markers.counted[ends])
         packet = (
             Rows(len(ends))
             .field(_key(_PACKET, "timestamp"), markers.delta[ends])
@@ -333,7 +352,12 @@ def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
         .constant(_PRIMARY_BOOTTIME, first)
     )
     uuid = markers.header_uuid[a:b]
-    track_defaults = Rows(n).field(_key(TrackEventDefaults.DESCRIPTOR, "track_uuid"), uuid)
+    flying = markers.header_counter[a:b]
+    track_defaults = (
+        Rows(n)
+        .field(_key(TrackEventDefaults.DESCRIPTOR, "track_uuid"), uuid)
+        .field(_key(TrackEventDefaults.DESCRIPTOR, "extra_counter_track_uuids"), flying, flying >= 0)
+    )
     defaults = (
         Rows(n).message(_key(_DEFAULTS, "track_event_defaults"), track_defaults).constant(_DEFAULT_CLOCK)
     )
@@ -351,10 +375,13 @@ def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     slices = markers.slice[index]
     lifetime = slices[0] >= markers.scopes
     carried = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
+    carried = tuple(name for name in carried if name not in markers.shared_names)
     event = Rows(n).take(markers.shared, markers.track[index])
     event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
     event.constant(_kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
     event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
+    if not lifetime:
+        event.field(_key(_EVENT, "extra_counter_values"), markers.count[index], markers.counted[index])
     return _begin_packets(markers, index, event)
 
 

@@ -173,7 +173,7 @@ def _start_range(
     return launch[first], units.smid[first], low, high
 
 
-def _first_start(clocks: SmClocks, starts: list[tuple[np.ndarray, ...]]) -> int:
+def _first_start(clocks: SmClocks, starts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> int:
     """The session's first unit start, in ns: 0 when no unit has a clock conversion."""
     earliest = []
     for launch, sm, low, high in starts:
@@ -282,13 +282,13 @@ class Pipeline:
             for name in ("start", "end"):
                 units[f"{name}_rel_ns"] = units[f"{name}_ns"] - start
                 units[f"{name}_rel_ns_missing"] = units[f"{name}_ns_missing"]
-        events, units, unmatched = (_joined([part[i] for part in parts]) for i in range(3))
+        joined = [_joined([part[i] for part in parts]) for i in range(3)]
         return Chunk(
             kernels=tuple(self.kernels.codes),
             scopes=tuple(self.scopes.codes),
-            events=events,
-            units=units,
-            unmatched=unmatched,
+            events=joined[0],
+            units=joined[1],
+            unmatched=joined[2],
             launches=rows,
             widths={int(piece.launch.meta["launch"]): piece.launch.kernel.warps_per_unit for piece in run},
             host_scopes=tuple(self.host_scopes.codes),

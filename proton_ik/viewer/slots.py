@@ -13,6 +13,8 @@ whole-array operations, so the work is a few numpy calls per CTA of the busiest 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 FREE = np.iinfo(np.int64).min  # a slot's end time before any CTA ran in it
@@ -52,31 +54,47 @@ def assign_slots(
     return slot, free_at[:, : max(used, 1)]
 
 
-def steps(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
-    """How many intervals are open in each group over time: (group, time, count) at every time
-    the count changes, by group then time. An interval that ends as another begins does not
-    overlap it (ends count first)."""
+@dataclass(frozen=True)
+class Steps:
+    """How many intervals are open in each group over time: a point (group, time, count) at
+    every time the count changes, by group then time; and the count at each interval's begin
+    and at its end (after every change at that time)."""
+
+    group: np.ndarray
+    time: np.ndarray
+    count: np.ndarray
+    at_begin: np.ndarray
+    at_end: np.ndarray
+
+
+def steps(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> Steps:
+    """Count the intervals open in each group over time. An interval that ends as another
+    begins does not overlap it (ends count first)."""
     n = len(group)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return Steps(empty, empty, empty, empty, empty)
     keys = np.concatenate([group, group])
     times = np.concatenate([begin, end])
     delta = np.concatenate([np.ones(n, np.int64), np.full(n, -1, np.int64)])
     order = _by_group_time_end_first(keys, times, delta)
-    keys, times, delta = keys[order], times[order], delta[order]
+    keys, times = keys[order], times[order]
     # Each group's begins and ends cancel out, so one running sum restarts at 0 at every group.
-    count = np.cumsum(delta)
+    count = np.cumsum(delta[order])
     last = np.ones(len(keys), dtype=bool)  # one point per group and time: its count after all changes
     last[:-1] = (keys[1:] != keys[:-1]) | (times[1:] != times[:-1])
+    settled = count[last][np.cumsum(np.concatenate([[True], last[:-1]])) - 1]  # per sorted row
+    at = np.empty(2 * n, dtype=np.int64)
+    at[order] = settled
     keys, times, count = keys[last], times[last], count[last]
     changed = np.ones(len(keys), dtype=bool)
     changed[1:] = (keys[1:] != keys[:-1]) | (count[1:] != count[:-1])
-    return keys[changed], times[changed], count[changed]
+    return Steps(keys[changed], times[changed], count[changed], at[:n], at[n:])
 
 
 def _by_group_time_end_first(keys: np.ndarray, times: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """The order by group, then time, then ends before begins: one sort of a combined key where
     it fits 63 bits."""
-    if len(keys) == 0:
-        return np.zeros(0, np.int64)
     low = int(times.min())
     span = int(times.max()) - low + 1
     if (int(keys.max()) + 1) * span * 2 < 1 << 63:
@@ -86,7 +104,7 @@ def _by_group_time_end_first(keys: np.ndarray, times: np.ndarray, delta: np.ndar
 
 def most_at_once(group: np.ndarray, begin: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
     """The most intervals open at once in each group."""
-    keys, _, count = steps(group, begin, end)
+    series = steps(group, begin, end)
     most = np.zeros(groups, dtype=np.int64)
-    np.maximum.at(most, keys, count)
+    np.maximum.at(most, series.group, series.count)
     return most

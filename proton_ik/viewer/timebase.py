@@ -28,6 +28,9 @@ WIDEST_SPAN = "widest span"
 _SOURCES = np.array([FIT, LAUNCH_MEDIAN, SESSION_MEDIAN, WIDEST_SPAN])
 
 
+_NO_LAUNCH = np.empty(0, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class ClockAnchors:
     """(clock64, globaltimer) pairs, with the SM each was read on and the launch (0, 1, 2, ... in the
@@ -36,10 +39,10 @@ class ClockAnchors:
     sm: np.ndarray  # int64
     clock: np.ndarray  # int64
     time: np.ndarray  # int64, ns
-    launch: np.ndarray = field(default=None)  # int64; None: all of launch 0
+    launch: np.ndarray = field(default_factory=lambda: _NO_LAUNCH)  # int64; absent: all of launch 0
 
     def __post_init__(self) -> None:
-        if self.launch is None:
+        if self.launch is _NO_LAUNCH:
             object.__setattr__(self, "launch", np.zeros(len(self.sm), dtype=np.int64))
 
 

@@ -44,7 +44,8 @@ DEFAULT_TIMELINE = "slots"
 PLACE_PREFIX = {"slots": b"slot ", "ctas": b"CTA "}
 COUNTERS = ("resident CTAs", "scopes in flight")  # an SM track's counter tracks, in this order
 
-# The args of a slice on a unit track: the SM and warp its track shares, then its own.
+# The whole-number args of a slice on a unit track: where it ran, its cycles and source line
+# (scopes), and its records (lifetimes); and the text arg that says what it is.
 SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
 KIND_ARG = "kind"  # text: what a slice is, one of KINDS
 KINDS = (RecordKind.SCOPE.name.lower(), "unit", "launch")  # from scope records, unit headers, a launch
@@ -160,6 +161,8 @@ class Tracks:
         sms = np.flatnonzero(self.sm_launch == at)
         for i in sms.tolist():
             sm_id[i] = open_tracks.sms.get(int(self.sm[i]), -1)
+        if not open_tracks.places:  # CTA places: a CTA never comes back in a later piece
+            return sm_id, place_id, unit_id
         for i in np.flatnonzero(np.isin(self.place_sm, sms)).tolist():
             place_id[i] = open_tracks.places.get(self._place_key(i), -1)
         for i in np.flatnonzero(np.isin(self.unit_place, np.flatnonzero(place_id >= 0))).tolist():

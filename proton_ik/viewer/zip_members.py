@@ -64,6 +64,7 @@ def read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         if not mapped:
             file.seek(start)
             stored = file.read(member.compress_size)
+    data: np.ndarray
     if mapped:
         data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
         data = data.view(np.ndarray)
@@ -71,7 +72,7 @@ def read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         data = np.frombuffer(_inflate(stored, member), dtype=np.uint8)
     else:
         data = np.frombuffer(stored, dtype=np.uint8)
-    if data.size != member.file_size or zlib.crc32(data) != member.CRC:
+    if data.size != member.file_size or zlib.crc32(data) != member.CRC:  # type: ignore[arg-type]  # numpy arrays are buffers
         raise zipfile.BadZipFile(f"{member.filename} fails its CRC check")
     return data
 

@@ -7,7 +7,9 @@ scopes. Their segment size is the scope count's, whatever the trip count. Then
 statistics each unit's writer added must be what a model of the contract computes from the
 clocks that writer read: an end adds ``end - begin`` of its scope's latest open begin, an end
 with none open adds nothing, every reduction lands in its own unit's statistics, and the
-statistics were zeroed by the unit's first warp before the first reduction.
+statistics were zeroed by the unit's first warp before the first reduction. The bin the PTX
+computes is ``layout.histogram_bin``'s for every bit length, and ptxas keeps each end one
+branch around four plain reductions.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from proton_ik.contract.layout import (
     AGGREGATE_STATS_BYTES,
     AGGREGATE_STATS_DTYPE,
     CTA_HEADER_DTYPE,
+    HISTOGRAM_BINS,
     MAGIC,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
@@ -152,6 +155,27 @@ def test_every_end_adds_with_four_reductions_and_nothing_counts_entries(compiled
     assert "pik.marker" not in ptx
 
 
+def opcodes(sass: str) -> list[str]:
+    """The opcode of each SASS instruction, in order (``triton.tools.disasm``'s text)."""
+    return [m[1] for m in re.finditer(r"^\S+\t(?:@!?U?P\w+ )?([\w.]+)", sass, re.MULTILINE)]
+
+
+def test_ptxas_keeps_one_branch_around_four_plain_reductions_per_end(compiled):
+    """The end's PTX is shaped for this (aggregate_to_ptx): a predicated ``red`` becomes a branch
+    each, and a warp-uniform address a warp-aggregated sequence (a vote, an elected lane)."""
+    kernel, _ = compiled
+    ends = [scope for kind, scope in sites(kernel.asm["ptx"]) if kind == "end"]
+    runs, run = [], 0  # the reductions between two control-flow instructions
+    for opcode in opcodes(kernel.asm["sass"]):
+        if opcode.startswith(("BRA", "BSSY", "BSYNC", "EXIT", "RET")):
+            if run:
+                runs.append(run)
+            run = 0
+        run += opcode.startswith("REDG")
+        assert not opcode.startswith(("VOTE", "REDUX", "MATCH", "ELECT", "ATOMG")), opcode
+    assert runs == [RED_PER_END] * len(ends)
+
+
 def test_the_segment_size_does_not_depend_on_the_trip_count(compile_kernel):
     def scratch(mode: Mode, iters: int) -> int:
         constants = {"ITERS": iters, "BLOCK": 256}
@@ -264,6 +288,26 @@ def test_an_end_closes_the_latest_begin_and_an_end_with_none_open_adds_nothing(p
     assert stats["bins"].sum(axis=1).tolist() == [1, 1]
     assert stats["sum"].tolist() == [clocks[4] - clocks[3], clocks[6] - clocks[0]]
     assert (~stats["min_inverted"]).tolist() == stats["max"].tolist() == stats["sum"].tolist()
+
+
+# 0 and both ends of every bit length from 1 to 32: bins 0 to 31, the last with every length from 31.
+DURATIONS = [0] + [d for length in range(1, 33) for d in (1 << (length - 1), (1 << length) - 1)]
+
+
+def test_the_ptx_bins_every_duration_as_the_layout_decodes_it():
+    """An end's histogram bin, computed by the PTX, is ``layout.histogram_bin`` of its duration."""
+    ptx, layout = lowered_sites([("begin", 0), ("end", 0)])
+    case = interpreter.Case(ptx, layout, Granularity.WARP, 2, paired=False)
+    start = layout.stats_offset(0)
+    bins = []
+    for d in DURATIONS:
+        memory = interpreter.launch(case, (1, 1, 1), clock_step=d).memory  # end's read: begin's + d
+        stats = memory.data[start : start + AGGREGATE_STATS_BYTES].copy().view(AGGREGATE_STATS_DTYPE)
+        assert (int(stats["sum"][0]), int(stats["max"][0]), ~int(stats["min_inverted"][0]) & U32) == (d, d, d)
+        assert int(stats["bins"].sum()) == 1
+        bins.append(int(stats["bins"][0].argmax()))
+    assert bins == histogram_bin(DURATIONS).tolist()
+    assert sorted(set(bins)) == list(range(HISTOGRAM_BINS))
 
 
 def test_durations_wrap_as_32_bit_clocks():

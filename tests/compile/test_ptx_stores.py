@@ -10,7 +10,7 @@ hold the clock64 and globaltimer its writer read, in that order, every entry the
 clocks of its records, and no byte may be written by two threads, or outside the buffer.
 
 The interpreter knows only the instructions the lowering emits (``mov`` from special registers,
-``shr``/``and``/``or``/``add``/``sub``/``min``/``not``/``clz``/``cvt``/``mul``/``mad``, ``setp``
+``shr``/``and``/``or``/``add``/``sub``/``min``/``not``/``bfind``/``cvt``/``mul``/``mad``, ``setp``
 with ``eq``/``ne``/``lt`` and an optional ``and``, predicated vector ``st.global``,
 ``red.global`` add and max, branches to its own labels, ``bar.warp.sync``). It runs the
 ``%pik_`` instructions of a straight-line kernel in text order and skips the kernel's own, which
@@ -54,6 +54,7 @@ SCRATCH = 0x7F00_0000_0000  # the profile_scratch address the launch hands over
 CLOCK0 = (3 << 32) + 0xFFFF_F000  # clock64 near a 32-bit wrap, so %clock and %clock64 differ
 TIME0 = 1_700_000_000_000_000_000  # %globaltimer, ns: far from any clock64 value
 SM_COUNT = 132
+CLOCK_STEP = 37  # cycles between a thread's clock reads, by default
 
 
 @triton.jit
@@ -141,6 +142,7 @@ class Thread:
     smid: int
     clock: int  # the next %clock64 value
     time: int  # the next %globaltimer value
+    step: int = CLOCK_STEP  # how far the clock moves before each read
     reads: dict[str, list[int]] = field(
         default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": []}
     )
@@ -156,7 +158,7 @@ class Thread:
         if name == "%smid":
             return self.smid
         if name in ("%clock64", "%clock"):
-            self.clock += 37  # every read sees a later clock
+            self.clock += self.step
             value = self.clock if name == "%clock64" else self.clock & 0xFFFFFFFF
         elif name == "%globaltimer":
             self.time += 32
@@ -250,8 +252,8 @@ def run_thread(
             regs[args[0]] = result[base] & mask
         elif base == "not":
             regs[args[0]] = ~value(args[1]) & mask
-        elif base == "clz":
-            regs[args[0]] = bits - value(args[1]).bit_length()
+        elif base == "bfind":
+            regs[args[0]] = (value(args[1]).bit_length() - 1) & mask  # 0xFFFFFFFF for 0
         elif base == "cvt":
             regs[args[0]] = value(args[1]) & mask  # cvt.u64.u32: zero-extends the u32
         elif base == "mul" and ins.op[1] == "wide":
@@ -322,7 +324,9 @@ class Launch:
     threads: dict[tuple[int, int], Thread]  # (linear CTA id, tid) -> the thread
 
 
-def launch(case: Case, grid: tuple[int, int, int]) -> Launch:
+def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP) -> Launch:
+    """Run every thread of the grid. Each thread's clock moves ``clock_step`` before each read;
+    the default keeps every thread's readings apart from every other's."""
     program, labels, scratch = parse_program(case.ptx)
     ctas = int(np.prod(grid))
     memory = Memory(ctas * case.layout.cta_bytes)
@@ -336,7 +340,9 @@ def launch(case: Case, grid: tuple[int, int, int]) -> Launch:
                     # Far apart for each thread, so that no thread's readings match another's.
                     writer = linear * case.threads + tid
                     clock, time = CLOCK0 + 10**6 * writer, TIME0 + 10**6 * writer
-                    threads[linear, tid] = Thread(tid, (x, y, z), grid, smid_of(linear), clock, time)
+                    threads[linear, tid] = Thread(
+                        tid, (x, y, z), grid, smid_of(linear), clock, time, clock_step
+                    )
                     running[tid] = ({}, 0)
                 while running:  # every thread up to the next bar.warp.sync, then on from there
                     for tid, (regs, pc) in list(running.items()):

@@ -9,6 +9,8 @@ false-positive rate at the stated level.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from proton_ik import viewer
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,
@@ -29,7 +32,7 @@ from proton_ik.contract.layout import (
     make_tag,
 )
 from proton_ik.runtime.session_writer import SessionWriter
-from proton_ik.viewer import SessionFileError, load
+from proton_ik.viewer import SessionFileError, load, pipeline
 from proton_ik.viewer.bootstrap import MedianBand, resample_counts
 from proton_ik.viewer.diff import (
     FASTER,
@@ -45,6 +48,8 @@ from proton_ik.viewer.diff import (
 )
 from proton_ik.viewer.diff_sample import ScopeKey, SessionSample
 from proton_ik.viewer.diff_text import format_diff
+from proton_ik.viewer.pipeline import Pipeline
+from proton_ik.viewer.table import TimeShift
 
 DATA = Path(__file__).parents[1] / "data"
 # name, source line, median cycles
@@ -291,11 +296,29 @@ def test_bad_inputs_and_options_are_named(sessions, tmp_path):
             diff(sessions["a"], sessions["b"], **options)
 
 
+def test_the_package_exports_diff_and_imports_it_only_when_asked():
+    import proton_ik
+
+    check = "import sys, proton_ik; print('proton_ik.viewer.diff' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", check], capture_output=True, text=True).stdout == "False\n"
+    assert proton_ik.diff is diff
+    assert "diff" in proton_ik.__all__
+    with pytest.raises(AttributeError, match="no attribute 'difff'"):
+        proton_ik.difff  # noqa: B018
+
+
 def test_a_loaded_trace_compares_as_its_file(sessions):
     from_files = diff(sessions["a"], sessions["b"])
     from_traces = diff(load(sessions["a"]), load(sessions["b"]))
     columns = ["scope", "median_a_ns", "median_b_ns", "change_ns_low", "change_ns_high", "share_a"]
     pd.testing.assert_frame_equal(from_files[columns], from_traces[columns])
+
+
+def test_a_session_decoded_in_many_chunks_gives_the_same_diff(sessions, monkeypatch):
+    whole = diff(sessions["a"], sessions["b"])
+    monkeypatch.setattr(pipeline, "GROUP_BYTES", 2048)  # a few CTAs per chunk
+    assert len(list(Pipeline(viewer.read_session(sessions["a"]).launches, TimeShift()).chunks())) > 10
+    pd.testing.assert_frame_equal(diff(sessions["a"], sessions["b"]), whole)
 
 
 def test_ctas_of_several_launches_resample_within_their_launch(tmp_path):
@@ -326,9 +349,11 @@ def test_a_narrow_band_falls_back_to_every_record_and_stays_exact():
     cta = np.repeat(np.arange(30), 5)
     values = rng.integers(0, 1000, len(cta))
     wide = MedianBand.build(values, cta, 30)
-    narrow = MedianBand(
-        wide.values, wide.cta, 74, 76, wide.size, np.bincount(wide.cta[:74], minlength=30).astype(float)
-    )
+    order = np.argsort(values, kind="stable")
+    ranked, ranked_cta = values[order], cta[order]
+    below = np.bincount(ranked_cta[:74], minlength=30).astype(float)
+    narrow = MedianBand(values, cta, 74, ranked[74:76], ranked_cta[74:76], wide.size, below)
+    assert narrow.median == wide.median == np.median(values)
     counts = resample_counts(rng, np.array([30]), 200)
     np.testing.assert_array_equal(
         narrow.medians(counts, counts @ narrow.size, counts @ narrow.below),

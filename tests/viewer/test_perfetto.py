@@ -34,7 +34,7 @@ class Replay:
 def replay(packets: list[TracePacket]) -> Replay:
     result = Replay()
     names, annotation_names, strings = {}, {}, {}
-    track, last = None, None
+    track, last, extra = None, None, []
     stacks = defaultdict(list)
     assert packets[0].sequence_flags & TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
     for packet in packets:
@@ -52,6 +52,7 @@ def replay(packets: list[TracePacket]) -> Replay:
         if packet.HasField("trace_packet_defaults"):
             assert packet.trace_packet_defaults.timestamp_clock_id == INCREMENTAL_CLOCK_ID
             track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+            extra = list(packet.trace_packet_defaults.track_event_defaults.extra_counter_track_uuids)
         if packet.HasField("clock_snapshot"):
             clocks = {clock.clock_id: clock for clock in packet.clock_snapshot.clocks}
             assert clocks[INCREMENTAL_CLOCK_ID].is_incremental
@@ -66,6 +67,8 @@ def replay(packets: list[TracePacket]) -> Replay:
             packet.HasField("timestamp") and not event.HasField("track_uuid") and not event.HasField("name")
         )
         last += packet.timestamp
+        for counter, value in zip(extra, event.extra_counter_values, strict=False):
+            result.counters[counter].append((last, value))
         if event.type == TrackEvent.TYPE_COUNTER:
             result.counters[track].append((last, event.counter_value))
         elif event.type == TrackEvent.TYPE_SLICE_BEGIN:

@@ -87,14 +87,17 @@ def test_a_group_with_no_ctas_keeps_its_state():
 
 
 @pytest.mark.parametrize(
-    ("begin", "end", "expected"),
+    ("begin", "end", "expected", "at_begin", "at_end"),
     [
-        ([0, 5], [10, 15], [(0, 1), (5, 2), (10, 1), (15, 0)]),
-        ([0, 10], [10, 20], [(0, 1), (20, 0)]),  # one ends as the next begins: never two at once
-        ([0, 0], [5, 5], [(0, 2), (5, 0)]),
+        ([0, 5], [10, 15], [(0, 1), (5, 2), (10, 1), (15, 0)], [1, 2], [1, 0]),
+        ([0, 10], [10, 20], [(0, 1), (20, 0)], [1, 1], [1, 0]),  # one ends as the next begins
+        ([0, 0], [5, 5], [(0, 2), (5, 0)], [2, 2], [0, 0]),
+        ([], [], [], [], []),
     ],
 )
-def test_steps_count_what_is_open_where_it_changes(begin, end, expected):
-    keys, times, counts = steps(np.zeros(len(begin), np.int64), np.array(begin), np.array(end))
-    assert keys.tolist() == [0] * len(expected)
-    assert list(zip(times.tolist(), counts.tolist(), strict=True)) == expected
+def test_steps_count_what_is_open_where_it_changes(begin, end, expected, at_begin, at_end):
+    series = steps(np.zeros(len(begin), np.int64), np.array(begin, np.int64), np.array(end, np.int64))
+    assert series.group.tolist() == [0] * len(expected)
+    assert list(zip(series.time.tolist(), series.count.tolist(), strict=True)) == expected
+    # Each interval's begin and end read the count there, after every change at that time.
+    assert (series.at_begin.tolist(), series.at_end.tolist()) == (at_begin, at_end)

@@ -93,24 +93,30 @@ def descriptors(path: Path) -> list:
 
 
 def counter_series(path: Path) -> dict[tuple[str, str, str], list[tuple[int, int]]]:
-    """Each counter track's points, by (launch track, SM track, counter) name."""
+    """Each counter track's points, by (launch track, SM track, counter) name, in time order:
+    counter events, and the counts that slice events carry for the tracks their defaults name."""
     packets = readback.read_packets(path)
     tracks = {p.track_descriptor.uuid: p.track_descriptor for p in packets if p.HasField("track_descriptor")}
-    series, track, now = defaultdict(list), 0, 0
+    points, track, extra, now = defaultdict(set), 0, [], 0
     for p in packets:
         if p.HasField("trace_packet_defaults"):
             track = p.trace_packet_defaults.track_event_defaults.track_uuid
+            extra = list(p.trace_packet_defaults.track_event_defaults.extra_counter_track_uuids)
         if p.HasField("clock_snapshot"):
             now = p.clock_snapshot.clocks[0].timestamp
         if not p.HasField("track_event"):
             continue
         now += p.timestamp
-        if p.track_event.type == TrackEvent.TYPE_COUNTER:
-            sm = tracks[tracks[track].parent_uuid]
-            series[tracks[sm.parent_uuid].name, sm.name, tracks[track].name].append(
-                (now, p.track_event.counter_value)
-            )
-    return dict(series)
+        event = p.track_event
+        if event.type == TrackEvent.TYPE_COUNTER:
+            points[track].add((now, event.counter_value))
+        for counter, value in zip(extra, event.extra_counter_values, strict=False):
+            points[counter].add((now, value))
+    series = {}
+    for uuid, marks in points.items():
+        sm = tracks[tracks[uuid].parent_uuid]
+        series[tracks[sm.parent_uuid].name, sm.name, tracks[uuid].name] = sorted(marks)
+    return series
 
 
 def test_a_16384_cta_grid_of_4_warps_needs_at_most_132_x_64_warp_tracks(tmp_path):
