@@ -120,7 +120,7 @@ class Session:
         self._recorder: LaunchRecorder | None = None
         self._graphs: GraphFollower | None = None
         self._autotune: AutotuneFollower | None = None
-        self._writer = None
+        self._writer: SessionWriter | None = None
         self._session_info: dict[str, Any] = {}
 
     def start(self) -> None:

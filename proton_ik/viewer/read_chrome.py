@@ -12,10 +12,10 @@ from typing import Any
 import pandas as pd
 
 from proton_ik.viewer.manifest import ManifestError, check_info
-from proton_ik.viewer.read_checks import _DESCRIBED_COUNTS, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
+from proton_ik.viewer.read_checks import _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
-from proton_ik.viewer.tracks import SLICE_ARGS, parse_lane, parse_process_name
+from proton_ik.viewer.tracks import LAUNCH_TOTALS, SLICE_ARGS, parse_lane, parse_process_name
 
 
 def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
@@ -99,7 +99,7 @@ def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
             raise _refuse(path, f"{where} is not a JSON object")
         if not isinstance(row.get("kernel"), str):
             raise _refuse(path, f"{where} names no kernel")
-        for key in ("launch", "ctas", "units", "overlapping", *_DESCRIBED_COUNTS):
+        for key in ("launch", "ctas", "units", "overlapping", *LAUNCH_TOTALS):
             _whole(row.get(key), f"{where}.{key}", path)
         for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound", "units_skipped"):
             _whole(row.get(key), f"{where}.{key}", path, missing=True)
