@@ -27,8 +27,9 @@ TARGET = GPUTarget("cuda", 90, 32)
 H100_SMS = 132
 
 
-def compile_kernel(fn, signature: dict[str, str], constexprs: dict, options: dict, mode: Mode | None):
-    """One kernel for sm_90: plain when ``mode`` is None, else instrumented under ``mode``."""
+def source(fn, signature: dict[str, str], constexprs: dict):
+    """What ``triton.compile`` compiles: ``fn`` with its runtime arguments typed by ``signature``
+    and the rest given by ``constexprs`` (no specialization on argument values)."""
     full_signature = {name: signature.get(name, "constexpr") for name in fn.arg_names}
     unknown = set(signature) - set(fn.arg_names) or set(constexprs) - set(fn.arg_names)
     if unknown:
@@ -37,11 +38,16 @@ def compile_kernel(fn, signature: dict[str, str], constexprs: dict, options: dic
     if untyped:
         raise ValueError(f"{fn.__name__}: parameters without a type or constexpr value: {untyped}")
     source_cls = GluonASTSource if isinstance(fn, GluonJITFunction) else triton.compiler.ASTSource
-    source = source_cls(fn, signature=full_signature, constexprs=constexprs)
+    return source_cls(fn, signature=full_signature, constexprs=constexprs)
+
+
+def compile_kernel(fn, signature: dict[str, str], constexprs: dict, options: dict, mode: Mode | None):
+    """One kernel for sm_90: plain when ``mode`` is None, else instrumented under ``mode``."""
+    src = source(fn, signature, constexprs)
     if mode is None:
-        return triton.compile(source, target=TARGET, options=dict(options))
+        return triton.compile(src, target=TARGET, options=dict(options))
     with proton_ik.instrumented(mode):
-        return triton.compile(source, target=TARGET, options={**options, "instrumentation_mode": mode.knob})
+        return triton.compile(src, target=TARGET, options={**options, "instrumentation_mode": mode.knob})
 
 
 def describe(compiled, mode: Mode | None) -> str:

@@ -1,5 +1,5 @@
 """What every measurement shares: the variants side by side (plain, proton_ik's modes, Proton's
-global and shared buffers), compiled first and launched directly with the hooks set to None,
+global and shared buffers, the parts of the default mode), compiled first and launched directly with the hooks set to None,
 timed in interleaved rounds; the SM clock sampled by nvidia-smi; and the run's context.
 
 The method is ../shared/BENCHMARKING.md. A variant compiles under proton_ik inside
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import datetime
 import json
 import math
@@ -34,49 +33,16 @@ from triton.experimental.gluon._runtime import GluonJITFunction
 from triton.runtime._allocation import set_profile_allocator
 
 import proton_ik
-from benchmarks import scopes
+from benchmarks import scope_parts, scopes
+from benchmarks.variants import Variant
 from proton_ik.mode import Mode
-
-PROTON_DEFAULT_MODES = {"proton_global": "default:buffer_type=global", "proton_shared": "default"}
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-# --- variants ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One way to compile a kernel: plain, under a proton_ik mode, or under a Proton mode."""
-
-    label: str
-    profiler: str | None  # None, "proton_ik" or "proton", as scopes.active_profiler() names them
-    mode: str = ""
-
-
-def ik_label(mode: Mode) -> str:
-    """``proton_ik`` for the default mode, else ``proton_ik[option=value:...]`` with the options
-    that differ from it."""
-    default = Mode()
-    changed = [
-        f"{f.name}={getattr(mode, f.name).value if f.name == 'granularity' else getattr(mode, f.name)}"
-        for f in dataclasses.fields(Mode)
-        if getattr(mode, f.name) != getattr(default, f.name)
-    ]
-    return f"proton_ik[{':'.join(changed)}]" if changed else "proton_ik"
-
-
-def make_variants(ik_modes: list[str], proton_modes: list[str]) -> list[Variant]:
-    variants = [Variant("plain", None), Variant("proton_ik", "proton_ik", str(Mode()))]
-    for text in ik_modes:
-        mode = Mode.parse(text)
-        if mode != Mode():
-            variants.append(Variant(ik_label(mode), "proton_ik", str(mode)))
-    variants += [Variant(label, "proton", mode) for label, mode in PROTON_DEFAULT_MODES.items()]
-    variants += [Variant(f"proton[{m}]", "proton", m) for m in proton_modes]
-    return variants
+# --- compiling a variant (benchmarks/variants.py names them) ---------------------------------------
 
 
 @contextlib.contextmanager
@@ -84,7 +50,9 @@ def compiling(variant: Variant, session_dir: Path) -> Iterator[None]:
     """Kernels compiled inside are ``variant``'s. Proton's hook sets its own profile allocator
     and resets it on the way out; the timing code installs ours afterwards."""
     with contextlib.ExitStack() as stack:
-        if variant.profiler == "proton_ik":
+        if variant.part:
+            stack.enter_context(scope_parts.compiling(variant.part, Mode.parse(variant.mode)))
+        elif variant.profiler == "proton_ik":
             stack.enter_context(proton_ik.instrumented(variant.mode))
         elif variant.profiler == "proton":
             name = session_dir / f"compile_{re.sub(r'[^A-Za-z0-9_]+', '_', variant.label)}"
@@ -100,7 +68,12 @@ def compile_variant(fn, args: tuple, grid: tuple, options: dict, variant: Varian
     with compiling(variant, session_dir):
         compiled = fn.warmup(*args, grid=grid, **options)
     meta = compiled.metadata
-    if variant.profiler == "proton_ik" and not getattr(meta, "proton_ik", None):
+    if variant.part == "markers":
+        if meta.profile_scratch_size or getattr(meta, "proton_ik", None):
+            raise RuntimeError(f"{variant.label}: lowered by proton_ik; the markers should stay comments")
+        if not scope_parts.markers_in(compiled.asm["ptx"]):
+            raise RuntimeError(f"{variant.label}: no scope markers in the PTX")
+    elif variant.profiler == "proton_ik" and not getattr(meta, "proton_ik", None):
         raise RuntimeError(f"{variant.label}: compiled without proton_ik metadata, so not instrumented")
     if variant.profiler == "proton" and not meta.profile_scratch_size:
         raise RuntimeError(f"{variant.label}: compiled without a profile buffer, so not instrumented")

@@ -1,7 +1,8 @@
 """Kernel overhead: every suite kernel compiled plain, under proton_ik's modes and under Proton's,
 all before any timing; every variant's outputs checked against torch and against the plain
 kernel; then direct launches timed in interleaved rounds. Overhead = instrumented / plain - 1,
-per kernel and as a geometric mean, and ours against Proton's best mode."""
+per kernel and as a geometric mean, and ours against Proton's best mode. And gelu under the
+sampling modes (some CTAs or warps recorded), beside the default mode: a section of its own."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import torch
 from benchmarks import kernels
 from benchmarks.harness import (
     Context,
-    Variant,
     bench_ms,
     compile_variant,
     direct,
@@ -24,14 +24,26 @@ from benchmarks.harness import (
     unsafe_launch,
 )
 from benchmarks.kernels.problem import Launch, Problem
+from benchmarks.variants import Variant, ik_label
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.mode import Mode
+
+# The mode's sampling options (issue 10): which CTAs (ctas=N) and which warps (warps=...) record.
+SAMPLE_MODES = ("instrumentation:ctas=4", "instrumentation:ctas=16", "instrumentation:warps=0")
+SAMPLED_KERNEL = "gelu"
 
 
 def measure(ctx: Context) -> dict[str, Any]:
-    problems = kernels.suite(ctx.args.quick, ctx.num_sms)
+    """The run's "overhead" section: the suite under the run's variants."""
+    results = compare(ctx, kernels.suite(ctx.args.quick, ctx.num_sms), ctx.variants, ctx.rounds)
+    return {"kernels": results, "summary": overhead_summary(results, ctx.variants), "rounds": ctx.rounds}
+
+
+def compare(ctx: Context, problems: list[Problem], variants: list[Variant], rounds: int) -> dict[str, Any]:
+    """Every problem compiled under every variant before any timing; each variant's outputs
+    checked; then direct launches timed in ``rounds`` interleaved rounds. One entry per problem."""
     session_dir = ctx.scratch / "compile_sessions"
     session_dir.mkdir(parents=True, exist_ok=True)
-
-    # Compile first: every variant of every kernel, before any timing.
     prepared = []
     for problem in problems:
         entry: dict[str, Any] = {"compile_s": {}, "errors": {}}
@@ -43,7 +55,7 @@ def measure(ctx: Context) -> dict[str, Any]:
             prepared.append((problem, None, {}, entry))
             continue
         compiled = {}
-        for variant in ctx.variants:
+        for variant in variants:
             start = time.perf_counter()
             try:
                 compiled[variant.label] = compile_variant(
@@ -63,7 +75,12 @@ def measure(ctx: Context) -> dict[str, Any]:
         entry.update(describe_problem(problem, compiled))
         if launch is None or "plain" not in compiled:
             continue
-        for variant in ctx.variants:
+        ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        entry["profile_bytes_per_launch"] = {
+            label: ctas * ck.metadata.profile_scratch_size for label, ck in compiled.items()
+        }
+        entry["profile_bytes_written"] = {label: written_bytes(ck, ctas) for label, ck in compiled.items()}
+        for variant in variants:
             reason = variant.label in compiled and unsafe_launch(
                 variant, compiled[variant.label], launch.grid
             )
@@ -77,20 +94,61 @@ def measure(ctx: Context) -> dict[str, Any]:
         entry["numerics"] = check_variants(problem, launch, runners)
         timed = [label for label in runners if not entry["numerics"][label]["error"]]
         per_round: dict[str, list[float]] = {label: [] for label in timed}
-        for round_index in range(ctx.rounds):
+        for round_index in range(rounds):
             for label in timed:
                 per_round[label].append(bench_ms(runners[label], ctx.args.quick))
             log(
-                f"  {problem.name} round {round_index + 1}/{ctx.rounds}: "
+                f"  {problem.name} round {round_index + 1}/{rounds}: "
                 + "  ".join(f"{label}={per_round[label][-1]:.4f}ms" for label in timed)
             )
         entry["timing"] = {label: summarize_rounds(values) for label, values in per_round.items()}
-        entry["overhead_pct"] = overheads(entry["timing"], ctx.variants)
+        entry["overhead_pct"] = overheads(entry["timing"], variants)
         del runners
         ctx.pool.clear()
     del prepared
     torch.cuda.empty_cache()
-    return {"kernels": results, "summary": overhead_summary(results, ctx.variants), "rounds": ctx.rounds}
+    return results
+
+
+def written_bytes(compiled, ctas: int) -> int | str:
+    """The part of the profile buffer that a launch of ``ctas`` CTAs writes, and the runtime
+    copies: the sampled CTAs' regions of a proton_ik kernel, the whole buffer of any other. The
+    reason, where the kernel's metadata cannot say."""
+    allocated = ctas * compiled.metadata.profile_scratch_size
+    ours = getattr(compiled.metadata, "proton_ik", None)
+    if not ours:
+        return allocated
+    try:
+        layout = KernelMetadata.from_dict(ours, compiled.metadata.name).layout
+        return layout.sampling.cta_slots(ctas) * layout.cta_bytes
+    except (AttributeError, ValueError) as error:
+        return f"unknown: {error!r}"[:200]
+
+
+def sampling(ctx: Context) -> dict[str, Any]:
+    """The run's "sampling" section, last in the run (a mode new to the GPU that faults takes no
+    other section with it): gelu under the sampling modes (``--sample-mode``, by default
+    SAMPLE_MODES) beside plain and the default mode, their overhead and profile bytes per launch.
+    A mode that does not parse is skipped with the parser's message."""
+    texts = ctx.args.sample_mode or list(SAMPLE_MODES)
+    modes: dict[str, dict[str, str]] = {}
+    variants = [v for v in ctx.variants if v.label in ("plain", "proton_ik")]
+    for text in texts:
+        try:
+            mode = Mode.parse(text)
+        except ValueError as error:
+            modes[text] = {"skipped": str(error)[:300]}
+            log(f"  sampling: {text} skipped: {error}")
+            continue
+        label = ik_label(mode)
+        modes[text] = {"label": label}
+        if label not in {v.label for v in variants}:
+            variants.append(Variant(label, "proton_ik", str(mode)))
+    result: dict[str, Any] = {"kernel": SAMPLED_KERNEL, "modes": modes}
+    if len(variants) > 2:
+        problem = next(p for p in kernels.suite(ctx.args.quick, ctx.num_sms) if p.name == SAMPLED_KERNEL)
+        result.update(compare(ctx, [problem], variants, ctx.rounds)[SAMPLED_KERNEL])
+    return result
 
 
 def describe_problem(problem: Problem, compiled: dict) -> dict[str, Any]:

@@ -3,7 +3,8 @@ with Triton's Proton, in one process, following ../shared/BENCHMARKING.md. From 
 
     python -m benchmarks.run                    # the full run: a few minutes on an H100 or H200
     python -m benchmarks.run --quick            # small sizes and few rounds: a smoke test
-    python -m benchmarks.run --only overhead    # sections: overhead, record, accuracy, counts, host, buffers
+    python -m benchmarks.run --only overhead    # one section of those listed below
+    python -m benchmarks.run --only occupancy,decomposition   # issue 10: registers, CTAs, parts
     python -m benchmarks.run --only buffers     # issue 7 alone (benchmarks/buffers/)
     python -m benchmarks.run --ik-mode instrumentation:granularity=warpgroup   # another mode of ours
     python -m benchmarks.run --report-only      # the report again from --out's results.json, no GPU
@@ -14,6 +15,12 @@ Sections, each measured by its own module (the shared harness: benchmarks/harnes
   --ik-mode modes) and under Proton (global and shared buffer, and --proton-mode modes), keeping
   the compiled kernels; check every variant's outputs against torch and against the plain kernel;
   then time direct launches (launch hooks bypassed) in interleaved rounds.
+- occupancy (occupancy.py): registers, spills and resident CTAs per SM of every kernel and
+  variant, from the compiled kernels and CUDA's occupancy rule (residency.py); compiles only, so
+  ``python -m benchmarks.occupancy`` gives the same table on a machine without a GPU.
+- decomposition (decomposition.py): every kernel timed plain, with its scopes' markers only,
+  with the prologue and epilogue, and with the records (scope_parts.py): what measuring a scope
+  costs in itself, and what our records add.
 - record (record_cost.py): per-record cost from a loop of empty scopes, by the kernel's own clock
   and device time.
 - breakdown (record_cost.py, record_variants.py): where one record's cycles go, from variants of
@@ -27,6 +34,9 @@ Sections, each measured by its own module (the shared harness: benchmarks/harnes
 - buffers (buffers/): buffers sized from the code (issue 7): the default mode on every kernel,
   device bytes against bytes written, host time per launch, end to end on a 16384-CTA grid,
   finalize rate, CUDA graph replays and autotuning.
+- sampling (overhead.py): gelu under the sampling modes (--sample-mode; by default ctas=4,
+  ctas=16 and warps=0) beside the default mode, timed as in overhead; a mode that does not parse
+  is skipped and reported. Last, so that a new mode's fault takes no other section with it.
 
 Results go to --out (default benchmarks/results/) as results.json and results.md; the summary
 table is printed last. Every number there is computed here. The report (benchmarks/report/) is
@@ -47,7 +57,18 @@ from typing import Any
 
 from benchmarks import report
 
-SECTIONS = ("overhead", "record", "breakdown", "accuracy", "counts", "host", "buffers")
+SECTIONS = (
+    "overhead",
+    "occupancy",
+    "decomposition",
+    "record",
+    "breakdown",
+    "accuracy",
+    "counts",
+    "host",
+    "buffers",
+    "sampling",
+)
 RESULTS = Path(__file__).resolve().parent / "results"
 PATH_OPTIONS = ("--out", "--benchmarks-md")  # public_command hides their values
 
@@ -80,6 +101,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", default=str(RESULTS), help="where results go")
     parser.add_argument("--ik-mode", action="append", default=[], help="another proton_ik mode to time")
     parser.add_argument("--proton-mode", action="append", default=[], help="another Proton mode to time")
+    parser.add_argument(
+        "--sample-mode",
+        action="append",
+        default=[],
+        help="a sampling mode to time on gelu (default: instrumentation:ctas=4, ctas=16 and warps=0)",
+    )
     parser.add_argument("--rounds", type=int, default=0, help="interleaved rounds (default 7, --quick 2)")
     parser.add_argument(
         "--reuse-cache",
@@ -108,6 +135,7 @@ def parse_args() -> argparse.Namespace:
                 ("--only", args.only),
                 ("--ik-mode", args.ik_mode),
                 ("--proton-mode", args.proton_mode),
+                ("--sample-mode", args.sample_mode),
                 ("--rounds", args.rounds),
                 ("--reuse-cache", args.reuse_cache),
                 ("--keep-traces", args.keep_traces),
@@ -146,10 +174,24 @@ def measure(args: argparse.Namespace) -> int:
     import numpy as np
     import triton
 
-    from benchmarks import accuracy, buffers, counts, harness, host, overhead, record_cost
+    from benchmarks import (
+        accuracy,
+        buffers,
+        counts,
+        decomposition,
+        harness,
+        host,
+        occupancy,
+        overhead,
+        record_cost,
+        variants,
+    )
 
     measurements = {
         "overhead": overhead.measure,
+        "occupancy": occupancy.measure,
+        "decomposition": decomposition.measure,
+        "sampling": overhead.sampling,
         "record": record_cost.measure,
         "breakdown": record_cost.breakdown,
         "accuracy": accuracy.measure,
@@ -163,8 +205,8 @@ def measure(args: argparse.Namespace) -> int:
     if not args.reuse_cache:
         triton.knobs.cache.dir = str(scratch / "triton_cache")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    variants = harness.make_variants(args.ik_mode, args.proton_mode)
-    ctx = harness.Context(args, num_sms, variants, harness.ScratchPool(), harness.ClockSampler(), scratch)
+    compared = variants.make_variants(args.ik_mode, args.proton_mode)
+    ctx = harness.Context(args, num_sms, compared, harness.ScratchPool(), harness.ClockSampler(), scratch)
     ctx.results = {
         "environment": harness.environment(num_sms),
         "quick": args.quick,

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from proton_ik.contract.layout import Granularity
+from proton_ik.contract.layout import WARPS_PER_WARPGROUP, Granularity
+from proton_ik.contract.sampling import MAX_CTA_ID, MAX_LISTED_CTAS, MAX_UNIT_ID
 from proton_ik.proton_modes import Default, proton_mode
 
 __all__ = ["AUTO", "DEFAULT_RING_CAPACITY", "Default", "Mode"]
@@ -22,6 +23,11 @@ DEFAULT_RING_CAPACITY = 512  # entries per unit where capacity=auto finds no bou
 MAX_CAPACITY = 1 << 24
 
 _SWITCHES = {"on": True, "off": False}
+OCCUPANCY = ("free", "keep")
+_CTAS_HELP = (
+    "use ctas=N for every N-th CTA by linear id (ctas=4: CTAs 0, 4, 8, ...) or list them with "
+    "commas (ctas=0,5,9; one CTA: ctas=5,)"
+)
 
 
 def _capacity_value(value: str) -> int | str:
@@ -36,9 +42,34 @@ def _capacity_value(value: str) -> int | str:
         ) from None
 
 
+def _ids(value: str, key: str, help_text: str) -> tuple[int, ...]:
+    parts = value.split(",")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()  # "ctas=5," is the list of one CTA
+    try:
+        return tuple(int(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"{key}={value!r}: {help_text}") from None
+
+
+def _ctas_value(value: str) -> int | tuple[int, ...]:
+    if "," in value:
+        return _ids(value, "ctas", _CTAS_HELP)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"ctas={value!r}: {_CTAS_HELP}") from None
+
+
 def _option_value(key: str, value: str) -> object:
     if key == "capacity":
         return _capacity_value(value)
+    if key == "ctas":
+        return _ctas_value(value)
+    if key == "warps":
+        return _ids(value, "warps", "list warp ids with commas, e.g. warps=0,4")
+    if key == "occupancy" and value not in OCCUPANCY:
+        raise ValueError(f"occupancy={value!r}: use occupancy=free or occupancy=keep")
     if key in ("pairs", "aggregate"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
@@ -68,15 +99,32 @@ class Mode:
     scope count alone, never on trip counts. An end pairs with the latest begin of its scope in
     the unit that no end has closed yet; an end with none open is not counted. It has no ring,
     so it takes no capacity, and no pairs=off.
+
+    Sampling: ``ctas=N`` records every N-th CTA by linear id (``x + y * nx + z * nx * ny``),
+    ``ctas=0,5,9`` the CTAs listed (one CTA: ``ctas=5,``), and ``warps=0,4`` the units of the
+    warps listed: with ``granularity=warp`` those warps, with ``granularity=warpgroup`` the
+    warpgroups that begin with them (so each is a multiple of 4), never with ``granularity=cta``
+    (one unit per CTA: sample CTAs instead). Other CTAs and units write nothing and take no
+    room in what is copied and stored (``contract.sampling``). Not with aggregate=on yet.
+
+    ``occupancy=keep`` caps the instrumented kernel's registers (``.maxnreg``) at the most that
+    keep the plain kernel's resident CTAs per SM, from one more ``ptxas`` run of the plain PTX
+    at compile time; ptxas spills what does not fit. ``occupancy=free`` (the default) sets no cap.
     """
 
     granularity: Granularity = Granularity.WARP
     capacity: int | Literal["auto"] = AUTO
     pairs: bool = True  # a begin and its end in straight-line code share one 16-byte store
     aggregate: bool = False  # per-scope statistics per unit instead of a trace of records
+    ctas: int | tuple[int, ...] = 1  # a stride over linear CTA ids, or the CTAs that record
+    warps: tuple[int, ...] = ()  # the warps whose units record; all when empty
+    occupancy: Literal["free", "keep"] = "free"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
+        self._check_sampling()
+        if self.occupancy not in OCCUPANCY:
+            raise ValueError(f"occupancy={self.occupancy!r}: use occupancy=free or occupancy=keep")
         if self.aggregate and (self.capacity != AUTO or not self.pairs):
             option = f"capacity={self.capacity}" if self.capacity != AUTO else "pairs=off"
             raise ValueError(
@@ -92,11 +140,59 @@ class Mode:
                 f"{MAX_CAPACITY}, e.g. capacity=512, or capacity=auto to size them from the kernel's code"
             )
 
+    def _check_sampling(self) -> None:
+        ctas = self.ctas
+        if isinstance(ctas, (list, tuple)):
+            ctas = tuple(sorted(ctas))
+            object.__setattr__(self, "ctas", ctas)
+            _check_ids(ctas, "ctas", MAX_CTA_ID, "a linear CTA id")
+            if not ctas or len(ctas) > MAX_LISTED_CTAS:
+                raise ValueError(
+                    f"ctas= lists {len(ctas)} CTAs: list 1 to {MAX_LISTED_CTAS} (each costs a compare in "
+                    "every thread's prologue), or use a stride, ctas=N"
+                )
+        elif isinstance(ctas, bool) or not isinstance(ctas, int) or not 1 <= ctas <= MAX_CTA_ID:
+            raise ValueError(f"ctas={ctas!r}: {_CTAS_HELP}")
+        warps = tuple(sorted(self.warps))
+        object.__setattr__(self, "warps", warps)
+        _check_ids(warps, "warps", MAX_UNIT_ID, "a warp id within the CTA")
+        if warps and self.granularity is Granularity.CTA:
+            raise ValueError(
+                f"warps={_ids_text(warps)} has no meaning with granularity=cta, whose one unit is the "
+                "whole CTA: drop warps=, sample CTAs with ctas=, or use granularity=warp"
+            )
+        if self.granularity is Granularity.WARPGROUP and any(w % WARPS_PER_WARPGROUP for w in warps):
+            first = sorted({w - w % WARPS_PER_WARPGROUP for w in warps})
+            raise ValueError(
+                f"warps={_ids_text(warps)} with granularity=warpgroup: a warpgroup is named by its "
+                f"first warp (0, 4, 8, ...); use warps={_ids_text(tuple(first))}"
+            )
+        if self.aggregate and self.sampled:
+            raise ValueError(
+                "ctas= and warps= are not supported with aggregate=on yet: drop them, or use aggregate=off"
+            )
+
+    @property
+    def sampled(self) -> bool:
+        """Whether only some CTAs or units record."""
+        return self.ctas != 1 or bool(self.warps)
+
     def __str__(self) -> str:
         pairs = "on" if self.pairs else "off"
         text = f"instrumentation:granularity={self.granularity.value}:capacity={self.capacity}:pairs={pairs}"
-        # Only when on: the strings (and Triton's cache keys) of trace modes stay as they were.
-        return text + ":aggregate=on" if self.aggregate else text
+        # Only what is not the default: the strings (and Triton's cache keys) of earlier modes
+        # stay as they were.
+        if self.aggregate:
+            text += ":aggregate=on"
+        if isinstance(self.ctas, tuple):  # a list of one CTA ends in a comma: not a stride
+            text += f":ctas={_ids_text(self.ctas)}" + "," * (len(self.ctas) == 1)
+        elif self.ctas != 1:
+            text += f":ctas={self.ctas}"
+        if self.warps:
+            text += f":warps={_ids_text(self.warps)}"
+        if self.occupancy != "free":
+            text += f":occupancy={self.occupancy}"
+        return text
 
     @property
     def knob(self) -> str:
@@ -153,3 +249,15 @@ class Mode:
         if not knob or not knob.startswith(PREFIX + ":"):
             return None
         return cls.parse(knob)
+
+
+def _ids_text(ids: tuple[int, ...]) -> str:
+    return ",".join(map(str, ids))
+
+
+def _check_ids(ids: tuple[int, ...], key: str, high: int, what: str) -> None:
+    if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= high for i in ids):
+        raise ValueError(f"{key}={_ids_text(ids)}: each must be {what} from 0 to {high}")
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise ValueError(f"{key}={_ids_text(ids)} lists {_ids_text(tuple(twice))} more than once")

@@ -198,7 +198,9 @@ class Session:
 
     def _close_file(self) -> None:
         """Write the session file's manifest; launches that ran unrecorded make a file too."""
-        unrecorded: list[dict[str, Any]] = self._recorder.unrecorded_info() if self._recorder is not None else []
+        unrecorded: list[dict[str, Any]] = (
+            self._recorder.unrecorded_info() if self._recorder is not None else []
+        )
         if self._writer is None and not unrecorded:
             return
         writer = self._file()

@@ -46,3 +46,134 @@ def test_report_only_refuses_the_options_of_a_measurement(tmp_path: Path) -> Non
     assert run.returncode == 2
     assert "--quick, --only would be ignored" in run.stderr
     assert not (tmp_path / "results.md").exists()
+
+
+def _row(registers: int, warps: int, shared: int, ctas: int, limited_by: str = "registers") -> dict:
+    return {
+        "registers": registers,
+        "spills": 0,
+        "warps": warps,
+        "shared": shared,
+        "ctas": ctas,
+        "limited_by": limited_by,
+        "profile_scratch_per_cta": 0,
+    }
+
+
+def _timing(ms: float) -> dict:
+    return {"median_ms": ms, "rounds_ms": [ms] * 5, "spread_pct": 0.5}
+
+
+PARTS = ["proton_ik[markers only]", "proton_ik[prologue+epilogue]", "proton_ik"]
+
+
+def _issue10_sections() -> dict:
+    """Issue 10's sections as a GPU run writes them, for gelu and softmax; CTAs per SM as
+    benchmarks/residency.py gives them (tests/test_benchmarks_occupancy.py checks those)."""
+    labels = ["plain", *PARTS]
+    occupancy = {
+        "compiled": "jit",
+        "rule": {
+            "name": "sm_90",
+            "registers": 65536,
+            "sub_partitions": 4,
+            "register_unit": 256,
+            "max_warps": 64,
+            "max_ctas": 32,
+            "shared_bytes": 233472,
+            "reserved_shared_per_cta": 1024,
+        },
+        "variants": [{"label": label, "profiler": None, "mode": "", "part": ""} for label in labels],
+        "kernels": {
+            "gelu": {
+                "variants": dict(
+                    zip(
+                        labels,
+                        [_row(72, 4, 0, 7), _row(72, 4, 0, 7), _row(78, 4, 0, 6), _row(92, 4, 0, 5)],
+                        strict=True,
+                    )
+                ),
+                "errors": {},
+            },
+            "softmax": {"variants": {label: _row(63, 8, 32, 4) for label in labels}, "errors": {}},
+        },
+    }
+    gelu_ms = [0.2, 0.201, 0.204, 0.208]  # plain, markers, frame, records
+    decomposition = {
+        "mode": "instrumentation:granularity=warp:capacity=auto:pairs=on",
+        "rounds": 5,
+        "variants": occupancy["variants"],
+        "kernels": {
+            "gelu": {
+                "timing": {label: _timing(ms) for label, ms in zip(labels, gelu_ms, strict=True)},
+                "overhead_pct": {
+                    label: 100 * (ms / gelu_ms[0] - 1) for label, ms in zip(PARTS, gelu_ms[1:], strict=True)
+                },
+                "errors": {},
+                "numerics": {},
+            }
+        },
+        "summary": {
+            label: {"geomean_overhead_pct": 100 * (ms / gelu_ms[0] - 1), "kernels": 1}
+            for label, ms in zip(PARTS, gelu_ms[1:], strict=True)
+        },
+    }
+    sampling = {
+        "kernel": "gelu",
+        "modes": {
+            "instrumentation:ctas=4": {"label": "proton_ik[ctas=4]"},
+            "instrumentation:warps=x": {"skipped": "bad mode option 'warps=x'"},
+        },
+        "timing": {"plain": _timing(0.2), "proton_ik": _timing(0.208), "proton_ik[ctas=4]": _timing(0.201)},
+        "overhead_pct": {"proton_ik": 4.0, "proton_ik[ctas=4]": 0.5},
+        "profile_bytes_per_launch": {"plain": 0, "proton_ik": 8388608, "proton_ik[ctas=4]": 8388608},
+        "profile_bytes_written": {"plain": 0, "proton_ik": 8388608, "proton_ik[ctas=4]": 2097152},
+        "errors": {},
+    }
+    return {"occupancy": occupancy, "decomposition": decomposition, "sampling": sampling}
+
+
+def test_issue_10_sections_render_from_their_numbers(tmp_path: Path) -> None:
+    results = json.loads((RESULTS / "results.json").read_text())
+    sections = _issue10_sections()
+    results["occupancy"], results["decomposition"] = sections["occupancy"], sections["decomposition"]
+    results["sampling"] = sections["sampling"]
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    run = report_only(tmp_path)
+    assert run.returncode == 0, run.stderr
+    text = (tmp_path / "results.md").read_text()
+    assert "Not measured in this run" not in text
+    assert (
+        "| issue 10: no suite kernel loses a resident CTA per SM to the default mode | 1 of 2 kernels keep "
+        "their CTAs | **no** | gelu: 7 -> 5 CTAs per SM (72 -> 92 registers; limited by registers) |"
+    ) in text
+    assert (
+        "| gelu | 4 | registers | 72 regs, 0.0 KiB shared, 7 CTAs | 72 regs, 7 CTAs | 78 regs, **6 CTAs** |"
+        in text
+    )
+    assert (
+        "- proton_ik loses resident CTAs on 1 of 2 kernels: gelu 7 -> 5 CTAs (registers: 72 -> 92 regs)"
+        in text
+    )
+    # the parts: 0.201, 0.204 and 0.208 ms against 0.2 ms plain
+    assert (
+        "| gelu | 0.2000 (0.5%) | +0.5 (0.5%) | +2.0 (0.5%) | +4.0 (0.5%) | 72 / 72 / 78 / 92 | 7 / 7 / 6 / 5 |"
+        in text
+    )
+    assert "| proton_ik[ctas=4] | `instrumentation:ctas=4` | +0.5 (0.5%) | 8,388,608 | 2,097,152 |" in text
+    assert "- `instrumentation:warps=x` skipped: bad mode option 'warps=x'" in text
+    assert "resident CTAs per SM lost to the default mode: gelu 7->5" in run.stdout
+
+
+def test_the_committed_report_says_which_issue_10_sections_it_lacks() -> None:
+    results = json.loads((RESULTS / "results.json").read_text())
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    for section, heading in (
+        ("occupancy", "## Registers and resident CTAs per SM (issue 10)"),
+        ("decomposition", "## Where the overhead comes from"),
+        ("sampling", "### Sampling modes (issue 10)"),
+    ):
+        assert heading in text
+        assert (section in results) != (
+            f"Not measured in this run (`python -m benchmarks.run --only {section}`)" in text
+        )

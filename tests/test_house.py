@@ -19,7 +19,12 @@ FORBIDDEN = {
     "proton_ik.contract": ["proton_ik."],  # imports nothing of ours but the contract itself
     "proton_ik.dialect": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
     "proton_ik.lowering": ["proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
-    "proton_ik.language": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.viewer", "proton_ik.session"],
+    "proton_ik.language": [
+        "proton_ik.lowering",
+        "proton_ik.runtime",
+        "proton_ik.viewer",
+        "proton_ik.session",
+    ],
     "proton_ik.runtime": ["proton_ik.lowering", "proton_ik.viewer"],
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
 }
@@ -70,7 +75,9 @@ def test_imports_follow_the_data_flow(path: Path) -> None:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
 def test_rooms_stay_small(path: Path) -> None:
     lines = len(path.read_text().splitlines())
-    assert lines <= MAX_LINES, f"{_module_name(path)} has {lines} lines; split it by job (at most {MAX_LINES})"
+    assert lines <= MAX_LINES, (
+        f"{_module_name(path)} has {lines} lines; split it by job (at most {MAX_LINES})"
+    )
 
 
 def test_the_rules_see_imports() -> None:

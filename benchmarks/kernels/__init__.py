@@ -11,7 +11,7 @@ torch is imported only inside the input builders, so these modules import on a m
 
 from __future__ import annotations
 
-from benchmarks.kernels import attention, elementwise, gluon_ws, matmul, softmax
+from benchmarks.kernels import attention, elementwise, gluon_ws, matmul, norms, softmax
 from benchmarks.kernels.problem import Problem
 
 
@@ -22,6 +22,8 @@ def suite(quick: bool, num_sms: int) -> list[Problem]:
         # faults past 2 GiB in all, so the elementwise kernel stays below 32768 CTAs.
         elementwise.gelu(1 << (22 if quick else 26)),
         softmax.softmax(quick, num_sms),
+        norms.layer_norm(quick),
+        norms.add_rms_norm(quick, num_sms),
         matmul.matmul(quick),
         attention.attention(quick, causal=False),
         attention.attention(quick, causal=True),

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report import accuracy, buffers, counts, header, host, overhead, record_cost, targets
+from benchmarks.report import (
+    accuracy,
+    buffers,
+    counts,
+    decomposition,
+    header,
+    host,
+    occupancy,
+    overhead,
+    record_cost,
+    targets,
+)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -21,6 +32,9 @@ def render(results: dict[str, Any]) -> str:
         "",
         *overhead.suite(results),
         *overhead.markdown(results),
+        *overhead.sampling(results),
+        *occupancy.markdown(results),
+        *decomposition.markdown(results),
         *record_cost.markdown(results),
         *accuracy.markdown(results),
         *counts.markdown(results),
@@ -51,6 +65,8 @@ def summary(results: dict[str, Any]) -> str:
     ]
     if results.get("overhead", {}).get("kernels"):
         lines += overhead.overhead_table(results)
+    lines += occupancy.summary(results)
+    lines += decomposition.summary(results)
     lines += record_cost.summary(results)
     lines += accuracy.summary(results)
     lines += host.summary(results)

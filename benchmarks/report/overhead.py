@@ -108,3 +108,39 @@ def overhead_table(results: dict[str, Any]) -> list[str]:
     row += [fmt(summary.get(f"{label} vs best proton", {}).get("geomean_pct"), "+.1f") for label in ik_labels]
     rows.append([*row, ""])
     return table(header, rows)
+
+
+def sampling(results: dict[str, Any]) -> list[str]:
+    """'### Sampling modes' under the kernel overhead (the "sampling" section): gelu's overhead and
+    profile bytes per launch under each sampling mode, beside the default mode."""
+    lines = ["", "### Sampling modes (issue 10)", ""]
+    found = results.get("sampling")
+    if not found:
+        return [*lines, "Not measured in this run (`python -m benchmarks.run --only sampling`)."]
+    if "error" in found:
+        return [*lines, f"Failed in this run: {found['error'][:300]}"]
+    modes = found["modes"]
+    notes = [f"- `{text}` skipped: {m['skipped']}" for text, m in modes.items() if "skipped" in m]
+    notes += [f"- {label} failed: {error}" for label, error in found.get("errors", {}).items()]
+    timing = found.get("timing", {})
+    if not timing:
+        return [*lines, f"{found['kernel']}: no sampling mode was timed.", "", *notes]
+    labels = ["proton_ik", *(m["label"] for m in modes.values() if "label" in m)]
+    rows = []
+    for label in dict.fromkeys(labels):
+        mode = next((text for text, m in modes.items() if m.get("label") == label), "default mode")
+        value = found.get("overhead_pct", {}).get(label)
+        spread = timing.get(label, {}).get("spread_pct")
+        measured = f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL"
+        allocated = fmt(found.get("profile_bytes_per_launch", {}).get(label))
+        rows.append(
+            [label, f"`{mode}`", measured, allocated, fmt(found.get("profile_bytes_written", {}).get(label))]
+        )
+    lines += [
+        f"{found['kernel']}, timed with plain in the overhead section's way. Allocated: the profile "
+        "buffer of one launch as Triton's launcher asks for it (CTAs x the per-CTA size); written: the "
+        "regions the launch writes and the runtime copies (the sampled CTAs').",
+        "",
+        *table(["variant", "mode", "overhead % (spread)", "bytes allocated", "bytes written"], rows),
+    ]
+    return lines + (["", *notes] if notes else [])

@@ -144,7 +144,7 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{_fmt(host.get('finalize_s'))} s for {host.get('records', 0):,} records "
         "(where the time goes: docs/PERFORMANCE.md)",
     )
-    return rows + buffer_rows(results.get("buffers", {}))
+    return rows + occupancy_rows(results) + buffer_rows(results.get("buffers", {}))
 
 
 def _within_noise(kernel: dict[str, Any], ours: float, best: float) -> str:
@@ -153,6 +153,107 @@ def _within_noise(kernel: dict[str, Any], ours: float, best: float) -> str:
     spreads = [timing.get(v, {}).get("spread_pct") for v in (OURS, "plain", *PROTON)]
     spread = max((s for s in spreads if s is not None), default=None)
     return " (within noise)" if spread is not None and abs(ours - best) < spread else ""
+
+
+# --- records that do not cost occupancy (issue 10) ---------------------------------------------------
+
+ISSUE10_GEOMEAN_MAX = 2.0  # % over plain, default mode
+ISSUE10_GELU_MAX = 4.0
+ISSUE10_CYCLES_MAX = 12.0  # per record, tight loop of empty scopes
+
+
+def occupancy_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of issue 10, one row each."""
+    overhead = results.get("overhead", {})
+    kernels = overhead.get("kernels", {})
+    geomean = overhead.get("summary", {}).get(OURS, {}).get("geomean_overhead_pct")
+    gelu = kernels.get("gelu", {}).get("overhead_pct", {}).get(OURS)
+    record = results.get("record", {}).get("variants", {}).get(OURS, {})
+    longest = max(record, key=int, default=None)
+    cycles = record[longest].get("cycles_per_record") if longest else None
+    worst = sorted(
+        ((k["overhead_pct"][OURS], name) for name, k in kernels.items() if OURS in k.get("overhead_pct", {})),
+        reverse=True,
+    )[:2]
+    return [
+        _proton_row(kernels),
+        _row(
+            "issue10_geomean",
+            f"issue 10: kernel overhead geomean <= {ISSUE10_GEOMEAN_MAX:g}% (default mode)",
+            f"{_fmt(geomean)}%",
+            None if geomean is None else geomean <= ISSUE10_GEOMEAN_MAX,
+            "not measured in this run"
+            if geomean is None
+            else "the largest overheads: " + ", ".join(f"{name} {pct:+.1f}%" for pct, name in worst),
+        ),
+        _row(
+            "issue10_gelu",
+            f"issue 10: gelu overhead <= {ISSUE10_GELU_MAX:g}% (default mode)",
+            f"{_fmt(gelu, '+.1f')}%",
+            None if gelu is None else gelu <= ISSUE10_GELU_MAX,
+            "not measured in this run"
+            if gelu is None
+            else f"gelu +{gelu:.1f}% over plain{_within_noise(kernels['gelu'], gelu, ISSUE10_GELU_MAX)}",
+        ),
+        _row(
+            "issue10_record",
+            f"issue 10: at most {ISSUE10_CYCLES_MAX:g} cycles per record (tight loop of empty scopes)",
+            f"{_fmt(cycles, '.1f')} cycles",
+            None if cycles is None else cycles <= ISSUE10_CYCLES_MAX,
+            "not measured in this run"
+            if cycles is None
+            else f"{cycles:.1f} cycles per record over a loop of {longest} scopes",
+        ),
+        _ctas_row(results.get("occupancy", {})),
+    ]
+
+
+def _proton_row(kernels: dict[str, Any]) -> dict[str, Any]:
+    key, goal = (
+        "issue10_vs_proton",
+        "issue 10: on every suite kernel, the default mode costs no more than Proton's best mode",
+    )
+    compared, over = 0, []
+    for name, kernel in kernels.items():
+        pct = kernel.get("overhead_pct", {})
+        theirs = [pct[p] for p in PROTON if p in pct]
+        if OURS not in pct or not theirs:
+            continue
+        compared += 1
+        if pct[OURS] > min(theirs):
+            noise = _within_noise(kernel, pct[OURS], min(theirs))
+            over.append(f"{name} {pct[OURS]:+.1f}% against Proton's best {min(theirs):+.1f}%{noise}")
+    if not compared:
+        return _row(key, goal, "-", None, "not measured in this run")
+    measured = f"{compared - len(over)} of {compared} kernels"
+    return _row(key, goal, measured, not over, "; ".join(over))
+
+
+def _ctas_row(occupancy: dict[str, Any]) -> dict[str, Any]:
+    key, goal = "issue10_ctas", "issue 10: no suite kernel loses a resident CTA per SM to the default mode"
+    if not occupancy.get("kernels"):
+        return _unmeasured(key, goal, occupancy)
+    both = {
+        name: (e["variants"]["plain"], e["variants"][OURS])
+        for name, e in occupancy["kernels"].items()
+        if "plain" in e["variants"] and OURS in e["variants"]
+    }
+    if not both:
+        return _row(key, goal, "-", None, "no kernel compiled both plain and in the default mode")
+    lost = {name: rows for name, rows in both.items() if rows[1]["ctas"] < rows[0]["ctas"]}
+    measured = f"{len(both) - len(lost)} of {len(both)} kernels keep their CTAs"
+    why = "; ".join(
+        f"{name}: {plain['ctas']} -> {ours['ctas']} CTAs per SM ({plain['registers']} -> {ours['registers']} "
+        "registers"
+        + (
+            f", {plain['shared']:,} -> {ours['shared']:,} bytes shared"
+            if ours["shared"] != plain["shared"]
+            else ""
+        )
+        + f"; limited by {ours['limited_by']})"
+        for name, (plain, ours) in lost.items()
+    )
+    return _row(key, goal, measured, not lost, why)
 
 
 # --- buffers sized from the code (issue 7): benchmarks/buffers/ -------------------------------------

@@ -23,6 +23,17 @@ slot ``i % capacity``; the capacity is a power of two, so the slot is one AND, a
 ever leaves the unit's segment. The header counts every entry written and every single
 record among them, so records lost to the ring are known exactly (``records_written``).
 
+Records of other kinds (``RecordKind``) share the ring: an event's start or end and a mark are
+one record each, their tag's ``TAG_INDEX`` bits holding an event's instance (``index=``); a
+value mark is one entry ``VALUE_ENTRY_DTYPE`` {tag, clock, value, value type}, counted as a
+single record (its second 8 bytes are its payload, not a record). A false predicate writes no
+entry and counts none. Version 2 files from before these kinds hold only scopes, so their bytes
+mean what they meant: the version is unchanged.
+
+With sampling (``BufferLayout.sampling``, ``contract.sampling``) the regions are the sampled
+CTAs' only and the segments the sampled units' only, each CTA header still naming its linear
+CTA id. Unsampled layouts are byte for byte what they were, so the version is unchanged.
+
 In aggregate mode (``BufferLayout.aggregate_scopes`` > 0) there is no ring (the CTA header's
 capacity is 0): a unit's segment holds, after its header, one ``AGGREGATE_STATS_DTYPE`` per
 scope id (sum, max, inverted min and a log2 histogram of durations in cycles), so its size
@@ -38,10 +49,13 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from proton_ik.contract.sampling import ALL, Sampling
 
 VERSION = 2
 MAGIC = 0x314B4950  # b"PIK1" read as a little-endian u32
@@ -54,26 +68,46 @@ WARPS_PER_WARPGROUP = 4
 VECTOR_WIDTHS = (2, 4)  # PTX's st.global.v2 and .v4
 VECTOR_BYTES = 16  # the widest vector store PTX has
 
-# --- record tag: bit 31 = end, bits 30:28 = kind, bit 27 = paired, bits 15:0 = scope id -------
+# --- record tag: bit 31 = end, bits 30:28 = kind, bit 27 = paired, bits 26:16 = event instance,
+# --- bits 15:0 = name id (a scope's, an event's or a mark's row of the kernel's name table) ----
 TAG_END_BIT = 31
 TAG_KIND_SHIFT = 28
 TAG_PAIR_BIT = 27  # on the first record of an entry: the entry's second record is its end
 TAG_KIND_MASK = 0x7
+TAG_INDEX_SHIFT = 16
+TAG_INDEX_MASK = 0x7FF  # an event's instance: a runtime index is stored modulo MAX_EVENT_INSTANCES
 TAG_SCOPE_MASK = 0xFFFF
 MAX_SCOPES = TAG_SCOPE_MASK + 1
+MAX_EVENT_INSTANCES = TAG_INDEX_MASK + 1
 
 
 class RecordKind(enum.IntEnum):
-    SCOPE = 0
+    SCOPE = 0  # a scope's begin or end (the end bit)
+    EVENT = 1  # an event instance's start or end (the end bit), which any unit of the CTA may write
+    MARK = 2  # an instant
+    VALUE = 3  # an instant with a 32-bit value: one ``VALUE_ENTRY_DTYPE`` entry
 
 
-def make_tag(scope_id: int, is_end: bool, kind: RecordKind = RecordKind.SCOPE, paired: bool = False) -> int:
+class ValueType(enum.IntEnum):
+    """How a value mark's 32 bits read: the entry's ``value_type`` word."""
+
+    INT32 = 0
+    UINT32 = 1
+    FLOAT32 = 2
+
+
+def make_tag(
+    scope_id: int, is_end: bool, kind: RecordKind = RecordKind.SCOPE, paired: bool = False, index: int = 0
+) -> int:
     if not 0 <= scope_id < MAX_SCOPES:
         raise ValueError(f"scope id {scope_id} does not fit the {MAX_SCOPES}-entry tag field")
+    if not 0 <= index < MAX_EVENT_INSTANCES:
+        raise ValueError(f"event index {index} does not fit the {MAX_EVENT_INSTANCES}-instance tag field")
     return (
         (int(is_end) << TAG_END_BIT)
         | (int(kind) << TAG_KIND_SHIFT)
         | (int(paired) << TAG_PAIR_BIT)
+        | (index << TAG_INDEX_SHIFT)
         | scope_id
     )
 
@@ -112,9 +146,12 @@ UNIT_HEADER_BYTES = UNIT_HEADER_DTYPE.itemsize
 
 RECORD_DTYPE = np.dtype([("tag", "<u4"), ("clock", "<u4")])
 ENTRY_DTYPE = np.dtype([("first", RECORD_DTYPE), ("second", RECORD_DTYPE)])
+# A value mark's entry: its record, then the value's 32 bits and their ``ValueType``.
+VALUE_ENTRY_DTYPE = np.dtype([("tag", "<u4"), ("clock", "<u4"), ("value", "<u4"), ("value_type", "<u4")])
 
 assert CTA_HEADER_BYTES == 64 and UNIT_HEADER_BYTES == 48
 assert RECORD_DTYPE.itemsize == RECORD_BYTES and ENTRY_DTYPE.itemsize == ENTRY_BYTES
+assert VALUE_ENTRY_DTYPE.itemsize == ENTRY_BYTES
 
 
 def records_written(entries, singles):
@@ -214,15 +251,25 @@ def histogram_bin(cycles):
 class BufferLayout:
     """Sizes and offsets of one kernel's profile buffer, given its unit count and capacity (ring
     entries per unit), or, in aggregate mode, the number of scopes each unit keeps statistics of
-    (``aggregate_scopes``; the capacity is then 0)."""
+    (``aggregate_scopes``; the capacity is then 0). ``units`` counts the unit segments of a CTA
+    region: the sampled units only (``sampling``, ``contract.sampling``)."""
 
     units: int
     capacity: int
     aggregate_scopes: int = 0
+    sampling: Sampling = ALL
 
     def __post_init__(self) -> None:
         if self.units < 1:
             raise ValueError("a kernel has at least one recording unit")
+        if self.aggregate_scopes and self.sampling != ALL:
+            raise ValueError(
+                "an aggregate layout keeps every CTA's and unit's statistics: it takes no sampling"
+            )
+        if self.sampling.unit_ids and len(self.sampling.unit_ids) != self.units:
+            raise ValueError(
+                f"{self.units} unit segments per CTA, but {len(self.sampling.unit_ids)} sampled units"
+            )
         if self.aggregate_scopes:
             if not 0 < self.aggregate_scopes <= MAX_SCOPES or self.capacity:
                 raise ValueError(
@@ -266,8 +313,8 @@ class BufferLayout:
         """Byte offset in a CTA's region of a unit's statistics of a scope (aggregate mode)."""
         return self.unit_offset(unit) + UNIT_HEADER_BYTES + scope * AGGREGATE_STATS_BYTES
 
-    def to_dict(self) -> dict[str, int]:
-        data = {
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
             "version": VERSION,
             "units": self.units,
             "capacity": self.capacity,
@@ -275,10 +322,12 @@ class BufferLayout:
         }
         if self.aggregate:
             data["aggregate_scopes"] = self.aggregate_scopes
+        if self.sampling != ALL:
+            data["sampling"] = self.sampling.to_dict()
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, int]) -> BufferLayout:
+    def from_dict(cls, data: Mapping[str, Any]) -> BufferLayout:
         if data.get("version") != VERSION:
             raise ValueError(
                 f"buffer layout version {data.get('version')} is not the version {VERSION} this "
@@ -288,4 +337,5 @@ class BufferLayout:
             units=int(data["units"]),
             capacity=int(data["capacity"]),
             aggregate_scopes=int(data.get("aggregate_scopes", 0)),
+            sampling=Sampling.from_dict(data.get("sampling", {})),
         )

@@ -8,12 +8,15 @@ typed definition, ``KernelMetadata``, for all three::
       "warps_per_unit": 1,
       "layout": {"version": 2, "units": 4, "capacity": 64, "cta_bytes": 4224},
       "capacity": {"entries": 64, "source": "bound", "bound": 48, "reason": "..."},
-      "scopes": [{"id": 0, "name": "load", "line": 20}, ...]
+      "occupancy": {"plain_registers": 72, "plain_ctas": 7, "cap": 72, "reason": "..."},
+      "scopes": [{"id": 0, "name": "load", "line": 20, "file": "matmul.py"},
+                 {"id": 1, "name": "tma", "line": 31, "kind": "event", "instances": 4}, ...]
     }
 
 Beside it, Triton's own ``profile_scratch_size`` (bytes per CTA) and ``profile_scratch_align``
 make its launcher ask our allocator for the buffer. Sessions captured before the capacity was
-recorded have no "capacity"; ``from_dict`` reads them.
+recorded have no "capacity"; ``from_dict`` reads them. A sampled kernel's layout has a
+"sampling" table (``contract.sampling``); only ``occupancy=keep`` writes "occupancy".
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from proton_ik.contract.fields import SchemaError, integer, mapping, plain_table, shown, text
-from proton_ik.contract.layout import CTA_ALIGN, MAX_SCOPES, VERSION, BufferLayout
+from proton_ik.contract.layout import CTA_ALIGN, MAX_EVENT_INSTANCES, MAX_SCOPES, VERSION, BufferLayout
 from proton_ik.contract.names import scope_name_problem
+from proton_ik.contract.sampling import Sampling
 
 METADATA_KEY = "proton_ik"
 SCRATCH_SIZE_KEY = "profile_scratch_size"  # Triton's: bytes of profile_scratch per CTA
@@ -64,16 +68,59 @@ class Capacity:
         return cls(entries, cast(CapacitySource, source), bound, text(data, "reason", where))
 
 
+NameKind = Literal["scope", "event", "mark"]
+NAME_KINDS: tuple[NameKind, ...] = get_args(NameKind)
+
+
 @dataclass(frozen=True)
 class Scope:
-    """One row of a kernel's scope table: the id its records carry, its name, its first line."""
+    """One row of a kernel's name table: the id its records carry, its name, its first line, and
+    what it names: a scope, an event (``pl.event``, with its declared ``instances``) or a mark
+    (``pl.mark``, with or without values). Tables from before events list scopes only."""
 
     id: int
     name: str
     line: int | None
+    kind: NameKind = "scope"
+    instances: int | None = None  # events only
+    file: str | None = None  # its first record's source file (base name); None in older tables
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "name": self.name, "line": self.line}
+        data: dict[str, object] = {"id": self.id, "name": self.name, "line": self.line}
+        if self.kind != "scope":
+            data["kind"] = self.kind
+        if self.instances is not None:
+            data["instances"] = self.instances
+        if self.file is not None:
+            data["file"] = self.file
+        return data
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """``occupancy=keep``: the plain kernel's registers per thread and resident CTAs per SM, and
+    the ``.maxnreg`` cap that keeps them (None where none could be computed; ``reason`` says
+    why)."""
+
+    plain_registers: int | None
+    plain_ctas: int | None
+    cap: int | None
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "plain_registers": self.plain_registers,
+            "plain_ctas": self.plain_ctas,
+            "cap": self.cap,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Occupancy:
+        def count(key: str) -> int | None:
+            return integer(data, key, where, 0, MAX_CAPACITY, nullable=True)
+
+        return cls(count("plain_registers"), count("plain_ctas"), count("cap"), text(data, "reason", where))
 
 
 @dataclass(frozen=True)
@@ -87,6 +134,7 @@ class KernelMetadata:
     num_warps: int | None = None
     mode: str | None = None
     capacity: Capacity | None = None
+    occupancy: Occupancy | None = None  # occupancy=keep only
 
     @property
     def sized_from_bound(self) -> bool:
@@ -104,6 +152,8 @@ class KernelMetadata:
         if self.capacity is not None:
             data["capacity"] = self.capacity.to_dict()
         data["scopes"] = [scope.to_dict() for scope in self.scopes]
+        if self.occupancy is not None:
+            data["occupancy"] = self.occupancy.to_dict()
         return data
 
     @classmethod
@@ -124,6 +174,11 @@ class KernelMetadata:
             raise SchemaError(
                 f"{where}: {name}.capacity is {reprlib.repr(capacity)}, not a table of plain values"
             )
+        occupancy = data.get("occupancy")
+        if occupancy is not None:
+            occupancy = Occupancy.from_dict(
+                mapping(occupancy, f"{where}: {name}.occupancy"), f"{where}: {name}.occupancy"
+            )
         return cls(
             layout=layout,
             scopes=_scopes(data.get("scopes", []), f"{where}: {name}.scopes", check_names),
@@ -131,6 +186,7 @@ class KernelMetadata:
             num_warps=num_warps,
             mode=mode,
             capacity=None if capacity is None else Capacity.from_dict(capacity, f"{where}: {name}.capacity"),
+            occupancy=occupancy,
         )
 
 
@@ -143,8 +199,14 @@ def _layout(data: Mapping[str, Any], where: str, name: str) -> BufferLayout:
     units = integer(data, "units", f"{where}: {name}", 1, MAX_UNITS)
     capacity = integer(data, "capacity", f"{where}: {name}", 0, MAX_CAPACITY)
     aggregate_scopes = integer(data, "aggregate_scopes", f"{where}: {name}", 1, MAX_SCOPES, required=False)
+    sampling = mapping(data.get("sampling", {}), f"{where}: {name}.sampling")
     try:
-        layout = BufferLayout(units=units, capacity=capacity, aggregate_scopes=aggregate_scopes or 0)
+        layout = BufferLayout(
+            units=units,
+            capacity=capacity,
+            aggregate_scopes=aggregate_scopes or 0,
+            sampling=Sampling.from_dict(sampling),
+        )
     except ValueError as error:
         raise SchemaError(f"{where}: {error}") from None
     cta_bytes = data.get("cta_bytes", layout.cta_bytes)
@@ -173,7 +235,12 @@ def _scopes(scopes: object, where: str, check_names: bool) -> tuple[Scope, ...]:
         if problem:
             raise SchemaError(f"{here}: {problem}")
         line = integer(scope, "line", here, 0, MAX_LINE, required=False, nullable=True)
-        table[scope_id] = Scope(scope_id, str(name), line)
+        kind = scope.get("kind", "scope")
+        if kind not in NAME_KINDS:
+            raise SchemaError(f"{here}: 'kind' is {shown(kind)}, not one of {NAME_KINDS}")
+        instances = integer(scope, "instances", here, 1, MAX_EVENT_INSTANCES, required=False)
+        file = text(scope, "file", here, required=False)
+        table[scope_id] = Scope(scope_id, str(name), line, kind, instances, file)
     return tuple(table.values())
 
 

@@ -27,7 +27,7 @@ waits in a register of its scope, wherever its end is.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr, i32, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, StringAttr, i32, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -51,6 +51,8 @@ from proton_ik.contract.layout import (
     Granularity,
     RecordKind,
 )
+from proton_ik.contract.sampling import Sampling
+from proton_ik.dialect.pikgpu_operands import OPERAND_OPS
 
 
 def _verify_tag(tag: int) -> None:
@@ -64,7 +66,12 @@ def _verify_tag(tag: int) -> None:
 @irdl_op_definition
 class SegmentSetupOp(IRDLOperation):
     """Compute this unit's segment from ``profile_scratch``, the linear CTA id and the warp, and
-    write the CTA header (magic, version, CTA id, %smid, grid) and the unit's start times."""
+    write the CTA header (magic, version, CTA id, %smid, grid) and the unit's start times. With
+    sampling (``cta_stride``, ``cta_ids``, ``unit_ids``: ``contract.sampling``) the segment is at
+    the CTA's and the unit's ranks among the sampled ones, and the others write nothing.
+
+    pikgpu.segment_setup {..., cta_stride = 4 : i64, unit_ids = array<i64: 0, 2>}
+    """
 
     name = "pikgpu.segment_setup"
 
@@ -74,6 +81,10 @@ class SegmentSetupOp(IRDLOperation):
     cta_bytes = prop_def(IntegerAttr)
     layout_version = prop_def(IntegerAttr)
     aggregate_scopes = opt_prop_def(IntegerAttr)  # aggregate mode: scopes with statistics
+    # Sampling (``contract.sampling``), only where not every CTA and unit records.
+    cta_stride = opt_prop_def(IntegerAttr)
+    cta_ids = opt_prop_def(DenseArrayBase)
+    unit_ids = opt_prop_def(DenseArrayBase)
 
     assembly_format = "attr-dict"
     irdl_options = (ParsePropInAttrDict(),)
@@ -88,13 +99,27 @@ class SegmentSetupOp(IRDLOperation):
         }
         if layout.aggregate:
             properties["aggregate_scopes"] = IntegerAttr(layout.aggregate_scopes, i64)
+        sampling = layout.sampling
+        if sampling.cta_stride != 1:
+            properties["cta_stride"] = IntegerAttr(sampling.cta_stride, i64)
+        for name, ids in (("cta_ids", sampling.cta_ids), ("unit_ids", sampling.unit_ids)):
+            if ids:
+                properties[name] = DenseArrayBase.from_list(i64, ids)
         super().__init__(properties=properties)
 
     @property
     def layout(self) -> BufferLayout:
         scopes = 0 if self.aggregate_scopes is None else self.aggregate_scopes.value.data
+        sampling = Sampling(
+            1 if self.cta_stride is None else self.cta_stride.value.data,
+            () if self.cta_ids is None else tuple(self.cta_ids.get_values()),
+            () if self.unit_ids is None else tuple(self.unit_ids.get_values()),
+        )
         return BufferLayout(
-            units=self.units.value.data, capacity=self.capacity.value.data, aggregate_scopes=scopes
+            units=self.units.value.data,
+            capacity=self.capacity.value.data,
+            aggregate_scopes=scopes,
+            sampling=sampling,
         )
 
     @property
@@ -190,6 +215,8 @@ class StoreRecordOp(IRDLOperation):
         _verify_tag(tag)
         if tag >> TAG_PAIR_BIT & 1:
             raise VerifyException(f"tag {tag:#x} has the pair bit, which only pikgpu.store_pair sets")
+        if (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK == RecordKind.VALUE:
+            raise VerifyException(f"tag {tag:#x} is a value record's, which pikgpu.store_value stores")
         if not isinstance(self.clock.owner, ReadClockOp):
             raise VerifyException("pikgpu.store_record must store the result of a pikgpu.read_clock")
 
@@ -227,6 +254,8 @@ class StorePairOp(IRDLOperation):
         begin, end = self.begin_tag.value.data, self.end_tag.value.data
         _verify_tag(begin)
         _verify_tag(end)
+        if (begin | end) >> TAG_KIND_SHIFT & TAG_KIND_MASK != RecordKind.SCOPE:
+            raise VerifyException(f"tags {begin:#x}, {end:#x}: only scope records are stored as a pair")
         if end >> TAG_PAIR_BIT & 1:
             raise VerifyException(f"end tag {end:#x} has the pair bit, which only a begin tag carries")
         if not begin >> TAG_PAIR_BIT & 1 or begin >> TAG_END_BIT & 1:
@@ -298,6 +327,15 @@ class AggregateEndOp(_AggregateOp):
 
 PikGPU = Dialect(
     "pikgpu",
-    [SegmentSetupOp, ReadClockOp, StoreRecordOp, StorePairOp, AggregateBeginOp, AggregateEndOp, FinalizeOp],
+    [
+        SegmentSetupOp,
+        ReadClockOp,
+        StoreRecordOp,
+        StorePairOp,
+        AggregateBeginOp,
+        AggregateEndOp,
+        FinalizeOp,
+        *OPERAND_OPS,
+    ],
     [],
 )

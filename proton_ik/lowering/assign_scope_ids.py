@@ -1,7 +1,9 @@
 """``pik-assign-scope-ids``: build the scope table and give every record its scope id.
 
-Ids follow the order in which names first appear in the program. Each name gets one
-``pik.scope`` op (id, name, source line of its first record) at the top of the module.
+Scopes come first, then events and marks (a kernel's scope ids do not depend on its events);
+within each, ids follow the order in which names first appear in the program. A name used for
+two kinds takes its first record's kind (``pik-check-scopes`` refuses it). Each name gets one
+``pik.scope`` op (id, name, source line and file of its first record) at the top of the module.
 """
 
 from __future__ import annotations
@@ -23,13 +25,19 @@ class AssignScopeIds(ModulePass):
         for old in [o for o in op.walk() if isinstance(o, ScopeOp)]:
             old.detach()
             old.erase()
+        records = [o for o in op.walk() if isinstance(o, RecordOp)]
+        first: dict[str, RecordOp] = {}
+        for record in records:
+            first.setdefault(record.scope.data, record)
         table: dict[str, ScopeOp] = {}
-        for record in [o for o in op.walk() if isinstance(o, RecordOp)]:
-            name = record.scope.data
-            if name not in table:
-                line = record.line.value.data if record.line is not None else None
-                table[name] = ScopeOp(len(table), name, line)
-            record.properties["scope_id"] = IntegerAttr(table[name].scope_id.value.data, i64)
+        # Scopes first (stable), so a kernel's scope ids do not depend on its events and marks.
+        for name, record in sorted(first.items(), key=lambda item: item[1].name_kind != "scope"):
+            line = record.line.value.data if record.line is not None else None
+            file = record.file.data if record.file is not None else None
+            instances = record.event_instances if record.name_kind == "event" else None
+            table[name] = ScopeOp(len(table), name, line, record.name_kind, instances, file=file)
+        for record in records:
+            record.properties["scope_id"] = IntegerAttr(table[record.scope.data].scope_id.value.data, i64)
         block = op.body.block
         anchor = block.first_op
         for scope_op in table.values():
@@ -40,12 +48,16 @@ class AssignScopeIds(ModulePass):
 
 
 def scope_table(module: ModuleOp) -> list[dict[str, object]]:
-    """The scope table as plain data, for the kernel metadata."""
+    """The scope table as plain data, for the kernel metadata (``Scope.to_dict``: a file only
+    where the PTX named one)."""
     return [
         {
             "id": o.scope_id.value.data,
             "name": o.scope.data,
             "line": None if o.line is None else o.line.value.data,
+            **({} if o.file is None else {"file": o.file.data}),
+            **({} if o.name_kind == "scope" else {"kind": o.name_kind}),
+            **({} if o.instances is None else {"instances": o.instances.value.data}),
         }
         for o in module.walk()
         if isinstance(o, ScopeOp)

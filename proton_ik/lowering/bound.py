@@ -71,7 +71,7 @@ def ptx_bound(ptx: str, entries: Sequence[RecordOp]) -> EntryBound:
         if loop is not None:
             return EntryBound(
                 None,
-                f"scope '{record.scope.data}' ({record.source_location}) is recorded inside "
+                f"{record.what} ({record.source_location}) is recorded inside "
                 f"{_loop_name(locations[_back_edge(loop, flow)])}, whose trip count the PTX does not show",
             )
     most = _heaviest_path(flow.entry, components, flow.successors, weights)

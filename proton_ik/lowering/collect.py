@@ -2,7 +2,8 @@
 
 Each marker (see ``proton_ik.dialect.markers``) becomes its ``pik.record`` with ``site`` set to
 the marker's PTX line, ``block`` to its straight-line stretch of PTX, and ``line``/``file``
-set from the nearest preceding ``.loc``.
+set from the nearest preceding ``.loc``. Its runtime operands (predicate, event index, value)
+arrive as the registers LLVM put in the marker's text in place of ``$1``, ``$2``, ...
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from proton_ik.lowering import ptx_text
 from proton_ik.lowering.errors import ScopeError
 
 PASS_NAME = "collect-pik-markers"
+# What a marker's op says beyond its kind and name: an event's instances and index, a mark's
+# value, a predicate (registers, named by LLVM in the PTX).
+RUNTIME_PROPERTIES = ("instances", "index", "index_reg", "value", "value_type", "predicate")
 KERNEL_ATTR = "pik.kernel"
 
 
@@ -39,13 +43,31 @@ def collect_markers(ptx: str) -> ModuleOp:
         record = RecordOp(
             op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site, block=blocks[site]
         )
+        record.properties.update(
+            {key: op.properties[key] for key in RUNTIME_PROPERTIES if key in op.properties}
+        )
         if not body_start < site < body_end:
             raise ScopeError(
                 kernel,
                 op.scope.data,
                 record.source_location,
-                "the scope sits in a function that Triton did not inline into the kernel",
-                "drop noinline=True from that function, or move the scope into the kernel",
+                f"the {record.name_kind} sits in a function that Triton did not inline into the kernel",
+                f"drop noinline=True from that function, or move the {record.name_kind} into the kernel",
+                what=record.name_kind,
+            )
+        unnamed = [
+            f"{key} = {register}"
+            for key, register in record.registers.items()
+            if not register.startswith("%")
+        ]
+        if unnamed:
+            raise ScopeError(
+                kernel,
+                op.scope.data,
+                record.source_location,
+                f"the marker's operands {unnamed} were not replaced by registers in the PTX",
+                "report this with the kernel: the PTX does not name what the record needs",
+                what=record.name_kind,
             )
         records.append(record)
     module = ModuleOp(records)

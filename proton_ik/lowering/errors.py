@@ -4,11 +4,11 @@ from __future__ import annotations
 
 
 class ScopeError(ValueError):
-    """A kernel's scope annotations are provably wrong."""
+    """A kernel's scope, event or mark annotations are provably wrong; ``what`` says which."""
 
-    def __init__(self, kernel: str, scope: str, where: str, problem: str, fix: str):
+    def __init__(self, kernel: str, scope: str, where: str, problem: str, fix: str, what: str = "scope"):
         self.kernel, self.scope, self.where = kernel, scope, where
-        super().__init__(f"proton_ik: kernel '{kernel}', scope '{scope}' at {where}: {problem}. Fix: {fix}")
+        super().__init__(f"proton_ik: kernel '{kernel}', {what} '{scope}' at {where}: {problem}. Fix: {fix}")
 
 
 class ProtonOverrideError(ValueError):

@@ -6,7 +6,8 @@ clock reads and one ``pikgpu.store_pair`` at the end. The module gets a
 ``pikgpu.segment_setup`` first, carrying the buffer layout (granularity, entries per unit),
 and a ``pikgpu.finalize`` last. In aggregate mode each record becomes a
 ``pikgpu.aggregate_begin`` or ``pikgpu.aggregate_end`` of its scope, and the layout holds one
-table of statistics per scope of the module's scope table instead of a ring.
+table of statistics per scope of the module's scope table instead of a ring. Records of events,
+marks and predicated records are lowered by ``events_to_pikgpu``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from proton_ik.contract.layout import BufferLayout, Granularity, make_tag
+from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect.pik import RecordOp, ScopeOp
 from proton_ik.dialect.pikgpu import (
     AggregateBeginOp,
@@ -29,6 +31,7 @@ from proton_ik.dialect.pikgpu import (
     StorePairOp,
     StoreRecordOp,
 )
+from proton_ik.lowering import events_to_pikgpu
 from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 
@@ -40,7 +43,7 @@ def find_pairs(records: list[RecordOp]) -> dict[RecordOp, RecordOp]:
     open_begins: dict[tuple[int, int], list[RecordOp]] = {}
     pairs: dict[RecordOp, RecordOp] = {}
     for record in records:
-        if record.block is None or record.scope_id is None:
+        if record.block is None or record.scope_id is None or not record.pairable:
             continue
         key = (record.block.value.data, record.scope_id.value.data)
         if not record.is_end:
@@ -70,10 +73,17 @@ class ConvertPikToPikGPU(ModulePass):
     num_warps: int = 4
     pair_scopes: bool = True
     aggregate_scopes: int = 0  # aggregate mode: the scope table's size (the capacity is then 0)
+    # Sampling (``contract.sampling``): a CTA stride or the CTAs listed, and the units that record.
+    cta_stride: int = 1
+    cta_ids: tuple[int, ...] = ()
+    unit_ids: tuple[int, ...] = ()
 
     def layout(self) -> BufferLayout:
-        units = unit_count(Granularity(self.granularity), self.num_warps)
-        return BufferLayout(units=units, capacity=self.capacity, aggregate_scopes=self.aggregate_scopes)
+        sampling = Sampling(self.cta_stride, self.cta_ids, self.unit_ids)
+        units = len(self.unit_ids) or unit_count(Granularity(self.granularity), self.num_warps)
+        return BufferLayout(
+            units=units, capacity=self.capacity, aggregate_scopes=self.aggregate_scopes, sampling=sampling
+        )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         records = [o for o in op.walk() if isinstance(o, RecordOp)]
@@ -102,13 +112,16 @@ class ConvertPikToPikGPU(ModulePass):
                     "scopes of aggregate_scopes; give it the scope table's size"
                 )
             lowered = AggregateEndOp(scope_id, site) if record.is_end else AggregateBeginOp(scope_id, site)
-            Rewriter.replace_op(record, [lowered], new_results=[])
+            Rewriter.replace_op(record, events_to_pikgpu.lower_aggregate(record, lowered), new_results=[])
 
     def _trace(self, records: list[RecordOp]) -> None:
         pairs = find_pairs(records) if self.pair_scopes else {}
         ends = {end: begin for begin, end in pairs.items()}
         begin_clocks: dict[RecordOp, ReadClockOp] = {}
         for record in records:
+            if not events_to_pikgpu.is_plain_scope(record):
+                Rewriter.replace_op(record, events_to_pikgpu.lower_trace(record), new_results=[])
+                continue
             site = None if record.site is None else record.site.value.data
             scope_id = record.assigned_id
             clock = ReadClockOp(site)

@@ -10,12 +10,15 @@ loops and branches with no SSA plumbing. The pass emits:
 - at each single record (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one
   8-byte store by the unit's writer lane into entry ``count & (capacity - 1)``, which never
   leaves the segment;
-- at a paired begin, only a clock read into a register of its own; at its end
+- at a paired begin, only a clock read into a register of its own (a begin goes above the pure
+  arithmetic before its marker: ``placement``); at its end
   (``pikgpu.store_pair``), a clock read and one 16-byte store of both records;
 - an epilogue (``pikgpu.finalize``) that every ``ret`` branches to: end clock64,
   %globaltimer and the counts of entries and single records.
 
-In aggregate mode, ``aggregate_to_ptx`` adds its registers, prologue and begin and end sites.
+In aggregate mode, ``aggregate_to_ptx`` adds its registers, prologue and begin and end sites;
+``events_to_ptx`` adds the sites of event records with an index register, of value marks, and
+the guards of predicated records.
 
 All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
 every vector store: each names the layout fields it writes (``_vector``).
@@ -53,7 +56,8 @@ from proton_ik.dialect.pikgpu import (
     StorePairOp,
     StoreRecordOp,
 )
-from proton_ik.lowering import aggregate_to_ptx, ptx_text
+from proton_ik.lowering import aggregate_to_ptx, events_to_ptx, placement, ptx_text
+from proton_ik.lowering import sampling as sampling_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 EXIT_LABEL = "$pik_exit"
@@ -92,6 +96,7 @@ class PtxPlan:
     prologue: list[str] = field(default_factory=list)
     sites: dict[int, list[str]] = field(default_factory=dict)
     epilogue: list[str] = field(default_factory=list)
+    begins: set[int] = field(default_factory=set)  # sites of begins: placed by ``placement``
 
 
 def _declarations(pairs: int) -> list[str]:
@@ -128,6 +133,8 @@ def _entry_store(values: dict[str, object]) -> str:
 def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     layout = setup.layout
     granularity = setup.granularity_enum
+    cta_lines, cta_slot = sampling_ptx.cta_slot(layout.sampling, "%pik_cta")
+    unit_lines, unit_slot = sampling_ptx.unit_slot(layout.sampling, "%pik_unit")
     lines = [
         "\t// pik prologue: this unit's segment, the CTA header and the unit's start times",
         f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
@@ -142,7 +149,8 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "\tmov.u32 \t%pik_nz, %nctaid.z;",
         "\tmad.lo.u32 \t%pik_cta, %pik_z, %pik_ny, %pik_y;",
         "\tmad.lo.u32 \t%pik_cta, %pik_cta, %pik_nx, %pik_x;",
-        f"\tmul.wide.u32 \t%pik_base, %pik_cta, {layout.cta_bytes};",
+        *cta_lines,
+        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {layout.cta_bytes};",
         "\tadd.s64 \t%pik_base, %pik_scratch, %pik_base;",
     ]
     if granularity is Granularity.WARP:
@@ -157,12 +165,14 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         lines += ["\tmov.u32 \t%pik_unit, 0;", "\tsetp.eq.u32 \t%pik_w, %pik_tid, 0;"]
     cta, unit = CTA_HEADER_DTYPE, UNIT_HEADER_DTYPE
     lines += [
-        f"\tmad.wide.u32 \t%pik_unit_base, %pik_unit, {layout.unit_bytes}, %pik_base;",
+        *unit_lines,
+        f"\tmad.wide.u32 \t%pik_unit_base, {unit_slot}, {layout.unit_bytes}, %pik_base;",
         f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};",
         f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};",
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
         "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
+        *sampling_ptx.restrict(layout.sampling, "%pik_w", "%pik_h"),
         "\tmov.u32 \t%pik_sm, %smid;",
         _header_store(
             "%pik_h",
@@ -276,6 +286,7 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
     plan = PtxPlan(_declarations(len(pairs)), _prologue(setup, scratch_param), {}, _epilogue())
+    plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
     if setup.layout.aggregate:
         plan.declarations += aggregate_to_ptx.declarations(setup.layout)
         plan.prologue += aggregate_to_ptx.prologue(setup)
@@ -298,7 +309,17 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
             plan.sites[site_of(op)] = aggregate_to_ptx.begin(op)
         elif isinstance(op, AggregateEndOp):
             plan.sites[site_of(op)] = aggregate_to_ptx.end(op, site_of(op))
+    if events_to_ptx.plan_sites(ops, plan.sites, capacity):
+        plan.declarations += events_to_ptx.declarations()
+    plan.begins = {site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
     return plan
+
+
+def _is_begin(op, pair_of_begin) -> bool:
+    """A scope's begin: a paired begin's clock read, a single begin record, an aggregate begin."""
+    if isinstance(op, StoreRecordOp):
+        return not op.is_end
+    return (isinstance(op, ReadClockOp) and op in pair_of_begin) or isinstance(op, AggregateBeginOp)
 
 
 def apply_plan(ptx: str, plan: PtxPlan) -> str:
@@ -314,12 +335,22 @@ def apply_plan(ptx: str, plan: PtxPlan) -> str:
     )
     # The epilogue goes before the function-end label that debug info uses, inside its range.
     epilogue_at = next((i for i in range(start + 1, end) if lines[i].startswith("$L__func_end")), end)
+    moved = {
+        site: placement.hoisted(lines, site, last_decl)
+        for site in sorted(plan.begins)
+        if site in plan.sites and placement.reads_only_ours(plan.sites[site])
+    }
+    arriving: dict[int, list[str]] = {}
+    for site, target in moved.items():
+        arriving.setdefault(target, []).extend(plan.sites[site])
     out: list[str] = []
     for index, line in enumerate(lines):
         if index == epilogue_at:
             out.extend(plan.epilogue)
+        out.extend(arriving.get(index, ()))
         if index in plan.sites:
-            out.extend(plan.sites[index])
+            if index not in moved:
+                out.extend(plan.sites[index])
             continue
         ret = _RET.match(line) if start < index < end else None
         if ret is not None:

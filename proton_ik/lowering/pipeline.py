@@ -8,14 +8,16 @@ from typing import Any, cast
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.layout import BufferLayout
-from proton_ik.contract.metadata import Capacity, KernelMetadata, Scope, write_compile_metadata
+from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
+from proton_ik.lowering import ptx_text
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, scope_count, unit_count
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
+from proton_ik.lowering.sampling import layout_sampling
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
 
 
@@ -56,6 +58,7 @@ class Instrumented:
     scopes: tuple[Scope, ...]
     pik: ModuleOp
     capacity: Capacity
+    occupancy: Occupancy | None = None  # occupancy=keep: set by ``occupancy.keep``
 
 
 def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) -> Instrumented | None:
@@ -72,14 +75,22 @@ def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) ->
     module.verify()
     scopes = tuple(Scope(**cast(dict[str, Any], scope)) for scope in scope_table(module))
     pik_text = module.clone()
+    try:
+        sampling = layout_sampling(mode, num_warps)
+    except ValueError as error:
+        raise ValueError(f"proton_ik: kernel '{ptx_text.kernel_name(ptx)}': {error}") from None
     bound = entry_bound(ptx, entry_records(module, mode.pairs), ttir)
-    capacity = choose_capacity(mode, bound, unit_count(mode.granularity, num_warps))
+    units = len(sampling.unit_ids) or unit_count(mode.granularity, num_warps)
+    capacity = choose_capacity(mode, bound, units)
     convert = ConvertPikToPikGPU(
         mode.granularity.value,
         capacity.entries,
         num_warps,
         pair_scopes=mode.pairs,
         aggregate_scopes=scope_count(module) if mode.aggregate else 0,
+        cta_stride=sampling.cta_stride,
+        cta_ids=sampling.cta_ids,
+        unit_ids=sampling.unit_ids,
     )
     convert.apply(context, module)
     module.verify()
@@ -95,6 +106,7 @@ def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelM
         num_warps=num_warps,
         mode=str(mode),
         capacity=result.capacity,
+        occupancy=result.occupancy,
     )
 
 

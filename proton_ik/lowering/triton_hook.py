@@ -7,7 +7,9 @@ trip count (``lowering.bound``). Which mode is active is not kept here: ``proton
 is its one home, and installs this hook while a mode is set. The mode travels in
 ``knobs.compilation.instrumentation_mode``, which is part of Triton's cache key, so plain and
 instrumented binaries never mix. This works with no GPU: inside ``proton_ik.instrumented()``,
-``triton.compile(src, target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin.
+``triton.compile(src, target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin. Under
+``occupancy=keep`` the hook also caps the instrumented kernel's registers from a ptxas run of
+the plain PTX (``lowering.occupancy``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from triton import knobs
 
 from proton_ik import compile_mode
+from proton_ik.lowering import occupancy
 from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.lowering.pipeline import instrument, update_metadata
 from proton_ik.mode import Mode
@@ -86,6 +89,12 @@ def _stages_hook(backend, stages, options, language, capability) -> None:
         result = instrument(ptx, mode, num_warps, ttir)
         if result is None:
             return ptx
+        if mode.occupancy == "keep":
+            shared = int(metadata.get("shared") or 0)
+            ptxas = occupancy.triton_ptxas(options, capability)
+            result.ptx, result.occupancy = occupancy.keep(
+                ptx, result.ptx, ptxas, capability, num_warps, shared
+            )
         update_metadata(metadata, result, mode, num_warps)
         return result.ptx
 

@@ -68,7 +68,9 @@ def parse_ops(text: str) -> list[Op]:
             op.regions.append([])
             open_ops.append((op, op.regions[-1]))
     if len(open_ops) != 1:
-        raise ValueError(f"the TTIR ends inside {open_ops[-1][0].name if open_ops[-1][0] else 'the module'}: it is cut short")
+        raise ValueError(
+            f"the TTIR ends inside {open_ops[-1][0].name if open_ops[-1][0] else 'the module'}: it is cut short"
+        )
     return top
 
 

@@ -33,8 +33,10 @@ def _empty_scopes(out, REPEATS: tl.constexpr):
 
 def time_shifts(mode: Mode) -> dict[str, int]:
     """The empty-scope cost of single records and of pairs, in cycles, for the viewer. Timed as a
-    trace: an aggregate begin and end read the clock as a pair's do, so the pair's cost is theirs."""
-    mode = dataclasses.replace(mode, aggregate=False)
+    trace: an aggregate begin and end read the clock as a pair's do, so the pair's cost is theirs.
+    And unsampled: sampling changes no record's instructions, and the calibration kernel's one
+    CTA of 4 warps must record whatever CTAs and warps the mode samples."""
+    mode = dataclasses.replace(mode, aggregate=False, ctas=1, warps=())
     return {
         "single": empty_scope_cycles(dataclasses.replace(mode, pairs=False)),
         "pair": empty_scope_cycles(dataclasses.replace(mode, pairs=True)),

@@ -15,6 +15,9 @@ flushes (finalize, a graph capture). How a launch is copied depends on its segme
   headers and, per unit, only the ring slots below the largest count. The host keeps each
   unit's written slots: the session file's trimmed form (``contract.trimmed``).
 
+A launch that samples CTAs (``contract.sampling``) writes only its first CTA regions of the
+``grid * cta_bytes`` Triton allocates: either way only those are copied (``held_ctas``).
+
 Neither device nor host memory grows with the number of launches.
 """
 
@@ -208,21 +211,23 @@ class Drain:
             launch.launched.synchronize()
             return
         chunk = launch.chunk
+        meta, num_ctas = held_ctas(launch.meta, launch.layout, chunk.size)
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
             if launch.dense or launch.layout.aggregate:
-                window = slice(chunk.offset, chunk.offset + chunk.size)
+                size = num_ctas * launch.layout.cta_bytes
+                window = slice(chunk.offset, chunk.offset + size)
                 self.host_arena[window].copy_(self.arena[window], non_blocking=True)
                 self.side_stream.synchronize()
-                self.copied_bytes += chunk.size
-                self.sink(launch.meta, self._host_bytes[window], False)
+                self.copied_bytes += size
+                self.sink(meta, self._host_bytes[window], False)
             else:
-                self.sink(launch.meta, self._copy_written(chunk, launch.layout), True)
+                self.sink(meta, self._copy_written(chunk, launch.layout, num_ctas), True)
 
-    def _copy_written(self, chunk: Chunk, layout: BufferLayout) -> np.ndarray:
-        """The trimmed form of a ring launch, copying its counts first, then only what they say."""
+    def _copy_written(self, chunk: Chunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
+        """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their
+        counts first, then only what they say."""
         torch = self._torch
-        num_ctas = chunk.size // layout.cta_bytes
         words = self.arena.view(torch.int32)
         counts = torch.as_strided(
             words,
@@ -255,6 +260,16 @@ class Drain:
         self.side_stream.synchronize()
         self.copied_bytes += gathered.numel()
         return trimmed_from_gathered(self._host_bytes[window], layout, num_ctas, kept)
+
+
+def held_ctas(meta: dict[str, Any], layout: BufferLayout, size: int) -> tuple[dict[str, Any], int]:
+    """The CTA regions a launch's ``size`` bytes hold something in, and its metadata as stored.
+    Triton allocates a region for every CTA of the grid; a launch that samples CTAs writes only
+    the first ``cta_slots`` (``contract.sampling``), and only those are copied: the stored
+    ``num_ctas`` says how many."""
+    launched = size // layout.cta_bytes
+    held = layout.sampling.cta_slots(launched)
+    return (meta if held == launched else {**meta, "num_ctas": held}), held
 
 
 def trimmed_from_gathered(

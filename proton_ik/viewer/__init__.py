@@ -4,6 +4,7 @@
 
     trace = viewer.load("matmul.pik")        # a session file written by the runtime
     trace.events                             # pandas: one row per scope event
+    trace.async_events, trace.marks, trace.values  # pl.start_event/end_event pairs, pl.mark
     print(trace.summary())                   # per-scope statistics, and what was lost
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
     viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
@@ -12,16 +13,20 @@ The modules, in data-flow order: ``manifest`` and ``session_file`` (the raw capt
 checked first; ``zip_members`` reads its members in bounded memory; the format, the kernel
 metadata and the trimmed form are ``proton_ik.contract``'s), ``decode`` and ``clock_extension``
 (bytes to arrays), ``aggregate`` and ``aggregate_summary`` (the statistics of launches made
-with ``aggregate=on``), ``events`` (begin/end pairing), ``timebase`` (cycles to ns), ``table``
+with ``aggregate=on``), ``events`` (begin/end pairing), ``async_events`` (events paired across
+the warps of a CTA, and marks), ``timebase`` (cycles to ns), ``table`` and ``event_tables``
 (columns and pandas), ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded
-memory), ``summary``, ``perfetto`` (with ``perfetto_tracks``, ``perfetto_slices``,
-``perfetto_host``, ``perfetto_wire`` and ``perfetto_sink``) and ``chrome`` (trace writers, chunk
-by chunk), ``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace``
-(the tables of a whole session), ``render`` (a session straight to trace files), and
-``readback`` (traces read again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``,
-``trace_file``). Helpers: ``groups`` (numbering tracks, threads and SMs) and ``byterows``
-(encoding millions of packets or JSON objects at once). Nothing loops in Python per record,
-event or unit, so a session of millions of records finalizes in seconds;
+memory), ``summary`` and ``event_summary``, ``tracks`` (the track model both writers draw and both readers parse:
+launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfetto`` (with
+``perfetto_tracks``, ``perfetto_slices``, ``perfetto_counters``, ``perfetto_host``, ``perfetto_async``,
+``perfetto_wire`` and ``perfetto_sink``) and ``chrome`` (trace writers, chunk by chunk),
+``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace`` (the tables
+of a whole session), ``render`` (a session straight to trace files), ``readback`` (traces read
+again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``, ``trace_file``, ``read_checks``,
+``nesting_order``), and ``diff`` (two sessions compared scope by scope: ``diff_sample``,
+``diff_stats``, ``bootstrap``, ``diff_text``). Helpers: ``groups`` (numbering tracks, threads
+and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops
+in Python per record, event or unit, so a session of millions of records finalizes in seconds;
 ``tests/viewer/finalize_speed.py`` measures it.
 """
 

@@ -3,7 +3,8 @@
 The track model (``tracks``) as Chrome draws it: a process per (launch, SM), named "launch N:
 kernel / SM s"; a thread per unit track, named by its place: "slot 2 warp 4" (timeline "slots",
 the default: the CTAs that ran in an SM's slot one after another) or "CTA 42 warp 4" ("ctas").
-Each slice's args name its CTA, SM and warp. Slices are complete ("X") events with
+Each slice's args name its CTA, SM, warp and cycles; a scope's, its source line and file (where
+the kernel's scope table has one). Slices are complete ("X") events with
 ``ts``/``dur`` in microseconds whose three decimals carry the nanoseconds, counted from the
 session's first unit start so the numbers stay exact as doubles. Slices on one thread must
 nest; scopes that overlap without nesting sit on their own "overlap" threads. Within a thread,
@@ -18,7 +19,6 @@ column by column with ``byterows``: one JSON object per line, no per-event Pytho
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from proton_ik.viewer.byterows import Rows, join
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables
 from proton_ik.viewer.perfetto import PROGRESS_EVENTS
 from proton_ik.viewer.tracks import (
+    FILE_ARG,
     LIFETIME,
     TREE_COLUMNS,
     OpenTracks,
@@ -105,7 +106,7 @@ class ChromeWriter:
         lives = chunk.lifetimes(_LIFE_COLUMNS)
         slices = _slices(chunk, lives)
         carried = None if self._open is None else self._open.tracks
-        ids = self._ids(_ids(track_tree(chunk, lives, self.timeline, carried), slices), chunk)
+        ids = self._ids(track_tree(chunk, lives, self.timeline, carried), slices, chunk)
         head, args = _shared_by_thread(ids)
         new = np.flatnonzero(ids.process_new)
         self._write(len(new), lambda lo, hi: _process_rows(ids, new[lo:hi]))
@@ -131,15 +132,15 @@ class ChromeWriter:
     def _write(self, rows: int, build) -> None:
         for lo, hi in batches(rows):
             lines = Rows(hi - lo).constant(b",\n", np.arange(self._written, self._written + hi - lo) > 0)
-            self._file.write(join(lines.rows(build(lo, hi))))
+            self._file.write(join(lines.rows(build(lo, hi))))  # type: ignore[arg-type]  # an ndarray is a buffer (numpy stubs: from 3.12)
             self._written += hi - lo
             if self._bar is not None:
                 self._bar.update(hi - lo)
 
-    def _ids(self, ids: _Ids, chunk: Chunk) -> _Ids:
+    def _ids(self, tracks: Tracks, slices: _Slices, chunk: Chunk) -> _Ids:
         """Number the chunk's processes and threads after the last chunk's; a launch continued
         from it keeps its processes (and with slots its threads), and their tids count on."""
-        tracks = ids.tracks
+        thread_process = tracks.unit_sm
         before = self._open
         pid, _, tid = tracks.known(None if before is None else before.tracks)
         new = pid < 0
@@ -152,10 +153,10 @@ class ChromeWriter:
         # Threads come by process: a new one takes its process's next tid.
         new_thread = tid < 0
         counted = np.cumsum(new_thread)
-        first = np.searchsorted(ids.thread_process, np.arange(len(pid)))
+        first = np.searchsorted(thread_process, np.arange(len(pid)))
         prior = np.concatenate([[0], counted])[first]
-        tid = np.where(new_thread, base[ids.thread_process] + counted - prior[ids.thread_process], tid)
-        next_tid = base + np.bincount(ids.thread_process[new_thread], minlength=len(pid))
+        tid = np.where(new_thread, base[thread_process] + counted - prior[thread_process], tid)
+        next_tid = base + np.bincount(thread_process[new_thread], minlength=len(pid))
         ending = {int(row["launch"]) for row in chunk.launches}
         # At most one launch goes on into the next chunk: pieces come in launch order.
         going_on = next((n for n in tracks.launch.tolist() if n not in ending), None)
@@ -169,7 +170,16 @@ class ChromeWriter:
                 (int(tracks.sm[i]), int(next_tid[i])) for i in np.flatnonzero(tracks.sm_launch == at).tolist()
             )
             self._open = _OpenLaunch(kept, tids)
-        return ids.numbered(pid, new, tid, new_thread)
+        return _Ids(
+            tracks=tracks,
+            thread_process=thread_process,
+            order=_thread_time_order(tracks.row_track, slices.ts, slices.depth),
+            process_pid=pid,
+            process_new=new,
+            thread_pid=pid[thread_process],
+            thread_tid=tid,
+            thread_new=new_thread,
+        )
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,8 @@ class _Slices:
     cycles: np.ndarray
     depth: np.ndarray  # 0 for lifetimes, 1 + the scope's depth for scopes
     line: np.ndarray  # -1 where none
+    file: np.ndarray  # index into files, -1 where none
+    files: tuple[str, ...]
 
 
 def _slices(chunk: Chunk, lives: Columns) -> _Slices:
@@ -196,6 +208,8 @@ def _slices(chunk: Chunk, lives: Columns) -> _Slices:
         cycles=stacked(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
         depth=stacked(events["depth"] + 1, np.zeros(n_lives)),
         line=stacked(events["line"], np.full(n_lives, -1)),
+        file=stacked(events["file"], np.full(n_lives, -1)),
+        files=chunk.files,
     )
 
 
@@ -208,29 +222,11 @@ class _Ids:
     tracks: Tracks
     thread_process: np.ndarray  # per thread (unit track): its process, and its tid within it
     order: np.ndarray
-    process_pid: np.ndarray | None = None  # set by ``numbered``
-    process_new: np.ndarray | None = None  # not named by an earlier chunk
-    thread_pid: np.ndarray | None = None
-    thread_tid: np.ndarray | None = None
-    thread_new: np.ndarray | None = None
-
-    def numbered(self, pid: np.ndarray, new: np.ndarray, tid: np.ndarray, new_thread: np.ndarray) -> _Ids:
-        return dataclasses.replace(
-            self,
-            process_pid=pid,
-            process_new=new,
-            thread_pid=pid[self.thread_process],
-            thread_tid=tid,
-            thread_new=new_thread,
-        )
-
-
-def _ids(tracks: Tracks, slices: _Slices) -> _Ids:
-    return _Ids(
-        tracks=tracks,
-        thread_process=tracks.unit_sm,
-        order=_thread_time_order(tracks.row_track, slices.ts, slices.depth),
-    )
+    process_pid: np.ndarray
+    process_new: np.ndarray  # not named by an earlier chunk
+    thread_pid: np.ndarray
+    thread_tid: np.ndarray
+    thread_new: np.ndarray
 
 
 def _thread_time_order(thread: np.ndarray, ts: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -326,8 +322,8 @@ def _slice_rows(slices: _Slices, ids: _Ids, head: Rows, args: Rows, lo: int, hi:
     index = ids.order[lo:hi]
     tracks = ids.tracks
     thread = tracks.row_track[index]
-    line = slices.line[index]
-    has_line = line >= 0
+    line, file = slices.line[index], slices.file[index]
+    has_line, has_file = line >= 0, file >= 0
     rows = (
         Rows(len(index))
         .take(head, thread)
@@ -337,16 +333,13 @@ def _slice_rows(slices: _Slices, ids: _Ids, head: Rows, args: Rows, lo: int, hi:
     _microseconds(rows, slices.ts[index])
     rows.constant(b',"dur":')
     _microseconds(rows, slices.dur[index])
-    return (
-        rows.constant(b',"args":{"cta":')
-        .decimal(tracks.cta[tracks.row_cta[index]])
-        .take(args, thread)
-        .decimal(slices.cycles[index])
-        .constant(b',"line":')
-        .decimal(np.maximum(line, 0), where=has_line)
-        .constant(b"null", ~has_line)
-        .constant(b"}}")
-    )
+    rows.constant(b',"args":{"cta":').decimal(tracks.cta[tracks.row_cta[index]]).take(args, thread)
+    rows.decimal(slices.cycles[index]).constant(b',"line":')
+    rows.decimal(np.maximum(line, 0), where=has_line).constant(b"null", ~has_line)
+    if has_file.any():
+        files = [json.dumps(name).encode() for name in slices.files]
+        rows.constant(f',"{FILE_ARG}":'.encode(), has_file).pick(np.maximum(file, 0), files, has_file)
+    return rows.constant(b"}}")
 
 
 def _microseconds(rows: Rows, ns: np.ndarray) -> None:

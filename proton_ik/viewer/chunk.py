@@ -24,8 +24,9 @@ class Chunk:
     """A run of consecutive launches, decoded: columns as ``table`` builds them, group by group
     (launches of one kernel and profile), each in launch order (its ``order`` column).
 
-    ``kernel``, ``scope`` and ``host_scope`` columns hold codes into ``kernels``, ``scopes`` and
-    ``host_scopes`` (the session's names so far, in the order first seen). ``launches`` holds the
+    ``kernel``, ``scope``, ``host_scope`` and ``file`` columns hold codes into ``kernels``,
+    ``scopes``, ``host_scopes`` and ``files`` (the session's names so far, in the order first
+    seen; a ``file`` of -1: the scope's file is unknown). ``launches`` holds the
     launch-table rows of the launches whose last piece is here, and ``host_paths`` their host
     scopes (outermost first); ``widths`` the warps per unit of every launch (by number) with rows
     here. Times relative to the session start are in the ``*_rel_ns`` columns.
@@ -40,6 +41,8 @@ class Chunk:
     widths: dict[int, int]
     host_scopes: tuple[str, ...] = ("",)
     host_paths: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    async_parts: tuple[Any, ...] = ()  # event_tables.AsyncParts of the groups that have events or marks
 
     def lifetimes(self, names: Sequence[str]) -> Columns:
         """Columns ``names`` of the finished units: those with a lifetime to draw."""
@@ -59,6 +62,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         {*_labels(events["kernel"]), *_labels(units["kernel"]), *_labels(launches.get("kernel", []))}
     )
     scopes = _labels(events["scope"])
+    files = _labels(events["file"].dropna()) if "file" in events else []
     hosts = ["", *(label for label in _labels(events.get("host_scope", [])) if label)]
     rows = launches.to_dict("records")
     return Chunk(
@@ -68,6 +72,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
             **{name: _ints(events[name]) for name in _EVENT_INTS},
             "kernel": _codes(events["kernel"], kernels),
             "scope": _codes(events["scope"], scopes),
+            "file": _file_codes(events, files),
             "host_scope": _codes(events["host_scope"], hosts)
             if "host_scope" in events
             else np.zeros(len(events), np.int64),
@@ -82,6 +87,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         widths={int(row["launch"]): int(row.get("warps_per_unit", 1)) for row in rows},
         host_scopes=tuple(hosts),
         host_paths={int(row["launch"]): _host_path(row.get("host_scope")) for row in rows},
+        files=tuple(files),
     )
 
 
@@ -91,7 +97,7 @@ def empty_chunk() -> Chunk:
     return Chunk(
         kernels=(),
         scopes=(),
-        events={name: ints for name in (*_EVENT_INTS, "kernel", "scope", "host_scope")},
+        events={name: ints for name in (*_EVENT_INTS, "kernel", "scope", "file", "host_scope")},
         units={**{name: ints for name in (*_UNIT_INTS, "kernel")}, "finished": np.zeros(0, bool)},
         unmatched={},
         launches=[],
@@ -133,3 +139,10 @@ def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
         lookup = np.array([position[str(c)] for c in column.cat.categories] or [0], dtype=np.int64)
         return lookup[column.cat.codes.to_numpy()]
     return pd.Categorical(column.astype(str), categories=list(labels)).codes.astype(np.int64)
+
+
+def _file_codes(events: pd.DataFrame, files: Sequence[str]) -> np.ndarray:
+    """Each event's file's index in ``files``; -1 where it has none (or the table has no files)."""
+    if "file" not in events:
+        return np.full(len(events), -1, np.int64)
+    return pd.Categorical(events["file"], categories=list(files)).codes.astype(np.int64)

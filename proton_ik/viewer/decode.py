@@ -20,6 +20,8 @@ from proton_ik.contract.layout import (
     ENTRY_DTYPE,
     MAGIC,
     TAG_END_BIT,
+    TAG_INDEX_MASK,
+    TAG_INDEX_SHIFT,
     TAG_KIND_MASK,
     TAG_KIND_SHIFT,
     TAG_PAIR_BIT,
@@ -27,6 +29,7 @@ from proton_ik.contract.layout import (
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
+    RecordKind,
     records_written,
 )
 from proton_ik.viewer.clock_extension import CLOCK_LOW_MASK, extend_clocks
@@ -38,7 +41,8 @@ PLAUSIBLE_COUNT = 1 << 31
 
 @dataclass(frozen=True)
 class CtaTable:
-    """One row per CTA slot of the buffer (slot i belongs to linear CTA id i)."""
+    """One row per CTA slot of the buffer: slot i belongs to linear CTA id i, or, where the
+    kernel samples CTAs, to the i-th sampled CTA (``layout.sampling.cta_of_slot``)."""
 
     launch: np.ndarray  # int64, which of the buffers decoded together holds it
     slot: np.ndarray  # int64, within its launch
@@ -54,9 +58,9 @@ class UnitTable:
     """One row per unit of every valid CTA, in launch, CTA and unit order."""
 
     launch: np.ndarray  # int64, as in CtaTable
-    cta: np.ndarray  # int64
+    cta: np.ndarray  # int64, linear CTA id
     smid: np.ndarray  # int64
-    unit: np.ndarray  # int64
+    unit: np.ndarray  # int64, the unit's id in its CTA (not its segment's: units may be sampled)
     start_clock: np.ndarray  # int64, %clock64 at kernel start
     start_time: np.ndarray  # int64, %globaltimer ns at kernel start
     end_clock: np.ndarray  # int64, meaningful where finished
@@ -85,9 +89,16 @@ class RecordTable:
     is_end: np.ndarray  # bool
     clock: np.ndarray  # int64, full %clock64
     paired: np.ndarray  # bool: written with its partner as one pair entry
+    value: np.ndarray  # uint32, a value mark's 32 bits (0 for other records)
+    value_type: np.ndarray  # int64, a value mark's layout.ValueType (0 for other records)
 
     def __len__(self) -> int:
         return len(self.unit_row)
+
+    @property
+    def instance(self) -> np.ndarray:
+        """int64, an event record's instance (its ``index=``; 0 for other records)."""
+        return ((self.tag >> TAG_INDEX_SHIFT) & TAG_INDEX_MASK).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -206,7 +217,7 @@ def _decode_ctas(
         & (header["version"] == VERSION)
         & (header["units"] == layout.units)
         & (header["capacity"] == layout.capacity)
-        & (header["cta"] == slot)
+        & (header["cta"] == layout.sampling.cta_of_slot(slot))
     )
     nctaid = np.stack([header["nctaid_x"], header["nctaid_y"], header["nctaid_z"]], axis=1)
     return CtaTable(
@@ -222,8 +233,8 @@ def _decode_ctas(
 
 def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> UnitTable:
     headers = unit_headers[ctas.valid].reshape(-1)
-    valid_slots = ctas.slot[ctas.valid]
-    cta = np.repeat(valid_slots, layout.units)
+    valid_ctas = ctas.cta[ctas.valid]  # a valid header's CTA id is its slot's (``_decode_ctas``)
+    cta = np.repeat(valid_ctas, layout.units)
     launch = np.repeat(ctas.launch[ctas.valid], layout.units)
     entries = headers["entries"].astype(np.int64)
     count = records_written(entries, headers["singles"].astype(np.int64))
@@ -235,7 +246,7 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
         launch=launch,
         cta=cta,
         smid=np.repeat(ctas.smid[ctas.valid], layout.units),
-        unit=np.tile(np.arange(layout.units, dtype=np.int64), len(valid_slots)),
+        unit=np.tile(layout.sampling.unit_of_slot(np.arange(layout.units)), len(valid_ctas)),
         start_clock=headers["start_clock"].astype(np.int64),
         start_time=headers["start_time"].astype(np.int64),
         end_clock=headers["end_clock"].astype(np.int64),
@@ -263,6 +274,8 @@ def _decode_records(
     picked = words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
     first_tag, first_low, second_tag, second_low = picked.T
     paired = (first_tag & np.uint32(1 << TAG_PAIR_BIT)) != 0
+    # A value mark's entry holds one record and, in its second half, the value and its type.
+    is_value = ((first_tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK) == RecordKind.VALUE
 
     # Entries were written in time order, each when its last record was taken (a pair's end),
     # so those clocks extend to 64 bits like a plain sequence: backwards from a finished unit's
@@ -279,12 +292,20 @@ def _decode_records(
         paired, (entry_unit, entry_unit), (first_tag, second_tag), (first_clock, last_clock), (paired, paired)
     )
     tag &= ~np.uint32(1 << TAG_PAIR_BIT)
+    if is_value.any():
+        none = np.zeros(len(paired), np.uint32)
+        value, value_type = _interleave(
+            paired, (np.where(is_value, second_tag, 0), none), (np.where(is_value, second_low, 0), none)
+        )
+    else:
+        value = value_type = np.zeros(len(unit_row), np.uint32)
     misordered = (clock[1:] < clock[:-1]) & (unit_row[1:] == unit_row[:-1])
     if misordered.any():
         # Time order within each unit: a pair's begin may precede entries written before it.
         # Stable, so records of one clock stay in the order written.
         order = np.lexsort((clock, unit_row))
         unit_row, tag, clock, from_pair = unit_row[order], tag[order], clock[order], from_pair[order]
+        value, value_type = value[order], value_type[order]
 
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
     overwritten = np.where(units.decoded, units.count - kept, 0)
@@ -299,6 +320,8 @@ def _decode_records(
         is_end=((tag >> TAG_END_BIT) & 1).astype(bool),
         clock=clock,
         paired=from_pair,
+        value=value,
+        value_type=value_type.astype(np.int64),
     )
     return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
 
@@ -355,7 +378,7 @@ def describe_problems(counts: Sequence[int], layout: BufferLayout) -> tuple[str,
     if disagree:
         found.append(
             f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
-            f"{VERSION}, {layout.units} units of {layout.capacity} entries, CTA id = slot); skipped"
+            f"{VERSION}, {layout.units} units of {layout.capacity} entries, the CTA id its slot belongs to); skipped"
         )
     if unfinished:
         found.append(f"{unfinished} units did not reach their epilogue")

@@ -16,7 +16,10 @@ or warp::
           slot 2                              timeline="slots": a CTA slot; "ctas": "CTA 42"
             warp 4                            per CTA in the slot, a "lifetime" slice with the
                                               warp's scopes nested in it; each slice's args
-                                              name its CTA, SM, warp, cycles, line and kind
+                                              name its CTA, SM, warp, cycles and kind, and a
+                                              scope's its source line: as its interned source
+                                              location (file and line) where the kernel's
+                                              scope table has its file, as an arg otherwise
             warp 4 overlap 1                  scopes that overlap others without nesting
 
 Streaming: the trace is written chunk by chunk (``pipeline.Chunk``: a run of launches), and each
@@ -46,6 +49,7 @@ threads while the next chunk is encoded.
 Its parts: ``tracks`` (the track model, shared with the Chrome writer and the readers),
 ``perfetto_tracks`` (its uuids and descriptors), ``perfetto_slices`` (slice packets),
 ``perfetto_counters`` (counter points), ``perfetto_host`` (the host scopes' track),
+``perfetto_async`` (events, marks and values, on async, warp and counter tracks),
 ``perfetto_wire`` (protobuf encoding) and ``perfetto_sink`` (bundling and compression); this
 module drives them, chunk by chunk.
 """
@@ -53,7 +57,7 @@ module drives them, chunk by chunk.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +67,19 @@ from tqdm import tqdm
 
 from proton_ik.viewer.byterows import Rows, assemble
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
+from proton_ik.viewer.event_tables import AsyncParts
+from proton_ik.viewer.perfetto_async import write_async
 from proton_ik.viewer.perfetto_counters import _counter_points, _InFlight
 from proton_ik.viewer.perfetto_host import _HostInstance, _HostScopes, _write_host_track
 from proton_ik.viewer.perfetto_sink import _Sink
 from proton_ik.viewer.perfetto_slices import _event_rows, _launch_event, _LaunchSlices, _markers
-from proton_ik.viewer.perfetto_tracks import _descriptor, _descriptor_rows, _event_names, _Numbered
+from proton_ik.viewer.perfetto_tracks import (
+    _descriptor,
+    _descriptor_rows,
+    _event_names,
+    _Numbered,
+    _source_locations,
+)
 from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID, _interning_packet
 from proton_ik.viewer.tracks import (
     COUNTERS,
@@ -105,8 +117,10 @@ def write_perfetto(
     timeline: str | None = None,
     progress: bool | None = None,
     compress: bool = True,
+    async_parts: Sequence[AsyncParts] = (),
 ) -> Path:
-    """Write a session's tables (events, unit lifetimes, launches) as a ``.pftrace``;
+    """Write a session's tables (events, unit lifetimes, launches; ``async_parts``: its events,
+    marks and values, ``event_tables.parts_of``) as a ``.pftrace``;
     ``timeline``: "slots" (the default) or "ctas" (``tracks``); ``progress=None`` shows a bar
     past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
@@ -114,7 +128,7 @@ def write_perfetto(
         tqdm(desc="perfetto", unit="packet", unit_scale=True, disable=not show) as bar,
         PerfettoWriter(path, title, timeline=timeline, compress=compress, bar=bar) as writer,
     ):
-        writer.add(chunk_from_tables(events, units, launches))
+        writer.add(replace(chunk_from_tables(events, units, launches), async_parts=tuple(async_parts)))
     return Path(path)
 
 
@@ -165,6 +179,7 @@ class PerfettoWriter:
         self._host = _HostScopes()
         self._untimed: list[tuple[int, dict]] = []  # launches with no time yet: uuid, row
         self._last_end: int | None = None  # the latest end of any launch so far
+        self._flow = 1  # the next flow id (an event from the warp that started it to the one that ended it)
 
     def add(self, chunk: Chunk) -> None:
         """Write one chunk as its own packet sequence."""
@@ -186,14 +201,28 @@ class PerfettoWriter:
             going_on,
         )
         names = _event_names(chunk, [row for _, row in self._untimed])
-        self._start_sequence(names)
+        locations, location_iids = _source_locations(chunk)
+        self._start_sequence(names, locations)
         launch_slices = self._launches(chunk, numbered, names, going_on, in_flight, closing)
         self._write_chunks(numbered.count, lambda lo, hi: _descriptor_rows(numbered, lo, hi))
         markers = _markers(
-            chunk.events, lives, numbered, names, launch_slices, points, self._sequence, chunk.scopes
+            chunk.events,
+            lives,
+            numbered,
+            names,
+            launch_slices,
+            points,
+            self._sequence,
+            chunk.scopes,
+            location_iids,
         )
         self._write_chunks(markers.rows, lambda lo, hi: _event_rows(markers, lo, hi))
         self._sequence += 1
+        if chunk.async_parts:  # events, marks and values: a sequence of their own
+            self._flow = write_async(
+                self._sink, chunk.async_parts, lives, numbered, self._sequence, self._allocate, self._flow
+            )
+            self._sequence += 1
 
     def close(self) -> Path:
         """Finish the file (an empty session still gets its root track)."""
@@ -214,9 +243,12 @@ class PerfettoWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _start_sequence(self, names: dict[str, int]) -> None:
-        """The sequence's interned names; the first sequence is followed by the root track."""
-        self._sink.packet(_interning_packet(names, self._sequence))
+    def _start_sequence(
+        self, names: dict[str, int], locations: dict[tuple[str, int], int] | None = None
+    ) -> None:
+        """The sequence's interned names and source locations; the first sequence is followed by
+        the root track."""
+        self._sink.packet(_interning_packet(names, self._sequence, locations))
         if self._sequence == SEQUENCE_ID:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 

@@ -75,9 +75,9 @@ def _counter_points(
     if before is not None:
         mine = sm_launch == before.number
         index_of = dict(zip(tracks.sm[mine].tolist(), np.flatnonzero(mine).tolist(), strict=True))
-        for sm in sorted(set(before.horizon) - set(index_of)):
-            index_of[sm] = n_sm + len(extra)
-            extra.append(sm)
+        for number in sorted(set(before.horizon) - set(index_of)):
+            index_of[number] = n_sm + len(extra)
+            extra.append(number)
     all_sm = np.concatenate([tracks.sm, np.asarray(extra, dtype=np.int64)])
     all_launch = np.concatenate([sm_launch, np.full(len(extra), -1 if before is None else before.number)])
     uuid = np.concatenate([sm_uuid, np.array([before_uuid[sm] for sm in extra], dtype=np.int64)])
@@ -91,8 +91,8 @@ def _counter_points(
     if before is not None:
         at = np.array([index_of[sm] for sm in before.sm.tolist()], dtype=np.int64)
         parts.append((at, before.counter, before.begin, before.end))
-        for sm, horizon in before.horizon.items():
-            low[index_of[sm]] = horizon
+        for number, horizon in before.horizon.items():
+            low[index_of[number]] = horizon
     sm, counter, begin, end = (np.concatenate(column) for column in zip(*parts, strict=True))
     high = np.full(len(all_sm), _LAST)
     going = all_launch == going_on if going_on is not None else np.zeros(len(all_sm), dtype=bool)
@@ -134,7 +134,7 @@ def _counter_points(
         begin_counted=scopes[0] < high[scope_sm],
         end_counted=scopes[1] < high[scope_sm],
     )
-    if not going.any():
+    if going_on is None or not going.any():
         return points, None
     stay = going[sm] & (end >= high[sm])
     left = _InFlight(

@@ -40,7 +40,7 @@ class _Sink:
 
     def framed(self, data: bytes | np.ndarray) -> None:
         if not self.compress:
-            self.file.write(data)
+            self.file.write(data)  # type: ignore[arg-type]  # an ndarray is a buffer (numpy stubs: from 3.12)
             return
         self.pending.append(data)
         self.pending_bytes += len(data)
@@ -50,7 +50,8 @@ class _Sink:
     def flush(self) -> None:
         if not self.pending:
             return
-        payload = b"".join(self.pending)
+        assert self.pool is not None, "only a compressing sink gathers packets"
+        payload = b"".join(self.pending)  # type: ignore[arg-type]  # ndarrays are buffers (numpy stubs: from 3.12)
         self.pending, self.pending_bytes = [], 0
         self.bundles.append(self.pool.submit(zlib.compress, payload, COMPRESS_LEVEL))
         while len(self.bundles) > 2 * self.workers:

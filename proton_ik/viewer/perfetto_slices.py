@@ -103,6 +103,7 @@ class _Markers:
     scopes: int  # slices below this are scope events
     lives: int  # then up to this, unit lifetimes; the rest are launches
     name: np.ndarray
+    location: np.ndarray  # per scope event: its interned source location, 0 for none
     values: dict[str, np.ndarray]  # per annotation, -1 where a slice does not carry it
     shared: Rows  # per unit track: the annotations all its slices carry (SM, warp; CTA)
     shared_names: frozenset[str]
@@ -113,7 +114,7 @@ _END, _COUNT = -1, -2
 
 
 def _markers(
-    events: Columns,
+    events: Mapping[str, np.ndarray],
     lives: Columns,
     numbered: _Numbered,
     names: dict[str, int],
@@ -121,7 +122,9 @@ def _markers(
     counters: _Points,
     sequence: int,
     scope_names: Sequence[str],
+    locations: np.ndarray,
 ) -> _Markers:
+    """A chunk's markers; ``locations``: each scope event's interned source location (0: none)."""
     tracks = numbered.tracks
     n_units, n_events, n_lives = len(tracks.unit), tracks.events, len(tracks.life_track)
     n_launches, n_points = len(launches.uuid), len(counters.ts)
@@ -244,12 +247,14 @@ def _markers(
         scopes=n_events,
         lives=n_events + n_lives,
         name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
+        location=locations,
         shared=_annotations(n_units, shared),
         shared_names=frozenset(shared),
         values={
             "cta": both(tracks.cta[tracks.row_cta[:n_events]], tracks.cta[tracks.row_cta[n_events:]]),
             "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
-            "line": both(events["line"], no_life),
+            # A scope whose source location is interned has its line there, not here too.
+            "line": both(np.where(locations > 0, -1, events["line"]), no_life),
             "records": both(no_event, lives["count"]),
             "overwritten": both(no_event, lives["overwritten"]),
         },
@@ -374,14 +379,17 @@ def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     n = len(index)
     slices = markers.slice[index]
     lifetime = slices[0] >= markers.scopes
-    carried = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
-    carried = tuple(name for name in carried if name not in markers.shared_names)
+    names: tuple[str, ...] = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
+    carried = tuple(name for name in names if name not in markers.shared_names)
     event = Rows(n).take(markers.shared, markers.track[index])
     event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
     event.constant(_kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
     event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
     if not lifetime:
         event.field(_key(_EVENT, "extra_counter_values"), markers.count[index], markers.counted[index])
+        location = markers.location[slices]
+        if location.any():
+            event.field(_key(_EVENT, "source_location_iid"), location, location > 0)
     return _begin_packets(markers, index, event)
 
 

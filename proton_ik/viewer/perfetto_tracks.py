@@ -1,6 +1,6 @@
 """The track model (``tracks``) as Perfetto tracks: uuids for a chunk's tracks, their
-descriptors (the SM, counter, place and unit ones encoded in bulk), and the interned names of
-the slices on them.
+descriptors (the SM, counter, place and unit ones encoded in bulk), and the interned names and
+source locations of the slices on them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor,
 
 from proton_ik.viewer.byterows import Rows
 from proton_ik.viewer.chunk import Chunk
+from proton_ik.viewer.groups import DENSE_ALLOWANCE, DENSE_PER_ROW
 from proton_ik.viewer.perfetto_wire import _PACKET, _TRACE_PACKET, _TRACK, _key, _with
 from proton_ik.viewer.tracks import (
     COUNTERS,
@@ -121,3 +122,30 @@ def _event_names(chunk: Chunk, launches: list[dict] | tuple = ()) -> dict[str, i
     scopes = sorted(chunk.scopes[code] for code in used)
     named = sorted({launch_slice_name(row) for row in [*chunk.launches, *launches]})
     return {name: iid for iid, name in enumerate(dict.fromkeys([LIFETIME, *scopes, *named]), start=1)}
+
+
+def _source_locations(chunk: Chunk) -> tuple[dict[tuple[str, int], int], np.ndarray]:
+    """Interned source locations: one per (file, line) the chunk's scope events have (line -1:
+    none), and each event's iid, 0 where its file is unknown (sessions from before files were
+    recorded). Numbered by marking a table of (file, line) keys where it is small: linear in the
+    events, where sorting them is not."""
+    file, line = chunk.events["file"], chunk.events["line"]
+    iid = np.zeros(len(file), dtype=np.int64)
+    known = file >= 0
+    if not known.any():
+        return {}, iid
+    width = int(line.max()) + 2
+    key = file[known] * width + line[known] + 1
+    space = (int(file.max()) + 1) * width
+    if space <= DENSE_PER_ROW * len(key) + DENSE_ALLOWANCE:
+        seen = np.zeros(space, dtype=bool)
+        seen[key] = True
+        present = np.flatnonzero(seen)
+        iid[known] = np.cumsum(seen)[key]
+    else:
+        present, inverse = np.unique(key, return_inverse=True)
+        iid[known] = inverse.reshape(-1) + 1
+    locations = {
+        (chunk.files[k // width], k % width - 1): at for at, k in enumerate(present.tolist(), start=1)
+    }
+    return locations, iid

@@ -1,6 +1,7 @@
 """Protobuf wire encoding for the Perfetto writer: field keys taken from perfetto's own
-descriptors, fields whose values are known in advance as bytes, the interned names a sequence
-starts with, and debug annotations, both as columns of ``byterows`` rows and as protos.
+descriptors, fields whose values are known in advance as bytes, the interned names (and source
+locations) a sequence starts with, and debug annotations, both as columns of ``byterows`` rows
+and as protos.
 """
 
 from __future__ import annotations
@@ -88,8 +89,11 @@ _NEEDS_STATE = _with(_PACKET, "sequence_flags", TracePacket.SEQ_NEEDS_INCREMENTA
 # --- interned names and debug annotations ---------------------------------------------------
 
 
-def _interning_packet(names: dict[str, int], sequence: int) -> TracePacket:
-    """A sequence's first packet: it clears incremental state and interns every name."""
+def _interning_packet(
+    names: dict[str, int], sequence: int, locations: Mapping[tuple[str, int], int] | None = None
+) -> TracePacket:
+    """A sequence's first packet: it clears incremental state and interns every name, and the
+    source locations (file, line; -1: none) of its slices."""
     packet = TracePacket(trusted_packet_sequence_id=sequence, first_packet_on_sequence=True)
     packet.sequence_flags = (
         TracePacket.SEQ_INCREMENTAL_STATE_CLEARED | TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
@@ -100,6 +104,10 @@ def _interning_packet(names: dict[str, int], sequence: int) -> TracePacket:
         packet.interned_data.debug_annotation_names.add(iid=iid, name=name)
     for kind, iid in _KIND_IID.items():
         packet.interned_data.debug_annotation_string_values.add(iid=iid, str=kind.encode())
+    for (file, line), iid in (locations or {}).items():
+        location = packet.interned_data.source_locations.add(iid=iid, file_name=file)
+        if line >= 0:
+            location.line_number = line
     return packet
 
 

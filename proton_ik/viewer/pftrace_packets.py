@@ -85,7 +85,7 @@ def _packets(path: Path, read: Callable[[int], bytes], *, nested: bool) -> Itera
     what = "a compressed bundle" if nested else "the file"
     try:
         while True:
-            tag = _varint(read, path, what, first=True)
+            tag = _tag(read, path, what)
             if tag is None:
                 return
             if tag != 0x0A:  # field 1 (packet), length-delimited
@@ -113,14 +113,18 @@ def _packets(path: Path, read: Callable[[int], bytes], *, nested: bool) -> Itera
         raise SessionFileError(f"{path} {_NOT_A_TRACE} ({type(error).__name__}: {error})") from None
 
 
-def _varint(read: Callable[[int], bytes], path: Path, what: str, *, first: bool = False) -> int | None:
-    """A protobuf varint; None at a clean end of the stream where ``first``."""
+def _tag(read: Callable[[int], bytes], path: Path, what: str) -> int | None:
+    """A field's key, a varint; None at a clean end of the stream."""
+    lead = read(1)
+    return _varint(read, path, what, lead) if lead else None
+
+
+def _varint(read: Callable[[int], bytes], path: Path, what: str, lead: bytes = b"") -> int:
+    """A protobuf varint; ``lead``: its first byte, where the caller has read it."""
     value = 0
     for shift in range(0, 64, 7):
-        byte = read(1)
+        byte = lead if shift == 0 and lead else read(1)
         if not byte:
-            if first and shift == 0:
-                return None
             raise SessionFileError(
                 f"{path}: {what} ends inside a packet: the trace is truncated, write it again"
             )

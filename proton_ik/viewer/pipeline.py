@@ -30,6 +30,7 @@ from proton_ik.contract.session_format import Capture, check_required_meta
 from proton_ik.viewer.chunk import Chunk, Columns
 from proton_ik.viewer.chunk import chunk_from_tables as chunk_from_tables
 from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
+from proton_ik.viewer.event_tables import AsyncParts, async_parts
 from proton_ik.viewer.events import pair_records
 from proton_ik.viewer.session_file import StoredLaunch
 from proton_ik.viewer.table import (
@@ -173,7 +174,9 @@ def _start_range(
     return launch[first], units.smid[first], low, high
 
 
-def _first_start(clocks: SmClocks, starts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> int:
+def _first_start(
+    clocks: SmClocks, starts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+) -> int:
     """The session's first unit start, in ns: 0 when no unit has a clock conversion."""
     earliest = []
     for launch, sm, low, high in starts:
@@ -257,6 +260,7 @@ class Pipeline:
         self.shift = shift
         self.kernels = Labels()
         self.scopes = Labels()
+        self.files = Labels()
         self.host_scopes = Labels()
         self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
         self.session = fit_session(self.launches)
@@ -276,16 +280,17 @@ class Pipeline:
         ending = [piece.launch for piece in run if piece.last]
         rows = [self._launch_row(launch) for launch in ending]
         start = self.session.start_ns
-        for events, units, _ in parts:
+        for events, units, _, _ in parts:
             events["begin_rel_ns"] = events["begin_ns"] - start
             events["end_rel_ns"] = events["end_ns"] - start
             for name in ("start", "end"):
                 units[f"{name}_rel_ns"] = units[f"{name}_ns"] - start
                 units[f"{name}_rel_ns_missing"] = units[f"{name}_ns_missing"]
-        joined = [_joined([part[i] for part in parts]) for i in range(3)]
+        joined = [_joined([part[i] for part in parts]) for i in range(3)]  # type: ignore[misc]
         return Chunk(
             kernels=tuple(self.kernels.codes),
             scopes=tuple(self.scopes.codes),
+            files=tuple(self.files.codes),
             events=joined[0],
             units=joined[1],
             unmatched=joined[2],
@@ -293,9 +298,10 @@ class Pipeline:
             widths={int(piece.launch.meta["launch"]): piece.launch.kernel.warps_per_unit for piece in run},
             host_scopes=tuple(self.host_scopes.codes),
             host_paths={int(launch.meta["launch"]): host_scopes(launch.meta) for launch in ending},
+            async_parts=tuple(part[3] for part in parts if part[3] is not None),
         )
 
-    def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns]:
+    def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns, AsyncParts | None]:
         """Decode and pair pieces of one kernel and profile; tally their launches' counts."""
         launch = pieces[0].launch
         decoded = decode_views(
@@ -325,10 +331,13 @@ class Pipeline:
         clocks = self.session.clocks
         unit_rows = clocks.rows(group.units.smid, index[group.units.launch])
         codes = scope_codes(group, self.scopes)
+        files = group.scopes.file_codes(self.files)
+        timing = unit_rows, clocks, self.session.start_ns
         return (
-            event_columns(group, clocks, unit_rows, codes, self.shift),
+            event_columns(group, clocks, unit_rows, codes, files, self.shift),
             unit_columns(group, clocks, unit_rows),
-            unmatched_columns(group, codes),
+            unmatched_columns(group, codes, files),
+            async_parts(decoded.units, decoded.records, launch.kernel, _piece_labels(pieces), *timing),
         )
 
     def _tally(self, group: LaunchGroup, records, problem_counts: np.ndarray) -> None:
@@ -338,7 +347,7 @@ class Pipeline:
         scoped = records.kind == RecordKind.SCOPE
         unknown = scoped & group.scopes.unknown(records.scope)
         unknown_count = np.bincount(piece[unknown], minlength=n)
-        other = np.bincount(piece[~scoped], minlength=n)
+        other = np.bincount(piece[~np.isin(records.kind, list(RecordKind))], minlength=n)
         counts = launch_counts(group, np.bincount(piece, minlength=n))
         grids = first_grid(group)
         for i, launch in enumerate(group.index.tolist()):
@@ -358,7 +367,7 @@ class Pipeline:
         meta = launch.meta
         problems = list(describe_problems(tally.problems.tolist(), launch.layout))
         ctas = int(tally.counts[LAUNCH_COUNTS.index("ctas")])
-        expected = _expected_ctas(meta)
+        expected = _expected_ctas(meta, launch.layout)
         if expected is not None and expected != ctas:
             problems.append(f"the buffer holds {ctas} CTAs but the launch had {expected}")
         if tally.unknown:
@@ -378,6 +387,16 @@ class Pipeline:
             self.shift,
             problems,
         )
+
+
+def _piece_labels(pieces: list[_Piece]) -> Columns:
+    """Kernel, launch number and host scope path of each piece, for ``event_tables``."""
+    metas = [piece.launch.meta for piece in pieces]
+    return {
+        "kernel": np.array([str(meta["kernel"]) for meta in metas], dtype=object),
+        "launch": np.array([int(meta["launch"]) for meta in metas], dtype=np.int64),
+        "host_scope": np.array([HOST_SCOPE_SEPARATOR.join(host_scopes(m)) for m in metas], dtype=object),
+    }
 
 
 class _Joined(Mapping[str, np.ndarray]):
@@ -405,9 +424,11 @@ def _joined(parts: list[Columns]) -> Mapping[str, np.ndarray]:
     return parts[0] if len(parts) == 1 else _Joined(parts)
 
 
-def _expected_ctas(meta: Mapping[str, Any]) -> int | None:
+def _expected_ctas(meta: Mapping[str, Any], layout: BufferLayout) -> int | None:
+    """The CTA regions the launch's buffer should hold: its stored ``num_ctas``, or the sampled
+    CTAs of its grid (``contract.sampling``)."""
     if "num_ctas" in meta:
         return int(meta["num_ctas"])
     if meta.get("grid"):
-        return math.prod(int(g) for g in meta["grid"])
+        return layout.sampling.cta_slots(math.prod(int(g) for g in meta["grid"]))
     return None

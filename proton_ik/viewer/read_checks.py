@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Literal, overload
 
 from proton_ik.viewer.session_file import SessionFileError
 
-_NUMBER = r"-?\d{1,18}"  # a launch number that fits int64
-_DESCRIBED_COUNTS = (
-    "events", "records", "time_shift_cycles", "time_shift_pair_cycles", "overwritten", "lost_to_ring",
-    "unmatched_begin", "unmatched_end", "units_unfinished", "ctas_missing",
-)  # fmt: skip
 MAX_WARPS_PER_UNIT = 1 << 10  # a unit is a block of a CTA's warps; a CTA has at most 32
-_SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _NOT_A_TRACE = "is not a proton_ik session (.pik), Chrome JSON (.json) or Perfetto (.pftrace) file"
 
@@ -27,6 +22,14 @@ def _refuse(path: Path, problem: str) -> SessionFileError:
         f"{path}: {problem}. Show or convert the session file (.pik) it was written from, or write "
         "the trace again"
     )
+
+
+@overload
+def _whole(value: object, what: str, path: Path, *, missing: Literal[False] = False) -> int: ...
+
+
+@overload
+def _whole(value: object, what: str, path: Path, *, missing: bool) -> int | None: ...
 
 
 def _whole(value: object, what: str, path: Path, *, missing: bool = False) -> int | None:

@@ -15,7 +15,7 @@ from proton_ik.viewer.manifest import ManifestError, check_info
 from proton_ik.viewer.read_checks import _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
-from proton_ik.viewer.tracks import LAUNCH_TOTALS, SLICE_ARGS, parse_lane, parse_process_name
+from proton_ik.viewer.tracks import FILE_ARG, LAUNCH_TOTALS, SLICE_ARGS, parse_lane, parse_process_name
 
 
 def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
@@ -43,9 +43,8 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     processes: dict[object, int] = {}
     lanes: dict[tuple[object, object], int] = {}  # by (pid, tid), from the thread's name
     threads: dict[tuple[object, object], int] = {}
-    columns: dict[str, list[Any]] = {
-        name: [] for name in ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *SLICE_ARGS)
-    }
+    names = ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *SLICE_ARGS, FILE_ARG)
+    columns: dict[str, list[Any]] = {name: [] for name in names}
     for number, obj in enumerate(objects):
         if not isinstance(obj, dict):
             raise _refuse(path, f"traceEvents[{number}] is not a JSON object")
@@ -87,6 +86,10 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         columns["track"].append(threads.setdefault(thread, len(threads)))
         for key in SLICE_ARGS:
             columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
+        file = args.get(FILE_ARG)
+        if not isinstance(file, (str, type(None))):
+            raise _refuse(path, f"{where}.args.{FILE_ARG} is {file!r:.40}, not text")
+        columns[FILE_ARG].append(file)
     launches = _checked_launches(path, launch_rows)
     return _trace_file(info, columns, launches, for_writing)
 

@@ -2,7 +2,8 @@
 packets replayed (interned names, per-track incremental clocks, each unit track's stack of
 slices), its track tree walked up from each slice to its launch track, and the launch table
 rebuilt from each launch slice's args (its metadata and totals, structured). A slice's CTA, SM
-and warp are its args, so slot and CTA timelines (``tracks``) read alike; counters are skipped."""
+and warp are its args, so slot and CTA timelines (``tracks``) read alike; a scope's file is its
+interned source location's (and its line, there rather than an arg); counters are skipped."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, TrackEvent
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, SourceLocation, TrackEvent
 
 from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID
 from proton_ik.viewer.pftrace_packets import iter_packets
@@ -23,6 +24,7 @@ from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.table import config_text
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
 from proton_ik.viewer.tracks import (
+    FILE_ARG,
     HOST_TRACK,
     LAUNCH_TOTALS,
     LIFETIME,
@@ -38,7 +40,7 @@ _SUMMARY_ARGS = SLICE_ARGS[:5]  # what show needs of a slice's args; the writers
 # What a launch's slice says besides its totals.
 _LAUNCH_METADATA = (
     "name", "host_scope", "launch_metrics", "device", "stream", "graph", "replay", "grid", "warps_per_unit",
-    "capacity", "capacity_source", "capacity_bound", "capacity_reason", "mhz", "clock_source",
+    "capacity", "capacity_source", "capacity_bound", "capacity_reason", "sampled", "mhz", "clock_source",
 )  # fmt: skip
 
 
@@ -52,11 +54,13 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     tracks = TrackTree()
     names: dict[int, str] = {}
     annotation_names: dict[int, str] = {}
+    sources: dict[int, tuple[str, int | None]] = {}  # interned source location: file, line
     stacks: dict[int, list[tuple[str, int, dict[str, Any], int]]] = defaultdict(list)
     scopes: dict[str, int] = {}  # slice name -> code
+    files: dict[str, int] = {}  # source file -> code
     rows = {
-        "track": array("Q"), "scope": array("q"), "begin_ns": array("q"), "dur_ns": array("q"),
-        "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
+        "track": array("Q"), "scope": array("q"), "file": array("q"), "begin_ns": array("q"),
+        "dur_ns": array("q"), "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
     }  # fmt: skip
     slice_args = SLICE_ARGS if for_writing else _SUMMARY_ARGS
     values = {key: array("q") for key in slice_args}
@@ -69,6 +73,7 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             annotation_names.update(
                 {entry.iid: _text(entry.name) for entry in packet.interned_data.debug_annotation_names}
             )
+            sources.update({entry.iid: _source(entry) for entry in packet.interned_data.source_locations})
         if packet.HasField("trace_packet_defaults"):
             track = packet.trace_packet_defaults.track_event_defaults.track_uuid
         kind = packet.WhichOneof("data")
@@ -81,10 +86,15 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         if kind != "track_event":
             continue
         event = packet.track_event
+        if event.track_uuid:  # events, marks and values (``perfetto_async``): not scopes
+            continue
         now += packet.timestamp
         marker += 1
         if event.type == TrackEvent.TYPE_SLICE_BEGIN:
             args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
+            if event.source_location_iid in sources:  # a scope's file and line
+                args[FILE_ARG], line = sources[event.source_location_iid]
+                args.setdefault("line", line)
             stacks[track].append((names.get(event.name_iid, ""), now, args, marker))
         elif event.type == TrackEvent.TYPE_SLICE_END and track in stacks:
             stack = stacks[track]
@@ -102,6 +112,8 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
                 continue
             rows["track"].append(track)
             rows["scope"].append(scopes.setdefault(name, len(scopes)))
+            file = args.get(FILE_ARG)
+            rows["file"].append(-1 if file is None else files.setdefault(file, len(files)))
             rows["dur_ns"].append(duration)
             if for_writing:  # what only the writers need: kept apart, it costs show nothing
                 rows["begin_ns"].append(begin)
@@ -112,7 +124,7 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
                 value = args.get(key)
                 present[key].append(value is not None)
                 values[key].append(0 if value is None else _whole(value, f"a slice's {key}", path))
-    return _perfetto_tables(path, tracks, scopes, rows, values, present, launch_args, for_writing)
+    return _perfetto_tables(path, tracks, scopes, files, rows, values, present, launch_args, for_writing)
 
 
 class TrackTree:
@@ -166,6 +178,7 @@ def _perfetto_tables(
     path: Path,
     tracks: TrackTree,
     scopes: dict[str, int],
+    files: dict[str, int],
     rows: dict[str, array],
     values: dict[str, array],
     present: dict[str, array],
@@ -184,12 +197,14 @@ def _perfetto_tables(
     kernels: dict[str, int] = {}
     kernel_of = [kernels.setdefault(launch_tracks[t][1], len(kernels)) for t in launch_of]
     scope_code = np.frombuffer(rows["scope"], dtype=np.int64)
+    file_code = np.frombuffer(rows["file"], dtype=np.int64)
     del track
     columns: dict[str, Any] = {
         # Categoricals: a code per slice, each name held once.
         "kernel": pd.Categorical.from_codes(np.array(kernel_of, dtype=np.int32)[slice_track], list(kernels)),
         "launch": launch_number,
         "scope": pd.Categorical.from_codes(scope_code.astype(np.int32), list(scopes)),
+        "file": pd.Categorical.from_codes(file_code.astype(np.int32), list(files)),
         "lane": track_lane[slice_track],
         **{
             name: np.frombuffer(rows[name], dtype=np.int64)
@@ -214,6 +229,11 @@ _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the ty
 def _text(value: str | bytes) -> str:
     """A string field; protobuf hands back bytes where a file's text is not UTF-8."""
     return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def _source(location: SourceLocation) -> tuple[str, int | None]:
+    """An interned source location's file, and its line where it has one."""
+    return _text(location.file_name), location.line_number if location.HasField("line_number") else None
 
 
 def _value(annotation: DebugAnnotation) -> Any:

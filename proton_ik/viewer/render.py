@@ -72,8 +72,8 @@ def render_session(
         writers: list[PerfettoWriter | ChromeWriter | HatchetWriter] = []
         if "pftrace" in outputs:
             title = root_name(name)
-            writer = PerfettoWriter(outputs["pftrace"], title, timeline=timeline, warnings=warnings)
-            writers.append(stack.enter_context(writer))
+            perfetto = PerfettoWriter(outputs["pftrace"], title, timeline=timeline, warnings=warnings)
+            writers.append(stack.enter_context(perfetto))
         for key in ("json", "chrome_trace"):
             if key in outputs:
                 writers.append(

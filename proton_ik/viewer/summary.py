@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.aggregate_summary import aggregate_lines
+from proton_ik.viewer.event_summary import event_lines
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
 from proton_ik.viewer.table import TimeShift
 
@@ -33,13 +34,15 @@ LAUNCH_KEYS = ["host_scope", "kernel", "name"]  # what a scope's statistics are 
 class Summary:
     """``scopes``: one row per (host scope, kernel, launch name, scope). ``kernels``: one row per
     (host scope, kernel), with what was lost. ``aggregates``: the per-scope statistics of
-    aggregate launches (``aggregate_summary.summarize_aggregates``), empty when there are none."""
+    aggregate launches (``aggregate_summary.summarize_aggregates``), empty when there are none.
+    ``events``: latency statistics of events (``event_summary.summarize_events``)."""
 
     scopes: pd.DataFrame
     kernels: pd.DataFrame
     problems: list[str]
     warnings: list[str] = field(default_factory=list)  # about the session as a whole
     aggregates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    events: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __str__(self) -> str:
         return format_summary(self)
@@ -53,6 +56,7 @@ def summarize(
     problems: list[str],
     warnings: Sequence[str] = (),
     aggregates: pd.DataFrame | None = None,
+    event_stats: pd.DataFrame | None = None,
 ) -> Summary:
     """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
     kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
@@ -60,12 +64,14 @@ def summarize(
     aggregate launches' per-scope rows (``aggregate_summary.summarize_aggregates``), printed
     under their kernels."""
     keys = [*LAUNCH_KEYS, "scope"]
+    events, unmatched = _with_files(events), _with_files(unmatched)
     labels = _launch_labels(launches)
     finished = _labelled(units[units["finished"]], labels)
     lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
     grouped = _labelled(events, labels).assign(scope=events["scope"].astype(str)).groupby(keys, sort=True)
     stats = grouped.agg(
         line=("line", "first"),
+        file=("file", "first"),
         count=("dur_ns", "size"),
         mean_ns=("dur_ns", "mean"),
         median_ns=("dur_ns", "median"),
@@ -83,6 +89,8 @@ def summarize(
         suffixes=("", "_unmatched"),
     )
     scopes["line"] = scopes["line"].fillna(scopes.pop("line_unmatched")).astype("Int64")
+    file = scopes["file"].astype(object)
+    scopes["file"] = file.where(file.notna(), scopes.pop("file_unmatched").astype(object))
     for column in ("count", "total_ns", *LOSS_COLUMNS):
         scopes[column] = scopes[column].fillna(0).astype(np.int64)
     scopes = scopes.reset_index()
@@ -96,11 +104,12 @@ def summarize(
         problems,
         list(warnings),
         pd.DataFrame() if aggregates is None else aggregates,
+        pd.DataFrame() if event_stats is None else event_stats,
     )
 
 
 SCOPE_COLUMNS = (
-    "host_scope", "kernel", "name", "scope", "line", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
+    "host_scope", "kernel", "name", "scope", "line", "file", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
     "p90_cycles", "total_ns", "share", *LOSS_COLUMNS,
 )  # fmt: skip
 
@@ -129,10 +138,15 @@ def _labelled(frame: pd.DataFrame, labels: pd.DataFrame | None) -> pd.DataFrame:
     return frame.assign(kernel=kernel, host_scope=host.astype(str), name=name.astype(str))
 
 
+def _with_files(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``file`` column: none known in tables from before files were recorded."""
+    return frame if "file" in frame else frame.assign(file=pd.Series(None, index=frame.index, dtype=object))
+
+
 def _losses_by_scope(unmatched: pd.DataFrame) -> pd.DataFrame:
     """Unmatched records per (host scope, kernel, launch name, scope), by kind, with the scope's
-    source line."""
-    columns = ["line", *LOSS_COLUMNS]
+    source line and file."""
+    columns = ["line", "file", *LOSS_COLUMNS]
     keys = [*LAUNCH_KEYS, "scope"]
     if not len(unmatched):
         return pd.DataFrame(columns=columns, index=pd.MultiIndex.from_tuples([], names=keys))
@@ -141,6 +155,7 @@ def _losses_by_scope(unmatched: pd.DataFrame) -> pd.DataFrame:
     counts = counts.rename(columns={label: column for column, label in LOSS_COLUMNS.items()})
     counts.columns = list(counts.columns)
     counts["line"] = frame.groupby(keys)["line"].first()
+    counts["file"] = frame.groupby(keys)["file"].first()
     return counts.loc[counts[list(LOSS_COLUMNS)].sum(axis=1) > 0, columns]
 
 
@@ -172,6 +187,7 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
     groups = dict(tuple(launches.groupby(keys, sort=True)))
     totals["ring"] = [_ring(groups[key]) for key in totals.index]
     totals["variety"] = [_variety(groups[key]) for key in totals.index]
+    totals["sampled"] = [_sampled(groups[key]) for key in totals.index]
     return totals.reset_index()
 
 
@@ -191,6 +207,8 @@ def format_summary(summary: Summary) -> str:
             lines.extend("  " + line for line in _kernel_lines(kernels, scopes, aggregates))
     else:
         lines.extend(_kernel_lines(summary.kernels, summary.scopes, summary.aggregates))
+    for kernel in dict.fromkeys(summary.events["kernel"]) if len(summary.events) else ():
+        lines.extend(event_lines(summary.events, kernel))
     if summary.warnings:
         lines.extend(f"warning: {warning}" for warning in summary.warnings)
     if summary.problems:
@@ -211,6 +229,8 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.Da
             "(the calibrated cost of an empty scope)"
         )
         lines.append(f"  {kernel.ring}")
+        if getattr(kernel, "sampled", ""):
+            lines.append(f"  sampled: {kernel.sampled}; the others recorded nothing")
         if kernel.variety:
             lines.append(f"  launches: {kernel.variety}")
         table = scopes[scopes["kernel"] == kernel.kernel]
@@ -220,7 +240,7 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.Da
                 {
                     **({"name": table["name"]} if named else {}),
                     "scope": table["scope"],
-                    "line": table["line"].astype("string").fillna("-"),
+                    "line": _source_lines(table),
                     "count": table["count"],
                     "mean ns": _column(table["mean_ns"], "{:,.0f}"),
                     "median ns": _column(table["median_ns"], "{:,.0f}"),
@@ -246,6 +266,12 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.Da
 
 def _column(values: pd.Series, spec: str) -> pd.Series:
     return values.map(lambda value: "-" if pd.isna(value) else spec.format(value))
+
+
+def _source_lines(table: pd.DataFrame) -> pd.Series:
+    """Each scope's ``file:line`` (its file, or its line, where only one is known; "-" for neither)."""
+    line, file = table["line"].astype("string"), table["file"].astype("string")
+    return (file + ":" + line).fillna(file).fillna(line).fillna("-")
 
 
 UNRECORDED_KEY = "unrecorded"  # session info: launches that ran but could not be recorded
@@ -299,6 +325,11 @@ def _ring(launches: pd.DataFrame) -> str:
             f"{text} entries per unit" + (f" ({why})" if why else "") + (f": {reason}" if reason else "")
         )
     return "ring: " + "; ".join(texts)
+
+
+def _sampled(launches: pd.DataFrame) -> str:
+    """Which CTAs and warps recorded (``viewer.sampled``), each distinct text once; empty when all did."""
+    return "; ".join(dict.fromkeys(str(text) for text in _values(launches, "sampled") if text))
 
 
 def _variety(launches: pd.DataFrame) -> str:

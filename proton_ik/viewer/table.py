@@ -7,8 +7,9 @@ once the whole session is known, count from the session's first unit start.
 Event columns that need a word: ``warp`` is the unit's first warp; ``depth`` counts the scopes
 open on the unit when this one began; ``lane`` is 0 unless the scope overlaps an earlier one
 without nesting (trace writers put lanes on separate tracks); ``begin_record`` and
-``end_record`` number the unit's records, overwritten ones included; ``line`` is the source
-line of the scope's first marker.
+``end_record`` number the unit's records, overwritten ones included; ``line`` and ``file`` are
+the source line and file (base name) of the scope's first marker (no file in sessions from
+before it was recorded).
 
 ``host_scope`` is the path of host-side scopes (``proton_ik.scope``) open when the event's launch
 was made, joined by "/" ("" when none): the launch table has it too, with ``name``, the launch's
@@ -43,12 +44,13 @@ from proton_ik.viewer.events import (
     Pairs,
     Unmatched,
 )
+from proton_ik.viewer.sampled import sampled_text
 from proton_ik.viewer.timebase import SmClocks
 
 EVENT_COLUMNS = [
     "kernel", "launch", "host_scope", "cta", "sm", "warp", "unit", "lane", "scope", "scope_id", "depth",
     "begin_cycles", "begin_cycles_raw", "end_cycles", "dur_cycles", "begin_ns", "end_ns", "dur_ns",
-    "line", "begin_record", "end_record",
+    "line", "file", "begin_record", "end_record",
 ]  # fmt: skip
 UNIT_COLUMNS = [
     "kernel", "launch", "cta", "sm", "warp", "unit", "start_cycles", "end_cycles", "start_ns", "end_ns",
@@ -57,6 +59,7 @@ UNIT_COLUMNS = [
 ]  # fmt: skip
 UNMATCHED_COLUMNS = [
     "kernel", "launch", "cta", "sm", "warp", "unit", "scope", "scope_id", "record", "cycles", "kind", "line",
+    "file",
 ]  # fmt: skip
 _INT64_MASKED = {
     "end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line", "start_rel_ns",
@@ -67,14 +70,19 @@ HOST_SCOPE_SEPARATOR = "/"  # between the names of a host scope path, in tables 
 
 @dataclass(frozen=True)
 class ScopeTable:
-    """A kernel's scope ids as names and source lines, tolerant of ids the table lacks."""
+    """A kernel's scope ids as names, source lines and files, tolerant of ids the table lacks."""
 
     names: dict[int, str]
     lines: dict[int, int | None]
+    files: dict[int, str | None]
 
     @classmethod
     def of_kernel(cls, kernel: KernelMetadata) -> ScopeTable:
-        return cls({s.id: s.name for s in kernel.scopes}, {s.id: s.line for s in kernel.scopes})
+        return cls(
+            {s.id: s.name for s in kernel.scopes},
+            {s.id: s.line for s in kernel.scopes},
+            {s.id: s.file for s in kernel.scopes},
+        )
 
     def name_of(self, scope_id: int) -> str:
         return self.names.get(int(scope_id), f"<scope {int(scope_id)}>")
@@ -89,6 +97,14 @@ class ScopeTable:
             if line is not None:
                 lines[scope_id] = int(line)
         return lines
+
+    def file_codes(self, labels: Labels) -> np.ndarray:
+        """Code of the source file among ``labels`` by scope id, -1 where there is none."""
+        codes = np.full(MAX_SCOPES, -1, dtype=np.int64)
+        for scope_id, file in self.files.items():
+            if file is not None:
+                codes[scope_id] = labels.code(file)
+        return codes
 
 
 class Labels:
@@ -168,9 +184,15 @@ def _where(group: LaunchGroup, row: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def event_columns(
-    group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray, codes: np.ndarray, shift: TimeShift
+    group: LaunchGroup,
+    clocks: SmClocks,
+    unit_rows: np.ndarray,
+    codes: np.ndarray,
+    files: np.ndarray,
+    shift: TimeShift,
 ) -> dict[str, np.ndarray]:
-    """Event columns of a group; ``unit_rows``: each unit's row in ``clocks``."""
+    """Event columns of a group; ``unit_rows``: each unit's row in ``clocks``; ``codes`` and
+    ``files``: the codes of each scope id's name and file (``scope_codes``, ``file_codes``)."""
     pairs, units = group.pairs, group.units
     row = pairs.unit_row
     moved = pairs.begin_clock + np.where(pairs.paired, shift.pair, shift.single)
@@ -194,6 +216,7 @@ def event_columns(
         "dur_ns": end_ns - begin_ns,
         "line": line,
         "line_missing": line < 0,
+        "file": files[pairs.scope],
         "begin_record": pairs.begin_index,
         "end_record": pairs.end_index,
         "order": group.index[units.launch[row]],
@@ -239,7 +262,7 @@ def unit_columns(group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray) ->
     }
 
 
-def unmatched_columns(group: LaunchGroup, codes: np.ndarray) -> dict[str, np.ndarray]:
+def unmatched_columns(group: LaunchGroup, codes: np.ndarray, files: np.ndarray) -> dict[str, np.ndarray]:
     """One row per record left without a partner, with why."""
     unmatched, units = group.unmatched, group.units
     row = unmatched.unit_row
@@ -253,6 +276,7 @@ def unmatched_columns(group: LaunchGroup, codes: np.ndarray) -> dict[str, np.nda
         "kind": unmatched.kind,
         "line": line,
         "line_missing": line < 0,
+        "file": files[unmatched.scope],
         "order": group.index[units.launch[row]],
     }
 
@@ -333,6 +357,7 @@ def launch_row(
         "capacity_source": None if capacity is None else capacity.source,
         "capacity_bound": None if capacity is None else capacity.bound,
         "capacity_reason": None if capacity is None else capacity.reason,
+        "sampled": sampled_text(kernel.layout.sampling, grid, kernel.warps_per_unit, kernel.num_warps),
         **dict(zip(LAUNCH_COUNTS, counts, strict=True)),
         "mhz": float(mhz),
         "clock_source": str(clock_source),

@@ -19,6 +19,8 @@ from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.aggregate import aggregate_frame, empty_frame
 from proton_ik.viewer.aggregate_summary import summarize_aggregates
+from proton_ik.viewer.event_summary import summarize_events
+from proton_ik.viewer.event_tables import frames, parts_of
 from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import LaunchCapture, read_session
 from proton_ik.viewer.summary import Summary, summarize, unrecorded_warnings
@@ -46,7 +48,9 @@ class Trace:
     a partner, and why. ``launches``: per-launch statistics, including the inferred SM clock and
     the time shift applied to scope begins. ``aggregates``: one row per (launch, CTA, unit,
     scope) of the launches made with ``aggregate=on``, which keep statistics, not events (see
-    ``aggregate``); empty when there are none.
+    ``aggregate``); empty when there are none. ``async_events``, ``marks`` and ``values``: the
+    events (``pl.start_event`` / ``pl.end_event``, paired across the warps of a CTA, unmatched
+    starts and ends included), the marks, and the marks with a value (see ``event_tables``).
     """
 
     def __init__(
@@ -57,6 +61,9 @@ class Trace:
         unmatched: pd.DataFrame,
         launches: pd.DataFrame,
         aggregates: pd.DataFrame | None = None,
+        async_events: pd.DataFrame | None = None,
+        marks: pd.DataFrame | None = None,
+        values: pd.DataFrame | None = None,
     ):
         self.info = dict(info)
         self.events = events
@@ -64,6 +71,10 @@ class Trace:
         self.unmatched = unmatched
         self.launches = launches
         self.aggregates = empty_frame() if aggregates is None else aggregates
+        empty = frames([])
+        self.async_events = empty[0] if async_events is None else async_events
+        self.marks = empty[1] if marks is None else marks
+        self.values = empty[2] if values is None else values
 
     @classmethod
     def from_captures(cls, info: Mapping[str, Any], captures: Iterable[Capture]) -> Trace:
@@ -76,8 +87,15 @@ class Trace:
             events, units, unmatched, launches = _tables(chunks)
             return cls(info, events, units, unmatched, launches.iloc[:0])
         pipeline = Pipeline(captures, shift)
-        tables = _tables(list(pipeline.chunks()))
-        return cls(info, *tables, aggregate_frame(pipeline.launches, pipeline.session.clocks, shift))
+        chunks = list(pipeline.chunks())
+        tables = _tables(chunks)
+        session = pipeline.session
+        return cls(
+            info,
+            *tables,
+            aggregate_frame(pipeline.launches, session.clocks, shift),
+            *frames([part for chunk in chunks for part in chunk.async_parts]),
+        )
 
     @property
     def name(self) -> str:
@@ -115,6 +133,7 @@ class Trace:
             self.problems,
             unrecorded_warnings(self.info),
             summarize_aggregates(self.aggregates, self.time_shift_cycles.pair),
+            summarize_events(self.async_events),
         )
 
     def summary_text(self) -> str:
@@ -123,7 +142,13 @@ class Trace:
     def write_perfetto(self, path: str | Path, *, progress: bool | None = None) -> Path:
         """Write a Perfetto protobuf trace (``.pftrace``) and return its path."""
         return perfetto.write_perfetto(
-            path, self.events, self.units, self.launches, title=f"proton_ik: {self.name}", progress=progress
+            path,
+            self.events,
+            self.units,
+            self.launches,
+            title=f"proton_ik: {self.name}",
+            progress=progress,
+            async_parts=[parts_of(self.async_events, self.marks, self.values)],
         )
 
     def write_chrome(self, path: str | Path, *, progress: bool | None = None) -> Path:
@@ -158,7 +183,8 @@ def _tables(chunks: list[Chunk]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     kernel_names, kernel_remap = categories(last.kernels)
     scope_names, scope_remap = categories(last.scopes)
     host_names, host_remap = categories(last.host_scopes)
-    labels = {"kernel": kernel_names, "scope": scope_names, "host_scope": host_names}
+    file_names, file_remap = categories(last.files)
+    labels = {"kernel": kernel_names, "scope": scope_names, "host_scope": host_names, "file": file_names}
     tables = []
     for table, names in (("events", EVENT_TABLE), ("units", UNIT_TABLE), ("unmatched", UNMATCHED_COLUMNS)):
         columns = _in_launch_order([getattr(chunk, table) for chunk in chunks])
@@ -167,6 +193,8 @@ def _tables(chunks: list[Chunk]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
             columns["scope"] = scope_remap[columns["scope"]]
         if "host_scope" in columns:
             columns["host_scope"] = host_remap[columns["host_scope"]]
+        if "file" in columns:  # -1: no file, a missing value
+            columns["file"] = np.where(columns["file"] >= 0, file_remap[columns["file"]], -1)
         tables.append(frame(columns, names, labels))
     launches = pd.DataFrame([row for chunk in chunks for row in chunk.launches])
     return (*tables, launches)

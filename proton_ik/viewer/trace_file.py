@@ -67,6 +67,11 @@ def _labels(values: Any) -> pd.Series:
     return pd.Series(values) if isinstance(values, pd.Categorical) else pd.Series(values, dtype=str)
 
 
+def _files(values: Any) -> pd.Series:
+    """Source files, missing where a slice has none (a lifetime, an older trace): a categorical."""
+    return pd.Series(values if isinstance(values, pd.Categorical) else pd.Categorical(values))
+
+
 def _trace_file(
     info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame, for_writing: bool = False
 ) -> TraceFile:
@@ -84,6 +89,7 @@ def _trace_file(
             "dur_ns": pd.Series(columns["dur_ns"], dtype=np.int64),
             "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
             "line": pd.Series(columns["line"], dtype="Int64"),
+            "file": _files(columns["file"]),
         }
     )
     lifetime = (slices["scope"] == LIFETIME).to_numpy()
@@ -122,6 +128,7 @@ def _writable_trace_file(
             "dur_ns": dur,
             "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
             "line": pd.Series(columns["line"], dtype="Int64"),
+            "file": _files(columns["file"]),
             "count": pd.Series(columns["records"], dtype="Int64"),
             "overwritten": pd.Series(columns["overwritten"], dtype="Int64"),
         }

@@ -48,6 +48,7 @@ COUNTERS = ("resident CTAs", "scopes in flight")  # an SM track's counter tracks
 # (scopes), and its records (lifetimes); and the text arg that says what it is.
 SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
 KIND_ARG = "kind"  # text: what a slice is, one of KINDS
+FILE_ARG = "file"  # text: a scope's source file (Perfetto: its interned source location's)
 KINDS = (RecordKind.SCOPE.name.lower(), "unit", "launch")  # from scope records, unit headers, a launch
 # A launch's totals, each a whole number, as its slice's args; its reader needs every one.
 LAUNCH_TOTALS = (
@@ -58,8 +59,8 @@ LAUNCH_TOTALS = (
 # dictionary and an array.
 LAUNCH_ARGS = (
     "kernel", "name", "host_scope", "launch", "device", "stream", "graph", "replay", "grid",
-    "warps_per_unit", "capacity", "capacity_source", "capacity_bound", "capacity_reason", "ctas", "units",
-    *LAUNCH_TOTALS, "mhz", "clock_source", "config", "launch_metrics", "problems",
+    "warps_per_unit", "capacity", "capacity_source", "capacity_bound", "capacity_reason", "sampled",
+    "ctas", "units", *LAUNCH_TOTALS, "mhz", "clock_source", "config", "launch_metrics", "problems",
 )  # fmt: skip
 HOST_ARGS = ("launches", "first_launch", "last_launch")  # of a host scope's slice
 
@@ -155,8 +156,7 @@ class Tracks:
         sm_id = np.full(len(self.sm), -1, dtype=np.int64)
         place_id = np.full(len(self.place), -1, dtype=np.int64)
         unit_id = np.full(len(self.unit), -1, dtype=np.int64)
-        at = None if open_tracks is None else self.launch_index(open_tracks.number)
-        if at is None:
+        if open_tracks is None or (at := self.launch_index(open_tracks.number)) is None:
             return sm_id, place_id, unit_id
         sms = np.flatnonzero(self.sm_launch == at)
         for i in sms.tolist():

@@ -50,6 +50,29 @@ def test_the_table_as_plain_data(context):
     ]
 
 
+WITH_FILES = """\
+builtin.module attributes {pik.kernel = "k"} {
+  pik.record "begin" "load" {line = 12 : i64, file = "k.py"}
+  pik.record "begin" "compute" {site = 30 : i64}
+  pik.record "end" "load" {line = 14 : i64, file = "helpers.py"}
+  pik.record "end" "compute" {line = 15 : i64, file = "k.py"}
+}"""
+
+
+def test_the_table_carries_the_file_of_each_names_first_record(context):
+    module = parse_module(WITH_FILES)
+    AssignScopeIds().apply(context, module)
+    module.verify()
+    assert str(module).splitlines()[1:3] == [
+        '  pik.scope 0 : i64 "load" {line = 12 : i64, file = "k.py"}',
+        '  pik.scope 1 : i64 "compute"',  # its first record has neither line nor file
+    ]
+    assert scope_table(module) == [
+        {"id": 0, "name": "load", "line": 12, "file": "k.py"},
+        {"id": 1, "name": "compute", "line": None},
+    ]
+
+
 def test_running_twice_rebuilds_the_same_table(context):
     module = parse_module(AFTER)
     AssignScopeIds().apply(context, module)

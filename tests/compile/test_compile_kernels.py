@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import triton
@@ -30,6 +31,7 @@ from proton_ik.contract.layout import (
     field_offset,
     make_tag,
 )
+from proton_ik.lowering import placement
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.lowering.pipeline import next_power_of_two
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
@@ -224,6 +226,11 @@ def first_line(fn, name: str) -> int:
     """The file line where ``fn`` first mentions scope ``name``."""
     lines, start = inspect.getsourcelines(fn.fn)
     return start + next(i for i, line in enumerate(lines) if f'"{name}"' in line)
+
+
+def source_file(fn) -> str:
+    """The base name of the file that defines ``fn``: the scope table's file for its scopes."""
+    return Path(inspect.getsourcefile(fn.fn)).name
 
 
 @dataclass(frozen=True)
@@ -480,7 +487,8 @@ def test_metadata_carries_the_scope_table(case: Case):
         "warps_per_unit": case.mode.granularity.warps_per_unit(case.num_warps),
         "layout": case.layout.to_dict(),
         "scopes": [
-            {"id": i, "name": name, "line": first_line(fn, name)} for i, name in enumerate(case.scopes)
+            {"id": i, "name": name, "line": first_line(fn, name), "file": source_file(fn)}
+            for i, name in enumerate(case.scopes)
         ],
     }
     assert (capacity["entries"], capacity["source"]) == (case.capacity, case.source)
@@ -534,10 +542,16 @@ def test_every_scope_is_begun_and_ended(case: Case):
 
 
 def test_records_replace_the_markers_inline_asm(case: Case):
+    """Or, for a begin, go above the pure arithmetic before its marker (``lowering.placement``):
+    then right below what stopped it, which is no pure instruction."""
     lines = case.ptx.splitlines()
     for site in sites(case.ptx):
-        assert lines[site.line - 1].strip() == "// begin inline asm"
-        assert lines[site.line + 1 + len(site.instructions)].strip() == "// end inline asm"
+        above = lines[site.line - 1].strip()
+        if above == "// begin inline asm":
+            assert lines[site.line + 1 + len(site.instructions)].strip() == "// end inline asm"
+            continue
+        begin = site.kind == "pair begin" or (site.kind == "record" and "%clock" not in site.instructions[0])
+        assert begin and not placement.is_pure(above.split("//")[0]), (site, above)
 
 
 def test_one_epilogue_and_one_ret(case: Case):

@@ -12,7 +12,7 @@ from xdsl.utils.exceptions import VerifyException
 from proton_ik.contract.layout import MAX_SCOPES
 from proton_ik.contract.names import MAX_NAME_LENGTH
 from proton_ik.dialect import make_context, parse_module
-from proton_ik.dialect.pik import RecordOp, ScopeOp
+from proton_ik.dialect.pik import RECORD_KINDS, RecordOp, ScopeOp
 
 PIK_TEXT = """\
 builtin.module attributes {pik.kernel = "matmul"} {
@@ -93,7 +93,7 @@ def test_the_context_knows_both_dialects():
 @pytest.mark.parametrize(
     ("op_text", "message"),
     [
-        ('pik.record "middle" "a"', "pik.record kind must be one of ('begin', 'end'), got 'middle'"),
+        ('pik.record "middle" "a"', f"pik.record kind must be one of {RECORD_KINDS}, got 'middle'"),
         ('pik.record "begin" ""', "a scope name must not be empty"),
         ('pik.record "begin" "a\\"b"', "scope name 'a\"b' has characters ['\"']"),
         ('pik.record "begin" "a$b"', "scope name 'a$b' has characters ['$']"),

@@ -9,7 +9,7 @@ import pytest
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, Granularity, make_tag
+from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, Granularity, RecordKind, make_tag
 from proton_ik.dialect import parse_module
 from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 
@@ -168,7 +168,11 @@ PAIR_BIT = 1 << TAG_PAIR_BIT
         ),
         ("%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag 4294967296", "does not fit 32 bits"),
         ("%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag -1", "does not fit 32 bits"),
-        ("%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag 268435456", "unknown record kind 1"),
+        ("%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag 1879048192", "unknown record kind 7"),
+        (
+            f"%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag {make_tag(3, False, RecordKind.VALUE)}",
+            "is a value record's, which pikgpu.store_value stores",
+        ),
         (
             f"%0 = pikgpu.read_clock : i32\n  pikgpu.store_record %0 tag {make_tag(3, False, paired=True)}",
             f"tag {make_tag(3, False, paired=True):#x} has the pair bit, which only pikgpu.store_pair sets",
@@ -213,8 +217,13 @@ def test_verifier_refuses(body: str, message: str):
     [
         pytest.param(PAIR_TAGS[0] | 1 << 32, PAIR_TAGS[1], id="begin-tag-over-32-bits"),
         pytest.param(PAIR_TAGS[0], PAIR_TAGS[1] | 1 << 40, id="end-tag-over-32-bits"),
-        pytest.param(PAIR_TAGS[0] | 1 << 28, PAIR_TAGS[1] | 1 << 28, id="unknown-record-kind"),
+        pytest.param(PAIR_TAGS[0] | 7 << 28, PAIR_TAGS[1] | 7 << 28, id="unknown-record-kind"),
         pytest.param(PAIR_TAGS[0], PAIR_TAGS[1] | PAIR_BIT, id="end-tag-with-the-pair-bit"),
+        pytest.param(
+            make_tag(1, False, RecordKind.EVENT, paired=True),
+            make_tag(1, True, RecordKind.EVENT),
+            id="an-event-is-never-a-pair",
+        ),
     ],
 )
 def test_store_pair_checks_its_tags_as_store_record_does(begin_tag: int, end_tag: int):

@@ -10,12 +10,14 @@ hold the clock64 and globaltimer its writer read, in that order, every entry the
 clocks of its records, and no byte may be written by two threads, or outside the buffer.
 
 The interpreter knows only the instructions the lowering emits (``mov`` from special registers,
-``shr``/``and``/``or``/``add``/``sub``/``min``/``not``/``bfind``/``cvt``/``mul``/``mad``, ``setp``
+``shr``/``shl``/``and``/``or``/``add``/``sub``/``min``/``div``/``rem``/``not``/``bfind``/``cvt``/``mul``/
+``mad``, ``and.pred``, ``setp``
 with ``eq``/``ne``/``lt`` and an optional ``and``, predicated vector ``st.global``,
 ``red.global`` add and max, branches to its own labels, ``bar.warp.sync``). It runs the
 ``%pik_`` instructions of a straight-line kernel in text order and skips the kernel's own, which
-never touch a ``%pik_`` register. Every thread of a CTA runs up to a ``bar.warp.sync`` before
-any goes on past it. Anything else on a ``%pik_`` register stops it with the line, so that a
+never touch a ``%pik_`` register; where ours read one of the kernel's registers (a predicate, an
+event's index, a value), the test gives its value. Every thread of a CTA runs up to a
+``bar.warp.sync`` before any goes on past it. Anything else on a ``%pik_`` register stops it with the line, so that a
 change in the lowering fails here rather than going unchecked. A reduction must find its bytes
 written before (the buffer is not cleared by anyone else).
 """
@@ -82,7 +84,7 @@ _ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
 _LABEL = re.compile(r"^(?P<label>\$pik_\w+):$")
 _COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b}
 _REDUCE = {"add": lambda a, b: a + b, "max": max}
-_BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64}
+_BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64, "pred": 1}
 
 
 class PtxError(Exception):
@@ -146,6 +148,7 @@ class Thread:
     reads: dict[str, list[int]] = field(
         default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": []}
     )
+    inputs: dict[str, int] = field(default_factory=dict)  # the kernel's own registers that ours read
 
     def special(self, name: str) -> int:
         axis = "xyz".index(name[-1]) if name[-2] == "." else -1
@@ -157,6 +160,8 @@ class Thread:
             return self.nctaid[axis]
         if name == "%smid":
             return self.smid
+        if name in self.inputs:
+            return self.inputs[name]
         if name in ("%clock64", "%clock"):
             self.clock += self.step
             value = self.clock if name == "%clock64" else self.clock & 0xFFFFFFFF
@@ -246,10 +251,11 @@ def run_thread(
             regs[args[0]] = SCRATCH
         elif base == "mov":
             regs[args[0]] = value(args[1]) & mask
-        elif base in ("shr", "and", "or", "add", "sub", "min"):
+        elif base in ("shr", "shl", "and", "or", "add", "sub", "min", "div", "rem"):
             a, b = value(args[1]), value(args[2])
             result = {"shr": a >> b, "and": a & b, "or": a | b, "add": a + b, "sub": a - b, "min": min(a, b)}
-            regs[args[0]] = result[base] & mask
+            result |= {"div": a // b if b else 0, "rem": a % b if b else 0}  # sampling's CTA stride
+            regs[args[0]] = (a << b if base == "shl" else result[base]) & mask
         elif base == "not":
             regs[args[0]] = ~value(args[1]) & mask
         elif base == "bfind":
@@ -324,9 +330,11 @@ class Launch:
     threads: dict[tuple[int, int], Thread]  # (linear CTA id, tid) -> the thread
 
 
-def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP) -> Launch:
+def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP, inputs=None) -> Launch:
     """Run every thread of the grid. Each thread's clock moves ``clock_step`` before each read;
-    the default keeps every thread's readings apart from every other's."""
+    the default keeps every thread's readings apart from every other's. ``inputs(linear CTA id,
+    tid)`` gives the values of the kernel's own registers that the instrumentation reads (a
+    predicate, an event's index, a value)."""
     program, labels, scratch = parse_program(case.ptx)
     ctas = int(np.prod(grid))
     memory = Memory(ctas * case.layout.cta_bytes)
@@ -341,8 +349,9 @@ def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP)
                     writer = linear * case.threads + tid
                     clock, time = CLOCK0 + 10**6 * writer, TIME0 + 10**6 * writer
                     threads[linear, tid] = Thread(
-                        tid, (x, y, z), grid, smid_of(linear), clock, time, clock_step
-                    )
+                        tid, (x, y, z), grid, smid_of(linear), clock, time, clock_step,
+                        inputs={} if inputs is None else inputs(linear, tid),
+                    )  # fmt: skip
                     running[tid] = ({}, 0)
                 while running:  # every thread up to the next bar.warp.sync, then on from there
                     for tid, (regs, pc) in list(running.items()):

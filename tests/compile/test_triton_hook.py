@@ -58,7 +58,7 @@ def test_the_stage_instruments_and_fills_the_metadata(kernel_ptx: str):
             "bound": bound,
             "reason": "capacity=256 is set in the mode",
         },
-        "scopes": [{"id": 0, "name": "load", "line": 12}],
+        "scopes": [{"id": 0, "name": "load", "line": 12, "file": "k.py"}],  # the PTX's .file, base name
     }
 
 

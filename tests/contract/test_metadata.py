@@ -65,6 +65,21 @@ def test_sessions_from_before_the_capacity_was_recorded_still_read():
     assert kernel.to_dict() == profile
 
 
+def test_a_scopes_file_is_written_only_where_known_and_reads_back():
+    kernel = KernelMetadata(
+        layout=BufferLayout(units=1, capacity=4),
+        scopes=(Scope(0, "load", 12, file="matmul.py"), Scope(1, "store", 20)),
+    )
+    scopes = kernel.to_dict()["scopes"]
+    assert scopes == [
+        {"id": 0, "name": "load", "line": 12, "file": "matmul.py"},
+        {"id": 1, "name": "store", "line": 20},
+    ]
+    read = KernelMetadata.from_dict(json.loads(json.dumps(kernel.to_dict())), "kernel k")
+    assert [scope.file for scope in read.scopes] == ["matmul.py", None]
+    assert read == kernel
+
+
 def bad(change) -> dict:
     data = json.loads(json.dumps(KERNEL.to_dict()))
     change(data)
@@ -83,6 +98,7 @@ def bad(change) -> dict:
         (lambda d: d["scopes"].append({"id": 0, "name": "again"}), "proton_ik.scopes[2]: scope id 0 is listed twice"),
         (lambda d: d["scopes"][1].update(name=5), "proton_ik.scopes[1]: 'name' is 5 (a int), not text"),
         (lambda d: d["scopes"][0].update(line=-1), "proton_ik.scopes[0]: 'line' is -1"),
+        (lambda d: d["scopes"][0].update(file=5), "proton_ik.scopes[0]: 'file' is 5 (a int), not printable text"),
     ],
 )  # fmt: skip
 def test_a_wrong_field_is_named(change, message):

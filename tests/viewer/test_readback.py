@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,8 @@ import pandas as pd
 import pytest
 
 from proton_ik import viewer
-from proton_ik.viewer import Trace, readback
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import LaunchCapture, Trace, readback, render_session
 from proton_ik.viewer.perfetto import write_perfetto
 
 DATA = Path(__file__).parents[1] / "data"
@@ -201,3 +204,100 @@ def test_show_keeps_only_what_the_summary_needs_and_convert_asks_for_the_rest(su
         summary_only.write_chrome(tmp_path / "again.json")
     writable.write_chrome(tmp_path / "again.json")
     assert readback.read_chrome(tmp_path / "again.json").summary_text() == writable.summary_text()
+
+
+# Per launch, the source file of scopes a, b and c (lines 10, 11, 12); None: the table has none.
+FILES = {0: ["a.py", "a.py", None], 1: ["b.py", None, "lib.py"]}
+
+
+def _launch_with_files(fake_launch, launch: int, files: list[str | None]) -> LaunchCapture:
+    """One unit that runs scopes a, b and c once each, whose scope table names ``files``."""
+    fake = fake_launch(units=1, capacity=16)
+    fake.cta(0, smid=1)
+    unit = fake.unit(0, 0, start_clock=1_000, start_time=1_000_000)
+    for scope in range(3):
+        unit.begin(scope, 1_100 + 300 * scope)
+        unit.end(scope, 1_200 + 300 * scope)
+    unit.finish(2_500, 2_500_000)
+    meta = fake.meta(launch=launch, kernel=f"kernel{launch}")
+    for scope, file in zip(meta["profile"]["scopes"], files, strict=True):
+        if file is not None:
+            scope["file"] = file
+    return LaunchCapture(meta, fake.buffer.copy())
+
+
+@pytest.mark.parametrize("route", ["tables", "render"])
+def test_each_scope_slice_carries_its_source_file_and_reads_back(
+    route, fake_launch, pftrace_packets, tmp_path, monkeypatch
+):
+    captures = [_launch_with_files(fake_launch, launch, files) for launch, files in FILES.items()]
+    outputs = {"pftrace": tmp_path / "t.pftrace", "json": tmp_path / "t.json"}
+    if route == "tables":
+        trace = Trace.from_captures({"name": "t"}, captures)
+        trace.write_perfetto(outputs["pftrace"])
+        trace.write_chrome(outputs["json"])
+    else:
+        with SessionWriter(tmp_path / "t.pik", {"name": "t"}) as writer:
+            for capture in captures:
+                writer.add_launch(capture.meta, capture.buffer)
+        monkeypatch.setattr("proton_ik.viewer.pipeline.GROUP_BYTES", 1)  # a packet sequence per launch
+        render_session(tmp_path / "t.pik", outputs)
+        trace = viewer.load(tmp_path / "t.pik")
+    expected = Counter(
+        (name, file, 10 + i)
+        for files in FILES.values()
+        for i, (name, file) in enumerate(zip("abc", files, strict=True))
+    )
+
+    # Perfetto: a scope's begin names its interned source location (file and line) where its file
+    # is known, and its line as an arg only where not.
+    replayed: Counter = Counter()
+    names, arg_names, locations = {}, {}, {}  # each sequence starts with its interned data
+    for packet in pftrace_packets(outputs["pftrace"]):
+        if packet.HasField("interned_data"):
+            names = {entry.iid: entry.name for entry in packet.interned_data.event_names}
+            arg_names = {entry.iid: entry.name for entry in packet.interned_data.debug_annotation_names}
+            locations = {
+                loc.iid: (loc.file_name, loc.line_number) for loc in packet.interned_data.source_locations
+            }
+        event = packet.track_event
+        if packet.HasField("track_event") and names.get(event.name_iid) in ("a", "b", "c"):
+            args = {arg_names[a.name_iid]: a.int_value for a in event.debug_annotations}
+            location = locations.get(event.source_location_iid)
+            assert (location is None) == ("line" in args)
+            file, line = location or (None, args["line"])
+            replayed[names[event.name_iid], file, line] += 1
+    assert replayed == expected
+
+    # Chrome JSON: a scope's args name its file where known (no null where not), and its line.
+    events = json.loads(outputs["json"].read_text())["traceEvents"]
+    scopes = [e for e in events if e["ph"] == "X" and e["name"] in ("a", "b", "c")]
+    assert all(e["args"].get("file", "absent") is not None for e in scopes)
+    assert Counter((e["name"], e["args"].get("file"), e["args"]["line"]) for e in scopes) == expected
+
+    # Both read back, into the tables and into show's file:line.
+    by_scope = {
+        (f"kernel{launch}", name): file
+        for launch, files in FILES.items()
+        for name, file in zip("abc", files, strict=True)
+    }
+    for read, output in ((readback.read_perfetto, "pftrace"), (readback.read_chrome, "json")):
+        got = read(outputs[output])
+        events = got.trace.events
+        assert {
+            (str(kernel), str(scope)): None if pd.isna(file) else file
+            for kernel, scope, file in zip(events["kernel"], events["scope"], events["file"], strict=True)
+        } == by_scope
+        assert got.summary_text() == trace.summary_text()
+    text = trace.summary_text()
+    assert "a.py:10" in text and "lib.py:12" in text
+
+
+def test_a_session_from_before_files_were_recorded_writes_no_file(pftrace_packets, tmp_path):
+    trace = viewer.load(DATA / "add.pik")
+    assert trace.events["file"].isna().all()
+    trace.write_perfetto(tmp_path / "t.pftrace")
+    trace.write_chrome(tmp_path / "t.json")
+    packets = pftrace_packets(tmp_path / "t.pftrace")
+    assert not any(p.interned_data.source_locations or p.track_event.source_location_iid for p in packets)
+    assert '"file"' not in (tmp_path / "t.json").read_text()

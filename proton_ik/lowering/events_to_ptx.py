@@ -1,0 +1,136 @@
+"""The part of ``convert-pikgpu-to-ptx`` for the ops of ``pikgpu_operands``: event records with
+an index register, value marks, and guards.
+
+- ``pikgpu.store_event``: the tag's index bits from the index register (``shl``, ``and``,
+  ``or``), then one 8-byte store by the unit's writer lane, as for a single record;
+- ``pikgpu.store_value``: one 16-byte store of ``{tag, clock, value, value type}``
+  (``layout.VALUE_ENTRY_DTYPE``), counted as a single record;
+- ``pikgpu.guard``: the site's lines behind a test of the predicate register and a branch around
+  them, so that where it is 0 nothing is stored and no count moves.
+
+As for every record, an end's clock is read first and a start's last, so that the record's own
+arithmetic stays outside what it measures. Registers and offsets are as in ``pikgpu_to_ptx``:
+``%pik_n`` and ``%pik_singles`` count, ``%pik_a`` is the entry's address, ``%pik_w`` the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from xdsl.ir import Operation
+
+from proton_ik.contract.layout import (
+    ENTRY_BYTES,
+    ENTRY_DTYPE,
+    TAG_INDEX_MASK,
+    TAG_INDEX_SHIFT,
+    VALUE_ENTRY_DTYPE,
+    scalar_fields,
+    vector_fields,
+)
+from proton_ik.dialect.pikgpu_operands import GuardOp, RegisterOp, StoreEventOp, StoreValueOp
+
+PASS_NAME = "convert-pikgpu-to-ptx"
+TAG_REGISTER = "%pik_ev_tag"
+PREDICATE_REGISTER = "%pik_ev_on"
+_STORE_TYPES = {4: "b32", 8: "u64"}
+
+
+def declarations() -> list[str]:
+    return [f"\t.reg .b32 \t{TAG_REGISTER};", f"\t.reg .pred \t{PREDICATE_REGISTER};"]
+
+
+def skip_label(site: int) -> str:
+    return f"$pik_skip_{site}"
+
+
+def _register(value) -> str:
+    owner = value.owner
+    if not isinstance(owner, RegisterOp):
+        raise ValueError(f"{PASS_NAME}: an operand must come from a pikgpu.register, got {owner}")
+    return owner.register.data
+
+
+def _store(dtype: np.dtype, values: dict[str, object]) -> str:
+    """One vector store of ``values`` into the entry at ``%pik_a``, fields named by ``dtype``."""
+    names = list(values)
+    offset = vector_fields(dtype, names)
+    size = scalar_fields(dtype)[names[0]][1]
+    address = f"%pik_a+{offset}" if offset else "%pik_a"
+    operands = "{" + ", ".join(map(str, values.values())) + "}"
+    return f"\t@%pik_w st.global.v{len(names)}.{_STORE_TYPES[size]} \t[{address}], {operands};"
+
+
+def _slot(capacity: int) -> list[str]:
+    return [
+        f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
+    ]
+
+
+_CLOCK = "\tmov.u32 \t%pik_c, %clock;"
+_COUNT_SINGLE = ["\tadd.s32 \t%pik_n, %pik_n, 1;", "\tadd.s32 \t%pik_singles, %pik_singles, 1;"]
+
+
+def store_event(op: StoreEventOp, capacity: int) -> list[str]:
+    tag = [
+        f"\tshl.b32 \t{TAG_REGISTER}, {_register(op.index)}, {TAG_INDEX_SHIFT};",
+        f"\tand.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {TAG_INDEX_MASK << TAG_INDEX_SHIFT};",
+        f"\tor.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {op.tag.value.data};",
+    ]
+    work = tag + _slot(capacity)
+    body = [_CLOCK, *work] if op.is_end else [*work, _CLOCK]
+    store = _store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"})
+    return ["\t// pik event record", *body, store, *_COUNT_SINGLE]
+
+
+def store_value(op: StoreValueOp, capacity: int) -> list[str]:
+    values = {
+        "tag": op.tag.value.data,
+        "clock": "%pik_c",
+        "value": _register(op.value),
+        "value_type": op.type_code,
+    }
+    return [
+        "\t// pik value record",
+        *_slot(capacity),
+        _CLOCK,
+        _store(VALUE_ENTRY_DTYPE, values),
+        *_COUNT_SINGLE,
+    ]
+
+
+def guarded(lines: list[str], predicate: str, site: int) -> list[str]:
+    """``lines`` run only where ``predicate`` (a 32-bit register) is not 0."""
+    return [
+        "\t// pik guard: nothing is recorded here where the predicate is 0",
+        f"\tsetp.ne.b32 \t{PREDICATE_REGISTER}, {predicate}, 0;",
+        f"\t@!{PREDICATE_REGISTER} bra \t{skip_label(site)};",
+        *lines,
+        f"{skip_label(site)}:",
+    ]
+
+
+def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], capacity: int) -> bool:
+    """Add the lines of these ops' sites to ``sites`` (site -> PTX lines, as planned for the
+    other ops), and guard the guarded ones; True if any op was ours (then ``declarations``
+    are needed)."""
+    ours = False
+    guards: list[GuardOp] = []
+    for op in ops:
+        if isinstance(op, StoreEventOp | StoreValueOp):
+            if op.site is None:
+                raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
+            lower = store_event if isinstance(op, StoreEventOp) else store_value
+            sites[op.site.value.data] = lower(op, capacity)  # type: ignore[arg-type]
+            ours = True
+        elif isinstance(op, GuardOp):
+            guards.append(op)
+            ours = True
+    for op in guards:
+        site = op.site.value.data
+        if site not in sites:
+            raise ValueError(f"{PASS_NAME}: pikgpu.guard of site {site}, where nothing is recorded")
+        sites[site] = guarded(sites[site], _register(op.predicate), site)
+    return ours

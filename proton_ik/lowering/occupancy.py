@@ -1,0 +1,154 @@
+"""``occupancy=keep``: the instrumented kernel never has fewer resident CTAs per SM than the plain
+kernel for want of registers.
+
+At compile time the plain kernel's PTX (the markers are comments in it) goes through ``ptxas``
+once more, with the flags Triton's own run uses, for its register count. From that count, the
+kernel's warps and its shared memory, the SM's limits give the resident CTAs per SM; the
+instrumented PTX gets ``.maxnreg`` = the most registers that keep them. ptxas spills what does
+not fit under the cap: spills against a lost CTA is the trade this option makes (it is not the
+default). A kernel whose PTX already has a ``.maxnreg`` (Triton's ``maxnreg`` option) keeps the
+lower of the two.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from proton_ik.contract.metadata import Occupancy
+from proton_ik.lowering import ptx_text
+
+MAX_REGISTERS = 255  # per thread
+_USED = re.compile(r"Used (?P<registers>\d+) registers")
+_SPILLS = re.compile(r"(?P<bytes>\d+) bytes spill stores")
+_MAXNREG = re.compile(r"^\s*\.maxnreg\s+(?P<count>\d+)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What bounds resident CTAs on one SM of a compute capability."""
+
+    max_warps: int
+    max_ctas: int
+    shared_bytes: int  # the largest shared-memory carveout
+    registers: int = 65536
+    sub_partitions: int = 4  # each holds a quarter of the registers and whole warps
+    register_unit: int = 256  # registers are allocated per warp, in units of this many
+    shared_reserved: int = 1024  # the driver's shared memory per CTA
+    shared_unit: int = 128  # shared memory is allocated per CTA in units of this many bytes
+
+
+SM_LIMITS = {
+    80: SmLimits(max_warps=64, max_ctas=32, shared_bytes=167936),
+    86: SmLimits(max_warps=48, max_ctas=16, shared_bytes=102400),
+    89: SmLimits(max_warps=48, max_ctas=24, shared_bytes=102400),
+    90: SmLimits(max_warps=64, max_ctas=32, shared_bytes=233472),
+}
+
+
+def resident_ctas(registers: int, num_warps: int, shared: int, limits: SmLimits) -> int:
+    """CTAs of ``num_warps`` warps, ``registers`` per thread and ``shared`` bytes that fit one SM,
+    by CUDA's occupancy rule (``cuda_occupancy.h``): each sub-partition holds whole warps."""
+    per_warp = _round_up(max(registers, 1) * 32, limits.register_unit)
+    warps = limits.registers // limits.sub_partitions // per_warp * limits.sub_partitions
+    by_registers = warps // num_warps
+    by_shared = limits.shared_bytes // _round_up(shared + limits.shared_reserved, limits.shared_unit)
+    return min(by_registers, limits.max_warps // num_warps, by_shared, limits.max_ctas)
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+def register_cap(registers: int, num_warps: int, shared: int, limits: SmLimits) -> int:
+    """The most registers per thread that give as many resident CTAs as ``registers`` does."""
+    keep = resident_ctas(registers, num_warps, shared, limits)
+    return max(
+        r for r in range(registers, MAX_REGISTERS + 1) if resident_ctas(r, num_warps, shared, limits) >= keep
+    )
+
+
+@dataclass(frozen=True)
+class Ptxas:
+    """How Triton runs ptxas for this compile: the binary, ``--gpu-name`` and the other flags."""
+
+    path: str
+    arch: str  # sm_90a
+    flags: Sequence[str] = ("-lineinfo",)
+
+    def registers(self, ptx: str) -> tuple[int, int]:
+        """Registers per thread and bytes of spill stores of ``ptx``'s kernel."""
+        with tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_") as folder:
+            source = Path(folder) / "plain.ptx"
+            source.write_text(ptx)
+            done = subprocess.run(
+                [
+                    self.path,
+                    *self.flags,
+                    "-v",
+                    f"--gpu-name={self.arch}",
+                    str(source),
+                    "-o",
+                    str(source) + ".o",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        used, spills = _USED.search(done.stderr), _SPILLS.search(done.stderr)
+        if done.returncode or used is None:
+            raise RuntimeError(f"ptxas on the plain PTX failed ({done.returncode}): {done.stderr[-500:]}")
+        return int(used.group("registers")), int(spills.group("bytes")) if spills else 0
+
+
+def keep(
+    plain_ptx: str, ptx: str, ptxas: Ptxas, capability: int, num_warps: int, shared: int
+) -> tuple[str, Occupancy]:
+    """``ptx`` with the register cap that keeps the plain kernel's resident CTAs, and what was
+    found; ``ptx`` unchanged where no cap can be computed (the reason says why)."""
+    limits = SM_LIMITS.get(capability)
+    if limits is None:
+        reason = f"no table of SM limits for sm_{capability} (known: {sorted(SM_LIMITS)}): no cap"
+        return ptx, Occupancy(None, None, None, reason)
+    try:
+        registers, spills = ptxas.registers(plain_ptx)
+    except (OSError, RuntimeError) as error:
+        return ptx, Occupancy(None, None, None, f"{error}; no cap")
+    ctas = resident_ctas(registers, num_warps, shared, limits)
+    cap = register_cap(registers, num_warps, shared, limits)
+    existing = _MAXNREG.search(ptx)
+    if existing is not None and int(existing.group("count")) <= cap:
+        reason = f"the kernel's own .maxnreg {existing.group('count')} is at or below the cap"
+        return ptx, Occupancy(registers, ctas, int(existing.group("count")), reason)
+    reason = (
+        f"plain: {registers} registers, {spills} bytes of spills, {ctas} CTAs of {num_warps} warps "
+        f"and {shared} bytes of shared memory per SM; at most {cap} registers keep them"
+    )
+    return with_maxnreg(ptx, cap), Occupancy(registers, ctas, cap, reason)
+
+
+def with_maxnreg(ptx: str, cap: int) -> str:
+    """``ptx`` whose entry has ``.maxnreg cap`` (in place of a higher one it had)."""
+    if _MAXNREG.search(ptx):
+        return _MAXNREG.sub(f".maxnreg {cap}", ptx, count=1)
+    lines = ptx.splitlines(keepends=True)
+    entry, _ = ptx_text.entry_params([line.rstrip("\n") for line in lines])
+    end = next(i for i in range(entry, len(lines)) if lines[i].strip().startswith(")"))
+    return "".join([*lines[: end + 1], f".maxnreg {cap}\n", *lines[end + 1 :]])
+
+
+def triton_ptxas(options: object, capability: int) -> Ptxas:
+    """The ptxas that Triton's compile of ``options`` for ``capability`` runs, with its flags."""
+    from triton import knobs
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    flags = ["-lineinfo", *(["-suppress-debug-info"] if knobs.compilation.disable_line_info else [])]
+    if not getattr(options, "enable_fp_fusion", True):
+        flags.append("--fmad=false")
+    extra = getattr(options, "ptx_options", None)
+    flags += extra.split(" ") if extra else []
+    return Ptxas(get_ptxas(capability).path, sm_arch_from_capability(capability), tuple(flags))

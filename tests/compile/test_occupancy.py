@@ -1,0 +1,150 @@
+"""Registers and resident CTAs: ``occupancy=keep``'s arithmetic and its ``.maxnreg``, and the suite's
+kernels compiled for sm_90, plain and instrumented, read with Triton's bundled ``cuobjdump`` (in a
+subprocess from the repository root: xdsl installs a top-level package also named ``benchmarks``).
+
+The register counts are not timings: they are what ptxas gives for one PTX, so a bound on them
+holds on every machine. What the lowering guarantees: with ``occupancy=keep`` every suite
+kernel keeps the plain kernel's resident CTAs per SM; in the default mode every kernel but gelu
+keeps them too, and gelu loses one CTA of seven, not the two it lost before begins were placed
+above the pure arithmetic before them (docs/PERFORMANCE.md, issue 10).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proton_ik.contract.metadata import Occupancy
+from proton_ik.lowering import occupancy
+
+SM90 = occupancy.SM_LIMITS[90]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "registers, warps, shared, ctas",
+    [
+        (72, 4, 0, 7),  # gelu plain: 2304 registers a warp, 28 warps
+        (80, 4, 0, 6),
+        (92, 4, 0, 5),
+        (32, 4, 0, 16),  # 64 warps per SM
+        (32, 1, 0, 32),  # 32 CTAs per SM
+        (64, 4, 100_000, 2),  # shared memory: 2 x (100000 + 1024) bytes fit 228 KiB
+    ],
+)
+def test_resident_ctas_follow_the_sm_limits(registers, warps, shared, ctas):
+    assert occupancy.resident_ctas(registers, warps, shared, SM90) == ctas
+
+
+@pytest.mark.parametrize(
+    "registers, warps, shared, cap",
+    [
+        (72, 4, 0, 72),  # 7 CTAs: 65536 / 28 warps, in units of 256 registers a warp
+        (73, 4, 0, 80),  # 6 CTAs from 73 up to 80
+        (103, 8, 0, 128),  # 2 CTAs of 8 warps up to 128
+        (90, 8, 150_000, 255),  # one CTA by shared memory: all 255
+    ],
+)
+def test_the_cap_is_the_most_registers_that_keep_the_plain_kernels_ctas(registers, warps, shared, cap):
+    assert occupancy.register_cap(registers, warps, shared, SM90) == cap
+    keep = occupancy.resident_ctas(registers, warps, shared, SM90)
+    assert occupancy.resident_ctas(cap, warps, shared, SM90) == keep
+    if cap < occupancy.MAX_REGISTERS:
+        assert occupancy.resident_ctas(cap + 1, warps, shared, SM90) < keep
+
+
+PTX = ".version 8.7\n.target sm_90a\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n.reqntid 128\n{\n\tret;\n}\n"
+
+
+class _FakePtxas(occupancy.Ptxas):
+    def registers(self, ptx: str) -> tuple[int, int]:
+        return 72, 0
+
+
+def test_keep_caps_the_entry_and_lowers_a_higher_maxnreg_but_keeps_a_lower_one():
+    ptxas = _FakePtxas("ptxas", "sm_90a")
+    capped, found = occupancy.keep(PTX, PTX, ptxas, 90, 4, 0)
+    assert capped.splitlines()[5:7] == [".maxnreg 72", ".reqntid 128"]
+    assert found == Occupancy(72, 7, 72, found.reason) and "72 registers" in found.reason
+    higher = PTX.replace(".reqntid 128", ".maxnreg 128\n.reqntid 128")
+    assert ".maxnreg 72\n" in occupancy.keep(PTX, higher, ptxas, 90, 4, 0)[0]
+    lower = PTX.replace(".reqntid 128", ".maxnreg 64\n.reqntid 128")
+    kept, found = occupancy.keep(PTX, lower, ptxas, 90, 4, 0)
+    assert kept == lower and found.cap == 64
+
+
+def test_keep_without_sm_limits_or_ptxas_sets_no_cap_and_says_why():
+    ptx, found = occupancy.keep(PTX, PTX, _FakePtxas("ptxas", "sm_75"), 75, 4, 0)
+    assert ptx == PTX and found.cap is None and "no table of SM limits for sm_75" in found.reason
+    ptx, found = occupancy.keep(PTX, PTX, occupancy.Ptxas("/nonexistent/ptxas", "sm_90a"), 90, 4, 0)
+    assert ptx == PTX and found.cap is None and "no cap" in found.reason
+
+
+# --- the suite ----------------------------------------------------------------------------------
+
+# Compiles every suite kernel plain, in the default mode and with occupancy=keep; prints, per
+# kernel and mode: registers per thread, stack bytes, warps, shared bytes, the occupancy metadata.
+_MEASURE = """
+import json, os, re, subprocess, sys, tempfile
+import triton
+from benchmarks import kernels
+from benchmarks.compile_check import compile_kernel
+from proton_ik.mode import Mode
+triton.knobs.cache.dir = tempfile.mkdtemp(prefix="pik_occupancy_test_")
+triton.knobs.compilation.always_compile = True
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+found = {}
+for problem in kernels.suite(False, 132):
+    for label, mode in (("plain", None), ("default", Mode()), ("keep", Mode(occupancy="keep"))):
+        kernel = compile_kernel(problem.fn, problem.signature, problem.constexprs, problem.options, mode)
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+            file.write(kernel.asm["cubin"])
+            file.flush()
+            usage = subprocess.run([cuobjdump, "-res-usage", file.name], capture_output=True, text=True, check=True).stdout
+        registers, stack = map(int, re.search(r"REG:(\\d+) STACK:(\\d+)", usage).groups())
+        meta = kernel.metadata
+        found.setdefault(problem.name, {})[label] = [
+            registers, stack, meta.num_warps, meta.shared, (getattr(meta, "proton_ik", None) or {}).get("occupancy")
+        ]
+json.dump(found, sys.stdout)
+"""
+
+
+@pytest.fixture(scope="module")
+def suite() -> dict:
+    run = subprocess.run(
+        [sys.executable, "-c", _MEASURE], cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout)
+
+
+def _ctas(row: list) -> int:
+    registers, _, warps, shared, _ = row
+    return occupancy.resident_ctas(registers, warps, shared, SM90)
+
+
+def test_occupancy_keep_keeps_every_suite_kernels_resident_ctas(suite):
+    for name, rows in suite.items():
+        plain, keep = rows["plain"], rows["keep"]
+        assert _ctas(keep) == _ctas(plain), (name, keep, plain)
+        found = keep[4]
+        assert (found["plain_registers"], found["plain_ctas"]) == (plain[0], _ctas(plain)), name
+        assert keep[0] <= found["cap"], name
+
+
+def test_the_default_mode_loses_no_resident_cta_but_one_of_gelus(suite):
+    assert "gelu" in suite and len(suite) >= 7
+    for name, rows in suite.items():
+        lost = _ctas(rows["plain"]) - _ctas(rows["default"])
+        assert lost <= (name == "gelu"), (name, rows)
+
+
+def test_gelu_fits_six_ctas_and_matmul_spills_nothing_in_the_default_mode(suite):
+    """Before begins were placed: gelu 92 registers (5 CTAs), matmul 4 bytes of spills."""
+    assert suite["gelu"]["default"][0] <= 80
+    assert suite["matmul"]["default"][1] == suite["matmul"]["plain"][1] == 0

@@ -1,0 +1,148 @@
+"""Where a begin's PTX goes (``lowering.placement``): above the pure arithmetic before its marker,
+never past memory, control flow, inline asm or a clock, and never when it reads the kernel's
+registers. Text in, text out, then ptxas on what came out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proton_ik.lowering import placement
+from proton_ik.lowering.pipeline import instrument
+from proton_ik.mode import Mode
+
+
+@pytest.mark.parametrize(
+    "line, pure",
+    [
+        ("add.s32 \t%r1, %r2, 3;", True),
+        ("@%p1 setp.lt.s32 \t%p2, %r1, %r3;", True),
+        ("mov.u32 \t%r71, %ctaid.x;", True),
+        ("ld.param.b64 \t%rd1, [k_param_0];", True),
+        ("mov.b32 \t{%rs1, %rs2}, %r1;", True),
+        ("fma.rn.f32 \t%r5, %r1, %r2, %r3;", True),
+        ("mov.u32 \t%r9, %clock;", False),
+        ("mov.u64 \t%rd9, %globaltimer;", False),
+        ("ld.global.b32 \t%r1, [%rd1];", False),
+        ("st.global.b32 \t[%rd1], %r1;", False),
+        ("add.cc.u32 \t%r1, %r2, %r3;", False),
+        ("addc.u32 \t%r1, %r2, %r3;", False),
+        ("bar.sync \t0;", False),
+        ("shfl.sync.bfly.b32 \t%r1, %r2, 1, 31, -1;", False),
+        ("@%p1 bra \t$L__BB0_2;", False),
+        ("$L__BB0_2:", False),
+        ("// begin inline asm", False),
+    ],
+)
+def test_only_instructions_that_compute_registers_are_pure(line, pure):
+    assert placement.is_pure(line) is pure
+
+
+KERNEL = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+
+.visible .entry k(
+	.param .u64 .ptr .global .align 1 k_param_0,
+	.param .u32 k_param_1,
+	.param .u64 .ptr .global .align 1 k_param_2
+)
+.reqntid 128
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<3>;
+
+// %bb.0:
+	ld.param.b64 	%rd1, [k_param_0];
+	ld.global.b32 	%r1, [%rd1];
+	.loc	1 12 4
+	mov.u32 	%r2, %tid.x;
+	add.s32 	%r3, %r2, %r1;
+	setp.lt.s32 	%p1, %r3, 100;
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "begin", scope = "first"}> : () -> ()
+	// end inline asm
+	@%p1 st.global.b32 	[%rd1], %r3;
+	mul.lo.s32 	%r4, %r3, 3;
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "end", scope = "first"}> : () -> ()
+	// end inline asm
+	add.s32 	%r5, %r4, 1;
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "begin", scope = "second"}> : () -> ()
+	// end inline asm
+	st.global.b32 	[%rd1+4], %r5;
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "end", scope = "second"}> : () -> ()
+	// end inline asm
+	ret;
+$L__func_end0:
+}
+"""
+
+
+def _lowered(mode: Mode | None = None) -> list[str]:
+    result = instrument(KERNEL, mode or Mode(), num_warps=4)
+    assert result is not None
+    return result.ptx.splitlines()
+
+
+def _first(lines: list[str], text: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.strip() == text)
+
+
+def test_a_begin_goes_above_the_pure_arithmetic_before_its_marker_and_stops_at_memory():
+    lines = _lowered()
+    begin = _first(lines, "mov.u32 \t%pik_b0, %clock;")
+    assert lines[begin - 1].strip() == "// pik pair begin"
+    assert lines[begin - 2].strip() == "ld.global.b32 \t%r1, [%rd1];"  # what stopped it
+    assert _first(lines, "setp.lt.s32 \t%p1, %r3, 100;") > begin
+    assert _first(lines, "mov.u32 \t%r2, %tid.x;") > begin
+
+
+def test_a_begin_never_passes_the_end_before_it_and_ends_stay_at_their_markers():
+    lines = _lowered()
+    first_end = _first(lines, "mov.u32 \t%pik_c, %clock;")
+    second_begin = _first(lines, "mov.u32 \t%pik_b1, %clock;")
+    # The add between the first end and the second begin moves into the second scope; the
+    # begin stops at the first end's inline asm.
+    assert first_end < second_begin < _first(lines, "add.s32 \t%r5, %r4, 1;")
+    assert lines[second_begin - 2].strip() == "// end inline asm"
+    ends = [i for i, line in enumerate(lines) if line.strip() == "// pik pair end"]
+    assert all(lines[i - 1].strip() == "// begin inline asm" for i in ends)
+
+
+def test_single_records_move_whole_and_the_kernel_still_assembles(ptxas, tmp_path: Path):
+    lines = _lowered(Mode(pairs=False))
+    records = [i for i, line in enumerate(lines) if line.strip() == "// pik record"]
+    assert lines[records[0] - 1].strip() == "ld.global.b32 \t%r1, [%rd1];"
+    assert all(lines[i - 1].strip() == "// begin inline asm" for i in records[1:2])
+    result = ptxas("\n".join(lines) + "\n", tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_begin_that_reads_the_kernels_registers_stays_where_they_are_defined():
+    assert placement.reads_only_ours(
+        ["mov.u32 \t%pik_b0, %clock;", "@%pik_w st.global.v4.b32 \t[%pik_a], {1, %pik_b0, 2, %pik_c};"]
+    )
+    assert not placement.reads_only_ours(
+        ["setp.ne.and.u32 \t%pik_g, %r9, 0, %pik_w;", "mov.u32 \t%pik_b0, %clock;"]
+    )
+    assert not placement.reads_only_ours(["@%p3 bra \t$pik_skip_40;"])
+
+
+def test_hoisting_stops_at_labels_and_at_the_body_start():
+    lines = [
+        "{",
+        "\t.reg .b32 \t%r<3>;",
+        "$L__BB0_1:",
+        "\tadd.s32 \t%r1, %r1, 1;",
+        "\t// begin inline asm",
+        "\t// pik.marker",
+        "\t// end inline asm",
+    ]
+    assert placement.hoisted(lines, 5, 1) == 3
+    assert placement.hoisted(["{", "\tadd.s32 \t%r1, %r1, 1;", "\t// pik.marker"], 2, 0) == 1

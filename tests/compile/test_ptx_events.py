@@ -1,0 +1,152 @@
+"""What the PTX of events, marks, values and predicates stores, on the CPU.
+
+A real sm_90 compile of a kernel with every kind of record runs in ``test_ptx_stores``'s
+interpreter for every thread of a grid. The instrumentation reads three kinds of the kernel's
+own registers, which the test sets per CTA: predicates (true in odd CTAs, false in even ones),
+the event's index register and the value register. A false predicate must write nothing and
+count nothing: the unit's entries are then exactly its unpredicated records, in order, and the
+ring slots after them keep the poison.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import proton_ik.language as pl
+from proton_ik.contract.layout import (
+    MAGIC,
+    RECORD_BYTES,
+    TAG_INDEX_MASK,
+    BufferLayout,
+    Granularity,
+    RecordKind,
+    ValueType,
+    make_tag,
+)
+from proton_ik.mode import Mode
+
+sys.path.insert(0, str(Path(__file__).parent))
+import test_ptx_stores as interpreter
+
+HANDOFF = pl.event("handoff", instances=4)
+GRID = (4, 1, 1)
+NUM_WARPS = 2
+INDEX_BASE, INDEX_STEP = 5, 700  # the index register of CTA c holds 5 + 700 * c: above 2047 from c = 3
+VALUE_BASE = 0xC0DE0000
+
+
+@triton.jit
+def records_kernel(x, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    pl.mark("begin")
+    pl.start_event(HANDOFF, index=pid, predicate=pid < n)
+    v = tl.load(x + offs, mask=offs < n)
+    pl.mark("tile", value=pid * 3, predicate=pid != n)
+    pl.end_event(HANDOFF, index=2)
+    pl.mark("never", predicate=False)
+    with pl.scope("store", predicate=pid > 1):
+        tl.store(x + offs, v + 1.0, mask=offs < n)
+
+
+@pytest.fixture(scope="module")
+def compiled(compile_kernel):
+    kernel = compile_kernel(
+        records_kernel,
+        {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 256},
+        mode=Mode(),
+        num_warps=NUM_WARPS,
+    )
+    layout = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
+    ids = {scope["name"]: scope["id"] for scope in kernel.metadata.proton_ik["scopes"]}
+    return interpreter.Case(kernel.asm["ptx"], layout, Granularity.WARP, NUM_WARPS, False), ids
+
+
+def kernel_registers(ptx: str) -> dict[str, list[str]]:
+    """The kernel's registers that the instrumentation reads, by role, in program order."""
+    return {
+        "predicate": re.findall(r"setp\.ne\.b32 \t%pik_ev_on, (%\w+), 0;", ptx),
+        "index": re.findall(r"shl\.b32 \t%pik_ev_tag, (%\w+), 16;", ptx),
+        "value": re.findall(r"st\.global\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, (%\w+), \d+\};", ptx),
+    }
+
+
+def predicate_on(cta: int) -> bool:
+    return cta % 2 == 1
+
+
+def expected(ids: dict[str, int], cta: int) -> list[tuple[int, ...]]:
+    """Each unit's entries in order: (tag,) for a record, (tag, value, value type) for a value mark."""
+    index = (INDEX_BASE + INDEX_STEP * cta) & TAG_INDEX_MASK
+    entries: list[tuple[int, ...]] = [(make_tag(ids["begin"], False, RecordKind.MARK),)]
+    if predicate_on(cta):
+        entries.append((make_tag(ids["handoff"], False, RecordKind.EVENT, index=index),))
+        entries.append((make_tag(ids["tile"], False, RecordKind.VALUE), VALUE_BASE + cta, ValueType.INT32))
+    entries.append((make_tag(ids["handoff"], True, RecordKind.EVENT, index=2),))
+    if predicate_on(cta):
+        entries += [(make_tag(ids["store"], False),), (make_tag(ids["store"], True),)]
+    return entries
+
+
+def test_the_ptx_reads_one_register_of_each_role(compiled):
+    case, ids = compiled
+    registers = kernel_registers(case.ptx)
+    # Three runtime predicates (the start, the value mark, the scope's begin and end share one);
+    # the constant False emitted nothing.
+    assert len(set(registers["predicate"])) == 3 and len(registers["predicate"]) == 4
+    assert len(registers["index"]) == 1 and len(registers["value"]) == 1
+    assert "never" not in ids
+
+
+def test_false_predicates_write_nothing_and_count_nothing(compiled):
+    case, ids = compiled
+    registers = kernel_registers(case.ptx)
+    roles = {register: role for role, names in registers.items() for register in names}
+    assert len(roles) == 5, "a register serves two roles: the test cannot set them apart"
+
+    def inputs(cta: int, tid: int) -> dict[str, int]:
+        values = {
+            "predicate": int(predicate_on(cta)),
+            "index": INDEX_BASE + INDEX_STEP * cta,
+            "value": VALUE_BASE + cta,
+        }
+        return {register: values[role] for register, role in roles.items()}
+
+    result = interpreter.launch(case, GRID, inputs=inputs)
+    _, unit, slots = interpreter.regions(case, result.memory)
+    value_view = slots.view(np.uint32).reshape(*slots.shape, 4)
+    for cta in range(GRID[0]):
+        want = expected(ids, cta)
+        for u in range(case.layout.units):
+            header = unit[cta, u]
+            assert (int(header["entries"]), int(header["singles"]), int(header["end_magic"])) == (
+                len(want),
+                len(want),
+                MAGIC,
+            ), (cta, u)
+            clocks = result.threads[cta, u * 32].reads["clock"]
+            assert len(clocks) == len(want)  # a skipped record does not even read the clock
+            for i, entry in enumerate(want):
+                words = value_view[cta, u, i].tolist()
+                assert (words[0], words[1]) == (entry[0], clocks[i]), (cta, u, i)
+                if len(entry) == 3:
+                    assert tuple(words[2:]) == (entry[1], int(entry[2]))
+                else:
+                    assert slots[cta, u, i]["second"].tobytes() == bytes([interpreter.POISON]) * RECORD_BYTES
+            for empty in range(len(want), case.layout.capacity):
+                assert slots[cta, u, empty].tobytes() == bytes([interpreter.POISON]) * 16
+    assert result.memory.conflicts == []
+
+
+def test_capacity_counts_every_record_that_may_be_written(compiled):
+    """The bound counts predicated records too (they may be written): 6 entries, 8 slots."""
+    case, _ = compiled
+    assert case.layout.capacity == 8

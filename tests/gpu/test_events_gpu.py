@@ -1,0 +1,187 @@
+"""Events, marks, values and predicates on a GPU: exact counts, cross-warp pairs that follow the
+program, predicates that write nothing when false, traces whose flows parse back, and numerics
+unchanged. The warp-specialized example needs Hopper (TMA); the others run on any GPU."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import proton_ik
+import proton_ik.language as pl
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+EXAMPLES = Path(__file__).parents[2] / "examples"
+HANDOFF = pl.event("handoff", instances=2)
+
+
+@triton.jit
+def barrier_kernel(x, out, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Per CTA and iteration: every warp starts instance i % 2 of "handoff", all warps meet at a
+    barrier, every warp ends it. Marks: "iter" with the iteration as a value in every warp,
+    "odd" only in odd CTAs (a runtime predicate), "never" nowhere (a constant False)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.load(x + offs)
+    for i in range(ITERS):
+        pl.start_event(HANDOFF, index=i % 2)
+        acc = acc * 1.5 + 0.25
+        tl.debug_barrier()
+        pl.end_event(HANDOFF, index=i % 2)
+        pl.mark("iter", value=i)
+    pl.mark("odd", predicate=pid % 2 == 1)
+    pl.mark("total", value=tl.sum(acc, 0), predicate=pid == 0)
+    pl.mark("never", predicate=False)
+    tl.store(out + offs, acc)
+
+
+def _profiled(tmp_path, name, launch, **options):
+    proton_ik.start(name, out_dir=tmp_path, **options)
+    try:
+        output = launch()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    return output, result
+
+
+def test_counts_cross_warp_pairs_predicates_and_numerics(tmp_path):
+    ctas, warps, iters, block = 8, 4, 6, 512
+    x = torch.randn(ctas * block, device="cuda")
+
+    def run():
+        out = torch.empty_like(x)
+        barrier_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=block, num_warps=warps)
+        return out
+
+    plain = run()
+    out, result = _profiled(tmp_path, "barrier", run, formats=("pftrace",))
+    assert torch.equal(plain, out)
+    trace = result.trace
+    assert trace.problems == []
+    events = trace.async_events
+    # Each instance: a batch of 4 starts, then (after the barrier) a batch of 4 ends: 16 events.
+    assert (events["status"] == "matched").all()
+    assert len(events) == ctas * iters * warps * warps
+    per_pair = events.groupby(["cta", "start_warp", "end_warp"]).size()
+    assert len(per_pair) == ctas * warps * warps and (per_pair == iters).all()
+    for _, cta in events.groupby("cta"):
+        for start_record, group in cta.groupby("start_record"):
+            # The barrier: every warp's end comes after every warp's start of that iteration.
+            assert group["start_cycles"].max() <= group["end_cycles"].min(), start_record
+    assert sorted(set(events["index"])) == [0, 1]
+    values = trace.values
+    iteration = values[values["mark"] == "iter"].sort_values(["cta", "warp", "cycles"])
+    assert len(iteration) == ctas * warps * iters
+    assert (iteration.groupby(["cta", "warp"])["value"].apply(list) == [list(map(float, range(iters)))]).all()
+    total = values[values["mark"] == "total"]
+    assert set(total["cta"]) == {0} and len(total) == warps
+    assert total["value"].iloc[0] == pytest.approx(float(out[:block].sum()), rel=1e-4)
+    marks = trace.marks
+    assert set(marks["mark"]) == {"odd"}
+    assert sorted(set(marks["cta"])) == [c for c in range(ctas) if c % 2] and len(marks) == ctas // 2 * warps
+    # A false predicate writes nothing and counts nothing: per warp, a start, an end and a value
+    # per iteration, and "odd" and "total" only where their predicates held.
+    assert int(trace.launches["records"].sum()) == ctas * warps * 3 * iters + len(marks) + len(total)
+    stats = trace.summary().events.set_index("event")
+    assert stats.loc["handoff", "count"] == len(events) and stats.loc["handoff", "no_end"] == 0
+
+
+@pytest.fixture
+def example():
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the warp-specialized example uses Hopper's TMA")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import gluon_ws_pipeline
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return gluon_ws_pipeline
+
+
+def test_the_warp_specialized_example(tmp_path, example):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    rows, cols = 1024, 4096
+    stages = example.NUM_STAGES.value
+    tiles = cols // example.BLOCK_N
+    ctas = rows // example.BLOCK_M
+    x = torch.randn(rows, cols, device="cuda")
+
+    def run():
+        out = torch.empty(rows, device="cuda")
+        desc = TensorDescriptor.from_tensor(x, [example.BLOCK_M, example.BLOCK_N], example.shared_layout())
+        example.row_sum_kernel[(ctas,)](
+            desc, out, cols, BLOCK_M=example.BLOCK_M, BLOCK_N=example.BLOCK_N,
+            CONSUMER_WARPS=example.CONSUMER_WARPS, num_warps=example.CONSUMER_WARPS,
+        )  # fmt: skip
+        return out
+
+    plain = run()
+    out, result = _profiled(tmp_path, "ws", run)
+    assert torch.equal(plain, out)
+    torch.testing.assert_close(out, x.sum(dim=1), rtol=1e-4, atol=1e-2)
+    trace = result.trace
+    assert trace.problems == []
+    events = trace.async_events
+    assert (events["status"] == "matched").all()
+    load, free = events[events["event"] == "tma_load"], events[events["event"] == "slot_free"]
+    producers = set(load["start_warp"])
+    consumers = set(load["end_warp"])
+    assert len(producers) == 1 and len(consumers) == example.CONSUMER_WARPS and not producers & consumers
+    assert set(free["start_warp"]) == consumers and set(free["end_warp"]) == producers
+    # Each tile: the producer's start, an end per consumer warp. Slots freed: all but the last
+    # `stages` tiles (the predicate is false there, and nothing is written).
+    assert len(load) == ctas * tiles * example.CONSUMER_WARPS
+    assert len(free) == ctas * (tiles - stages) * example.CONSUMER_WARPS
+    assert (load["dur_cycles"] >= 0).all() and (free["dur_cycles"] >= 0).all()
+    phases = trace.values.sort_values(["cta", "warp", "cycles"]).groupby(["cta", "warp"])["value"].apply(list)
+    assert (phases == [[float(i // stages & 1) for i in range(tiles)]]).all()
+    reduce = trace.events[trace.events["scope"] == "reduce"]
+    assert len(reduce) == ctas * tiles * example.CONSUMER_WARPS
+
+
+def test_flows_in_the_perfetto_trace_parse_back(tmp_path):
+    from proton_ik.viewer.readback import read_packets, read_perfetto
+
+    ctas, warps, iters = 2, 4, 3
+    x = torch.randn(ctas * 512, device="cuda")
+    out = torch.empty_like(x)
+    _, result = _profiled(
+        tmp_path,
+        "flows",
+        lambda: barrier_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=warps),
+        formats=("pftrace",),
+    )
+    path = Path(result.paths["pftrace"])
+    packets = read_packets(path)
+    ours = [p.track_event for p in packets if p.HasField("track_event") and p.track_event.track_uuid]
+    warp_tracks = {
+        p.track_descriptor.uuid: p.track_descriptor.name
+        for p in packets
+        if p.HasField("track_descriptor") and p.track_descriptor.name.startswith("warp ")
+    }
+    starts = {f: warp_tracks[e.track_uuid] for e in ours for f in e.flow_ids}
+    ends = {f: warp_tracks[e.track_uuid] for e in ours for f in e.terminating_flow_ids}
+    events = result.trace.async_events
+    assert len(starts) == len(ends) == len(events) and set(starts) == set(ends)
+    # Every warp starts each iteration's instance and every warp ends it: flows between all pairs.
+    pairs = {(starts[f], ends[f]) for f in starts}
+    assert len(pairs) == warps * warps
+    assert {e.name for e in ours} >= {"handoff", "handoff: start", "handoff: end", "iter", "odd"}
+    counters = [
+        p.track_descriptor
+        for p in packets
+        if p.HasField("track_descriptor") and p.track_descriptor.HasField("counter")
+    ]
+    assert sum(c.name == "iter" for c in counters) == ctas * warps  # its value changes every iteration
+    again = read_perfetto(path).trace  # the scope reader skips what it does not hold
+    assert again.problems == [] and len(again.units) == ctas * warps
+    assert np.isfinite(result.trace.values["value"]).all()

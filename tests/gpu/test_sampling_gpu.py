@@ -1,0 +1,151 @@
+"""Sampling on the GPU (``ctas=``, ``warps=``): the sampled CTAs and warps record exactly what they
+record unsampled, nobody else records anything, the stored launch holds the sampled CTAs only,
+and the kernels compute what they compute plain."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import proton_ik
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+sys.path.insert(0, str(Path(__file__).parent))
+import kernels  # noqa: E402
+
+ITERS, CTAS, BLOCK = 37, 264, 512
+
+
+def _profiled(tmp_path, name, mode, launch):
+    proton_ik.start(name, mode=mode, out_dir=tmp_path)
+    try:
+        output = launch()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    return output, result
+
+
+def _loop(num_warps: int = 4):
+    x = torch.randn(CTAS * BLOCK, device="cuda")
+    out = torch.empty_like(x)
+    kernels.loop_kernel[(CTAS,)](x, out, ITERS=ITERS, BLOCK=BLOCK, num_warps=num_warps)
+    return out
+
+
+@pytest.mark.parametrize(
+    "mode, ctas, warps, num_warps",
+    [
+        ("instrumentation:ctas=5", [c for c in range(CTAS) if c % 5 == 0], [0, 1, 2, 3], 4),
+        ("instrumentation:ctas=0,7,263,300", [0, 7, 263], [0, 1, 2, 3], 4),  # 300: past the grid
+        ("instrumentation:ctas=9,", [9], [0, 1, 2, 3], 4),
+        ("instrumentation:warps=1,3", list(range(CTAS)), [1, 3], 4),
+        ("instrumentation:ctas=2:warps=0,2:pairs=off", list(range(0, CTAS, 2)), [0, 2], 4),
+        ("instrumentation:granularity=warpgroup:warps=4", list(range(CTAS)), [4], 8),
+    ],
+)
+def test_only_the_sampled_ctas_and_warps_record_and_each_exactly_its_records(
+    tmp_path, mode, ctas, warps, num_warps
+):
+    torch.manual_seed(0)
+    _, result = _profiled(tmp_path, "sampled", mode, lambda: _loop(num_warps))
+    per_unit = result.events.groupby(["cta", "warp", "scope"]).size().unstack()
+    assert sorted({cta for cta, _ in per_unit.index}) == ctas
+    assert sorted({warp for _, warp in per_unit.index}) == warps
+    assert len(per_unit) == len(ctas) * len(warps)
+    assert (per_unit["outer"] == 1).all() and (per_unit["step"] == ITERS).all()
+    launches = result.trace.launches
+    assert launches["ctas"].tolist() == [len(ctas)]  # the stored launch holds the sampled CTAs only
+    assert int(launches["ctas_missing"].sum()) == 0 and int(launches["units_unfinished"].sum()) == 0
+    assert int(launches["overwritten"].sum()) == 0
+    assert int(launches["unmatched_begin"].sum()) == 0 and int(launches["unmatched_end"].sum()) == 0
+    assert launches["problems"].tolist() == [[]]
+    assert launches["sampled"].tolist()[0]  # the launch table says who recorded
+
+
+def test_a_sampled_ring_launch_is_copied_and_counted_exactly(tmp_path):
+    """A trip count known only at run time: the ring, copied in two steps, of the sampled CTAs."""
+    ctas, iters = 64, 700
+    x = torch.randn(ctas * BLOCK, device="cuda")
+    out = torch.empty_like(x)
+    trips = torch.tensor([iters], device="cuda", dtype=torch.int32)
+    _, result = _profiled(
+        tmp_path,
+        "ring",
+        "instrumentation:ctas=4:warps=0,3",
+        lambda: kernels.runtime_loop_kernel[(ctas,)](x, out, trips, BLOCK=BLOCK, num_warps=4),
+    )
+    steps = result.events[result.events.scope == "step"].groupby(["cta", "warp"]).size()
+    assert sorted({cta for cta, _ in steps.index}) == list(range(0, ctas, 4))
+    assert sorted({warp for _, warp in steps.index}) == [0, 3]
+    launches = result.trace.launches
+    assert launches["ctas"].tolist() == [ctas // 4]
+    ring = int(launches["capacity"].iloc[0])
+    assert (steps == ring - 1).all()
+    # Per warp: an "outer" begin and end (single records) around 700 "step" pairs: 1402 records,
+    # of which the ring keeps the newest 2 * (ring - 1) + 1; 16 CTAs of 2 sampled warps.
+    assert int(launches["overwritten"].sum()) == (ctas // 4) * 2 * (2 * iters + 2 - (2 * (ring - 1) + 1))
+
+
+def test_sampled_ctas_of_a_3d_grid_are_the_listed_linear_ids(tmp_path):
+    nx, ny, nz = 4, 3, 2
+    out = torch.zeros(nx * ny * nz, device="cuda", dtype=torch.int32)
+    _, result = _profiled(
+        tmp_path,
+        "grid3d",
+        "instrumentation:ctas=1,6,23",
+        lambda: kernels.grid3d_kernel[(nx, ny, nz)](out, NX=nx, NY=ny, num_warps=2),
+    )
+    assert torch.equal(out.cpu(), torch.arange(nx * ny * nz, dtype=torch.int32))
+    per_cta = result.events.groupby("cta").size()
+    assert per_cta.index.tolist() == [1, 6, 23] and (per_cta == 2).all()
+
+
+def test_numerics_are_unchanged_under_sampling(tmp_path):
+    n = 1 << 22
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    rows = torch.randn(4096, 1000, device="cuda")
+
+    def run_all():
+        added = torch.empty_like(x)
+        kernels.add_kernel[(n // 1024,)](x, y, added, n, BLOCK=1024)
+        normalized = torch.empty_like(rows)
+        kernels.softmax_kernel[(rows.shape[0],)](rows, normalized, rows.shape[1], rows.stride(0), BLOCK=1024)
+        return added, normalized
+
+    plain = run_all()
+    for mode in ("instrumentation:ctas=3:warps=1,3", "instrumentation:ctas=0,5,4095:occupancy=keep"):
+        sampled, result = _profiled(
+            tmp_path / mode.replace(":", "_").replace(",", "-"), "numerics", mode, run_all
+        )
+        assert result.launches == 2
+        for p, s in zip(plain, sampled, strict=True):
+            assert torch.equal(p, s)
+
+
+def test_graph_replays_of_a_sampled_kernel_record_the_sampled_ctas_each_time(tmp_path):
+    n, block = 1 << 20, 1024
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.zeros_like(x)
+    proton_ik.start("graph", mode="instrumentation:ctas=8", out_dir=tmp_path)
+    try:
+        kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)  # compiles; recorded too
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    per_launch = result.events.groupby("launch")
+    assert len(per_launch) == 4
+    for _, events in per_launch:
+        assert sorted(events["cta"].unique()) == list(range(0, n // block, 8))
+        assert len(events) == (n // block // 8) * 4 * 3
