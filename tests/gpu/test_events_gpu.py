@@ -80,7 +80,8 @@ def test_counts_cross_warp_pairs_predicates_and_numerics(tmp_path):
     values = trace.values
     iteration = values[values["mark"] == "iter"].sort_values(["cta", "warp", "cycles"])
     assert len(iteration) == ctas * warps * iters
-    assert (iteration.groupby(["cta", "warp"])["value"].apply(list) == [list(map(float, range(iters)))]).all()
+    sequences = iteration.groupby(["cta", "warp"])["value"].apply(list)
+    assert all(seq == list(map(float, range(iters))) for seq in sequences)
     total = values[values["mark"] == "total"]
     assert set(total["cta"]) == {0} and len(total) == warps
     assert total["value"].iloc[0] == pytest.approx(float(out[:block].sum()), rel=1e-4)
@@ -143,7 +144,7 @@ def test_the_warp_specialized_example(tmp_path, example):
     assert len(free) == ctas * (tiles - stages) * example.CONSUMER_WARPS
     assert (load["dur_cycles"] >= 0).all() and (free["dur_cycles"] >= 0).all()
     phases = trace.values.sort_values(["cta", "warp", "cycles"]).groupby(["cta", "warp"])["value"].apply(list)
-    assert (phases == [[float(i // stages & 1) for i in range(tiles)]]).all()
+    assert all(seq == [float(i // stages & 1) for i in range(tiles)] for seq in phases)
     reduce = trace.events[trace.events["scope"] == "reduce"]
     assert len(reduce) == ctas * tiles * example.CONSUMER_WARPS
 
