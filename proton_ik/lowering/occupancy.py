@@ -32,32 +32,77 @@ _MAXNREG = re.compile(r"^\s*\.maxnreg\s+(?P<count>\d+)\s*$", re.MULTILINE)
 class SmLimits:
     """What bounds resident CTAs on one SM of a compute capability."""
 
+    name: str
     max_warps: int
     max_ctas: int
     shared_bytes: int  # the largest shared-memory carveout
+    max_shared_per_cta: int
     registers: int = 65536
     sub_partitions: int = 4  # each holds a quarter of the registers and whole warps
     register_unit: int = 256  # registers are allocated per warp, in units of this many
-    shared_reserved: int = 1024  # the driver's shared memory per CTA
+    max_registers_per_thread: int = MAX_REGISTERS
+    warp_size: int = 32
+    reserved_shared_per_cta: int = 1024  # the driver's shared memory per CTA
     shared_unit: int = 128  # shared memory is allocated per CTA in units of this many bytes
 
 
 SM_LIMITS = {
-    80: SmLimits(max_warps=64, max_ctas=32, shared_bytes=167936),
-    86: SmLimits(max_warps=48, max_ctas=16, shared_bytes=102400),
-    89: SmLimits(max_warps=48, max_ctas=24, shared_bytes=102400),
-    90: SmLimits(max_warps=64, max_ctas=32, shared_bytes=233472),
+    80: SmLimits("sm_80", max_warps=64, max_ctas=32, shared_bytes=167936, max_shared_per_cta=166912),
+    86: SmLimits("sm_86", max_warps=48, max_ctas=16, shared_bytes=102400, max_shared_per_cta=101376),
+    89: SmLimits("sm_89", max_warps=48, max_ctas=24, shared_bytes=102400, max_shared_per_cta=101376),
+    90: SmLimits("sm_90", max_warps=64, max_ctas=32, shared_bytes=233472, max_shared_per_cta=232448),
 }
 
 
-def resident_ctas(registers: int, num_warps: int, shared: int, limits: SmLimits) -> int:
+@dataclass(frozen=True)
+class Residency:
+    """The CTAs one SM holds, and what each resource alone would allow."""
+
+    ctas: int
+    by_registers: int
+    by_warps: int
+    by_ctas: int
+    by_shared: int
+
+    @property
+    def limited_by(self) -> str:
+        """The resources that set ``ctas``, as the report names them: 'registers', 'warps'..."""
+        limits = {
+            "registers": self.by_registers,
+            "warps": self.by_warps,
+            "CTA slots": self.by_ctas,
+            "shared memory": self.by_shared,
+        }
+        return ", ".join(name for name, allowed in limits.items() if allowed == self.ctas)
+
+
+def residency(registers: int, num_warps: int, shared: int, limits: SmLimits) -> Residency:
     """CTAs of ``num_warps`` warps, ``registers`` per thread and ``shared`` bytes that fit one SM,
-    by CUDA's occupancy rule (``cuda_occupancy.h``): each sub-partition holds whole warps."""
-    per_warp = _round_up(max(registers, 1) * 32, limits.register_unit)
-    warps = limits.registers // limits.sub_partitions // per_warp * limits.sub_partitions
-    by_registers = warps // num_warps
-    by_shared = limits.shared_bytes // _round_up(shared + limits.shared_reserved, limits.shared_unit)
-    return min(by_registers, limits.max_warps // num_warps, by_shared, limits.max_ctas)
+    by CUDA's occupancy rule (``cuda_occupancy.h``): each sub-partition holds whole warps; the
+    CTA's shared memory plus the driver's reserve, rounded up, out of the SM's carveout. 0 CTAs:
+    the kernel cannot launch."""
+    if registers < 0 or num_warps < 1 or shared < 0:
+        raise ValueError(f"registers={registers}, warps={num_warps}, shared={shared}: need >= 0, >= 1, >= 0")
+    per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
+    # The hardware checks a CTA's registers as if its warps were spread over all sub-partitions.
+    fits = per_warp * _round_up(num_warps, limits.sub_partitions) <= limits.registers
+    if registers > limits.max_registers_per_thread or not fits:
+        by_registers = 0
+    elif per_warp == 0:
+        by_registers = limits.max_ctas
+    else:
+        per_sub_partition = limits.registers // limits.sub_partitions
+        by_registers = per_sub_partition // per_warp * limits.sub_partitions // num_warps
+    allocated = _round_up(shared + limits.reserved_shared_per_cta, limits.shared_unit)
+    by_shared = 0 if shared > limits.max_shared_per_cta else limits.shared_bytes // allocated
+    by_warps = limits.max_warps // num_warps
+    ctas = min(by_registers, by_warps, limits.max_ctas, by_shared)
+    return Residency(ctas, by_registers, by_warps, limits.max_ctas, by_shared)
+
+
+def resident_ctas(registers: int, num_warps: int, shared: int, limits: SmLimits) -> int:
+    """The CTAs that ``residency`` finds."""
+    return residency(registers, num_warps, shared, limits).ctas
 
 
 def _round_up(value: int, unit: int) -> int:
