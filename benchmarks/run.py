@@ -25,6 +25,10 @@ Sections, each measured by its own module (the shared harness: benchmarks/harnes
   and device time.
 - breakdown (record_cost.py, record_variants.py): where one record's cycles go, from variants of
   the emitted PTX.
+- events (event_cost.py): issue 11's events, marks and values against scopes: the record
+  section's loop with an event (a register index, or a constant one), two marks or two value
+  marks in place of each scope, plain and in the default mode; cycles per record by the clock
+  and device time, and registers.
 - accuracy (accuracy.py): scopes of known length (a %clock64 spin), cross-CTA alignment after a
   grid barrier, and the SM clock inferred from our trace against nvidia-smi's.
 - counts (counts.py): records per warp in our trace against the exact count the scope structure
@@ -63,6 +67,7 @@ SECTIONS = (
     "decomposition",
     "record",
     "breakdown",
+    "events",
     "accuracy",
     "counts",
     "host",
@@ -179,6 +184,7 @@ def measure(args: argparse.Namespace) -> int:
         buffers,
         counts,
         decomposition,
+        event_cost,
         harness,
         host,
         occupancy,
@@ -194,6 +200,7 @@ def measure(args: argparse.Namespace) -> int:
         "sampling": overhead.sampling,
         "record": record_cost.measure,
         "breakdown": record_cost.breakdown,
+        "events": event_cost.measure,
         "accuracy": accuracy.measure,
         "counts": counts.measure,
         "host": host.measure,

@@ -37,15 +37,30 @@ __all__ = ["LABELS", "PARTS", "compiling", "frame_only", "knob"]
 
 PARTS = ("markers", "frame")
 LABELS = {"markers": "proton_ik[markers only]", "frame": "proton_ik[prologue+epilogue]"}
+EXPERIMENT = "frame/"  # a part named "frame/<name>": the frame, changed by FRAME_EXPERIMENTS[name]
 KNOB_PREFIX = "proton_ik_part"
 LOWERED = "%pik_"  # every register the lowering declares starts so
 
 
 def knob(part: str, mode: Mode) -> str:
     """The ``instrumentation_mode`` a part of ``mode`` compiles under."""
+    _lowering(part)
+    return f"{KNOB_PREFIX}:{part}:{mode.knob}"  # with the lowering's fingerprint, as the mode's
+
+
+def _lowering(part: str) -> Callable[[str, Mode, int, dict], str]:
+    """How ``part`` lowers a kernel's PTX."""
+    if part.startswith(EXPERIMENT):
+        from benchmarks.frame_variants import FRAME_EXPERIMENTS
+
+        name = part.removeprefix(EXPERIMENT)
+        if name not in FRAME_EXPERIMENTS:
+            raise ValueError(f"frame experiment {name!r}: choose from {', '.join(FRAME_EXPERIMENTS)}")
+        change = FRAME_EXPERIMENTS[name]
+        return lambda ptx, mode, num_warps, metadata: change(_frame_ptx(ptx, mode, num_warps, metadata))
     if part not in PARTS:
         raise ValueError(f"part {part!r}: choose from {', '.join(PARTS)}")
-    return f"{KNOB_PREFIX}:{part}:{mode}"
+    return _LOWER[part]
 
 
 def frame_only(ptx: str, result: Instrumented, mode: Mode, num_warps: int) -> str:
@@ -102,7 +117,7 @@ class _PartHook:
             )
         if "ptx" not in stages:
             return
-        make_ptx, lower = stages["ptx"], _LOWER[self.part]
+        make_ptx, lower = stages["ptx"], _lowering(self.part)
 
         def part_ptx(src, metadata):
             ptx = make_ptx(src, metadata)

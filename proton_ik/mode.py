@@ -1,14 +1,19 @@
 """Profiling modes: what the instrumented kernel records, as a frozen dataclass whose ``str``
 round-trips through ``Mode.parse``.
 
-The string is also the value of ``triton.knobs.compilation.instrumentation_mode``, which is
-part of Triton's cache key, so kernels compiled under different modes never mix.
+The string, behind the fingerprint of the code that lowers it, is also the value of
+``triton.knobs.compilation.instrumentation_mode``, which is part of Triton's cache key: kernels
+compiled under different modes never mix, and none compiled by an earlier proton_ik is reused
+(Triton's key covers Triton's own code, not the stage hook's).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 from proton_ik.contract.layout import WARPS_PER_WARPGROUP, Granularity
@@ -197,7 +202,7 @@ class Mode:
     @property
     def knob(self) -> str:
         """The value for ``knobs.compilation.instrumentation_mode``."""
-        return f"{PREFIX}:{self}"
+        return f"{PREFIX}@{code_fingerprint()}:{self}"
 
     @classmethod
     def parse(cls, text: object) -> Mode:
@@ -246,9 +251,22 @@ class Mode:
     @classmethod
     def from_knob(cls, knob: str) -> Mode | None:
         """The mode a Triton instrumentation_mode string stands for, or None if it is not ours."""
-        if not knob or not knob.startswith(PREFIX + ":"):
+        head, _, mode = (knob or "").partition(":")
+        if head != PREFIX and not head.startswith(PREFIX + "@"):
             return None
-        return cls.parse(knob)
+        return cls.parse(mode)
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of the package's code outside the viewer: what decides the instrumented binary."""
+    package = Path(__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if not relative.startswith("viewer/"):
+            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def _ids_text(ids: tuple[int, ...]) -> str:

@@ -1,6 +1,7 @@
 """The microbenchmark kernels and their settings, shared by the measurements (run.py) and
-compile_check.py: empty scopes in a loop (per-record cost), a scope around a spin of known
-length (accuracy), and a grid barrier before a scope (cross-CTA alignment)."""
+compile_check.py: empty scopes in a loop (per-record cost), the same loop of events, marks and
+values (their cost against a scope's), a scope around a spin of known length (accuracy), and a
+grid barrier before a scope (cross-CTA alignment)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from typing import Any
 import triton
 import triton.language as tl
 
+import proton_ik.language as pl
 from benchmarks import scopes
 
 MICRO_BLOCK = 128  # 4 warps, one element per thread
 MICRO_OPTIONS = {"num_warps": 4}
 RECORD_COST_UNROLL = 8
 RECORD_COST_ITERS = (0, 64, 1024)
+EVENT_COST_ITERS = (0, 1024)
+RECORDS_PER_ITER = 2  # in record_cost_kernel and in every kernel of EVENT_COST_KERNELS
 SPIN_CYCLES = (100, 300, 1000, 3000, 10000, 100000)
 HOST_ELEMENTS = 1 << 18  # the host section's short kernel: GELU over 256K floats, 64 CTAs
 
@@ -39,6 +43,76 @@ def record_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constex
             scopes.exit_scope("empty")
     end = _clock64(lanes)
     tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+PAIR = pl.event("pair", instances=2)
+
+
+@triton.jit(do_not_specialize=["n_iters"])
+def event_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """record_cost_kernel with an empty event for each scope, started and ended in the same
+    warp; its index is the loop counter % 2, a register (the unrolled iteration's number would
+    fold to a constant, its parity being the unrolled copy's)."""
+    lanes = tl.arange(0, BLOCK)
+    start = _clock64(lanes)
+    for i in range(n_iters // UNROLL):
+        for _unrolled in tl.static_range(UNROLL):
+            pl.start_event(PAIR, index=i % 2)
+            pl.end_event(PAIR, index=i % 2)
+    end = _clock64(lanes)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+@triton.jit(do_not_specialize=["n_iters"])
+def event_const_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """event_cost_kernel with a constant index: the unrolled copy's number % 2."""
+    lanes = tl.arange(0, BLOCK)
+    start = _clock64(lanes)
+    for _ in range(n_iters // UNROLL):
+        for unrolled in tl.static_range(UNROLL):
+            pl.start_event(PAIR, index=unrolled % 2)
+            pl.end_event(PAIR, index=unrolled % 2)
+    end = _clock64(lanes)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+@triton.jit(do_not_specialize=["n_iters"])
+def mark_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """record_cost_kernel with two marks for each scope's begin and end."""
+    lanes = tl.arange(0, BLOCK)
+    start = _clock64(lanes)
+    for _ in range(n_iters // UNROLL):
+        for _unrolled in tl.static_range(UNROLL):
+            pl.mark("first")
+            pl.mark("second")
+    end = _clock64(lanes)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+@triton.jit(do_not_specialize=["n_iters"])
+def value_cost_kernel(out_ptr, n_iters, BLOCK: tl.constexpr, UNROLL: tl.constexpr):
+    """record_cost_kernel with two value marks for each scope's begin and end; the value is the
+    loop counter (the iteration's number)."""
+    lanes = tl.arange(0, BLOCK)
+    start = _clock64(lanes)
+    for i in range(n_iters // UNROLL):
+        for unrolled in tl.static_range(UNROLL):
+            pl.mark("first", value=i * UNROLL + unrolled)
+            pl.mark("second", value=i * UNROLL + unrolled)
+    end = _clock64(lanes)
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, end - start)
+
+
+EVENT_COST_KERNELS: dict[str, tuple[Any, str]] = {
+    "scope": (record_cost_kernel, "an empty scope (the per-record cost section's kernel)"),
+    "event": (event_cost_kernel, "an empty event, its index the loop counter % 2"),
+    "event_const": (event_const_cost_kernel, "an empty event, a constant index"),
+    "mark": (mark_cost_kernel, "two marks"),
+    "value": (value_cost_kernel, "two marks with the loop counter as their value"),
+}
+"""name -> (kernel, what one iteration records): the same loop as record_cost_kernel,
+RECORDS_PER_ITER records per warp and iteration in each, so that cycles per record compare; the
+scope kernel first, as the baseline."""
 
 
 # Spin until %clock64 has advanced by at least $1 cycles; return the cycles really spun. Labels
@@ -88,6 +162,15 @@ MICRO_KERNELS: dict[str, tuple[Any, dict[str, str], dict[str, Any]]] = {
         {"out_ptr": "*i64", "n_iters": "i32"},
         {"BLOCK": MICRO_BLOCK, "UNROLL": RECORD_COST_UNROLL},
     ),
+    **{
+        f"{name}_cost": (
+            fn,
+            {"out_ptr": "*i64", "n_iters": "i32"},
+            {"BLOCK": MICRO_BLOCK, "UNROLL": RECORD_COST_UNROLL},
+        )
+        for name, (fn, _) in EVENT_COST_KERNELS.items()
+        if name != "scope"
+    },
     "spin": (spin_kernel, {"out_ptr": "*i64", "n_cycles": "i32"}, {"BLOCK": MICRO_BLOCK}),
     "grid_sync": (
         grid_sync_kernel,

@@ -14,6 +14,7 @@ from benchmarks.report import (
     buffers,
     counts,
     decomposition,
+    event_cost,
     header,
     host,
     occupancy,
@@ -36,6 +37,7 @@ def render(results: dict[str, Any]) -> str:
         *occupancy.markdown(results),
         *decomposition.markdown(results),
         *record_cost.markdown(results),
+        *event_cost.markdown(results),
         *accuracy.markdown(results),
         *counts.markdown(results),
         *host.markdown(results),
@@ -68,6 +70,7 @@ def summary(results: dict[str, Any]) -> str:
     lines += occupancy.summary(results)
     lines += decomposition.summary(results)
     lines += record_cost.summary(results)
+    lines += event_cost.summary(results)
     lines += accuracy.summary(results)
     lines += host.summary(results)
     lines += buffers.summary(results.get("buffers", {}))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from benchmarks.report import event_cost
+
 OURS = "proton_ik"
 PROTON = ("proton_global", "proton_shared")
 HALF_OF_PROTON_KERNELS = ("matmul", "attention", "attention_causal")
@@ -144,7 +146,7 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{_fmt(host.get('finalize_s'))} s for {host.get('records', 0):,} records "
         "(where the time goes: docs/PERFORMANCE.md)",
     )
-    return rows + occupancy_rows(results) + buffer_rows(results.get("buffers", {}))
+    return rows + occupancy_rows(results) + event_rows(results) + buffer_rows(results.get("buffers", {}))
 
 
 def _within_noise(kernel: dict[str, Any], ours: float, best: float) -> str:
@@ -254,6 +256,35 @@ def _ctas_row(occupancy: dict[str, Any]) -> dict[str, Any]:
         for name, (plain, ours) in lost.items()
     )
     return _row(key, goal, measured, not lost, why)
+
+
+# --- events against scopes (issue 11): benchmarks/event_cost.py ---------------------------------------
+
+ISSUE11_EVENT_RATIO_MAX = 1.25  # an event record's cycles over a scope record's, by the clock
+ISSUE11_EVENT_KERNELS = ("event", "event_const")
+
+
+def event_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 11's target, one row; none when the events section did not run, so that a run
+    without it renders as before."""
+    if "events" not in results:
+        return []
+    events = results["events"]
+    key = "issue11_event"
+    goal = f"issue 11: an event record costs at most {ISSUE11_EVENT_RATIO_MAX:g}x a scope record (clock)"
+    scope = event_cost.per_record(events, event_cost.BASELINE)
+    ratios = {name: event_cost.against_scope(events, name) for name in ISSUE11_EVENT_KERNELS}
+    measured = {name: ratio for name, ratio in ratios.items() if ratio is not None}
+    if not measured:
+        return [_unmeasured(key, goal, events)]
+    over = [name for name, ratio in measured.items() if ratio > ISSUE11_EVENT_RATIO_MAX]
+    why = "; ".join(
+        f"{name}: {_fmt(event_cost.per_record(events, name), '.1f')} cycles per record against "
+        f"{_fmt(scope, '.1f')} for a scope, {_fmt(ISSUE11_EVENT_RATIO_MAX * scope, '.1f')} allowed"
+        for name in over
+    )
+    shown = ", ".join(f"{name} {ratio:.2f}x" for name, ratio in measured.items())
+    return [_row(key, goal, f"{shown} (scope {_fmt(scope, '.1f')} cycles)", not over, why)]
 
 
 # --- buffers sized from the code (issue 7): benchmarks/buffers/ -------------------------------------

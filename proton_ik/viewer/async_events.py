@@ -2,7 +2,14 @@
 
 An event (``pl.start_event`` / ``pl.end_event``) may start in one warp and end in another: a
 TMA producer starts it, each warp of a consumer partition ends it. Records are grouped by CTA,
-event and instance (``index=``), and taken in time order: all units of a CTA share the SM clock.
+event and instance (``index=``), and taken in time order: all units of a CTA read the SM clock.
+
+The SM's sub-partitions do not read it in perfect step: on an H100, a warp's start before a
+``bar.sync`` read the clock 2 cycles after another warp's end of the same instance after it.
+So across units, a start counts as earlier than an end up to ``CLOCK_SKEW_CYCLES`` after it, and
+within a unit, records keep the order the unit wrote them in. No program can end an event in
+one warp and start it again in another that quickly: the handoff goes through a barrier or an
+mbarrier, which takes far longer.
 
 Within a group, consecutive records of one kind (starts, or ends) by different units are one
 *batch*: the start or end of one instance as several warps of a partition record it. A unit that
@@ -22,12 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from proton_ik.contract.layout import RecordKind
 from proton_ik.viewer.decode import RecordTable, UnitTable
 from proton_ik.viewer.events import _segment_cummin, _segment_cumsum, _starts
 
 MATCHED, NO_END, NO_START = 0, 1, 2
+CLOCK_SKEW_CYCLES = 32  # how far apart two warps of one SM may read the same instant
 STATUSES = {MATCHED: "matched", NO_END: "no end", NO_START: "no start"}
 
 
@@ -87,13 +96,33 @@ def pair_events(records: RecordTable, units: UnitTable) -> Spans:
     launch, cta = units.launch[unit], units.cta[unit]
     event, instance, clock = records.scope[rows], records.instance[rows], records.clock[rows]
     is_end = records.is_end[rows]
-    # Group, then time; at one clock a start before an end, then by unit.
-    order = np.lexsort((unit, is_end, clock, instance, event, cta, launch))
+    when = _skew_tolerant_time(clock, is_end, records.index[rows], unit, instance, event, cta, launch)
+    # Group, then time; at one time a start before an end, then by unit.
+    order = np.lexsort((unit, is_end, when, instance, event, cta, launch))
     rows, unit, is_end = rows[order], unit[order], is_end[order]
     group_start = _starts(launch[order], cta[order], event[order], instance[order])
     batch = _batches(group_start, is_end, unit)
     start_batch, end_batch = _pair_batches(batch, group_start, is_end)
     return _spans(records, rows, batch, is_end, start_batch, end_batch)
+
+
+def _skew_tolerant_time(
+    clock: np.ndarray, is_end: np.ndarray, record: np.ndarray, unit: np.ndarray, *group: np.ndarray
+) -> np.ndarray:
+    """Each record's place in time, in half cycles: a start counts ``CLOCK_SKEW_CYCLES`` early,
+    then each unit's records of a group are raised where needed to follow each other in the
+    order the unit wrote them (by at least half a cycle)."""
+    when = 2 * clock - 2 * CLOCK_SKEW_CYCLES * (~is_end)
+    if not len(when):
+        return when
+    order = np.lexsort((record, unit, *group))
+    segment = np.cumsum(_starts(unit[order], *(key[order] for key in group))) - 1
+    position = np.arange(len(order)) - np.searchsorted(segment, segment)
+    # The smallest strictly increasing sequence that stays at or above the shifted times.
+    raised = pd.Series(when[order] - position).groupby(segment).cummax().to_numpy() + position
+    out = np.empty_like(when)
+    out[order] = raised
+    return out
 
 
 def _batches(group_start: np.ndarray, is_end: np.ndarray, unit: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ the kernel's scope table has one). Slices are complete ("X") events with
 session's first unit start so the numbers stay exact as doubles. Slices on one thread must
 nest; scopes that overlap without nesting sit on their own "overlap" threads. Within a thread,
 slices are written by start time, and those starting together outermost first, as both
-importers want.
+importers want. Events, marks and values follow each chunk's slices (``chrome_async``): async
+slices on the CTA's process, flows between warp threads, instants and counters.
 
 The trace is written chunk by chunk (``pipeline.Chunk``); the session info and the launch table
 go last, in ``otherData``. Processes and threads are numbered as they first appear, so a launch
@@ -20,8 +21,8 @@ column by column with ``byterows``: one JSON object per line, no per-event Pytho
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ import pandas as pd
 from tqdm import tqdm
 
 from proton_ik.viewer.byterows import Rows, join
+from proton_ik.viewer.chrome_async import AsyncIds, ChromeTracks, async_rows, microseconds
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables
+from proton_ik.viewer.event_tables import AsyncParts
 from proton_ik.viewer.perfetto import PROGRESS_EVENTS
 from proton_ik.viewer.tracks import (
     FILE_ARG,
@@ -57,16 +60,17 @@ def write_chrome(
     *,
     timeline: str | None = None,
     progress: bool | None = None,
+    async_parts: Sequence[AsyncParts] = (),
 ) -> Path:
-    """Write a session's tables (events, unit lifetimes, launches) as Chrome JSON;
-    ``timeline``: "slots" (the default) or "ctas" (``tracks``); ``progress=None`` shows a bar
-    past 1e6 events."""
+    """Write a session's tables (events, unit lifetimes, launches; ``async_parts``: its events,
+    marks and values, ``event_tables.parts_of``) as Chrome JSON; ``timeline``: "slots" (the
+    default) or "ctas" (``tracks``); ``progress=None`` shows a bar past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
     with (
         tqdm(desc="chrome json", unit="event", unit_scale=True, disable=not show) as bar,
         ChromeWriter(path, info, timeline=timeline, bar=bar) as writer,
     ):
-        writer.add(chunk_from_tables(events, units, launches))
+        writer.add(replace(chunk_from_tables(events, units, launches), async_parts=tuple(async_parts)))
     return Path(path)
 
 
@@ -100,9 +104,10 @@ class ChromeWriter:
         self._pids = 0
         self._open: _OpenLaunch | None = None
         self._launches: list[dict[str, Any]] = []
+        self._async_ids = AsyncIds()
 
     def add(self, chunk: Chunk) -> None:
-        """Write a chunk's processes, threads and slices."""
+        """Write a chunk's processes, threads and slices, then its events, marks and values."""
         lives = chunk.lifetimes(_LIFE_COLUMNS)
         slices = _slices(chunk, lives)
         carried = None if self._open is None else self._open.tracks
@@ -113,6 +118,10 @@ class ChromeWriter:
         threads = np.flatnonzero(ids.thread_new)
         self._write(len(threads), lambda lo, hi: _thread_rows(ids, threads[lo:hi]))
         self._write(len(slices.ts), lambda lo, hi: _slice_rows(slices, ids, head, args, lo, hi))
+        if chunk.async_parts:  # events, marks and values (``chrome_async``)
+            numbered = ChromeTracks(ids.tracks, ids.process_pid, ids.thread_tid)
+            for rows, build in async_rows(chunk, lives, numbered, self._async_ids):
+                self._write(rows, build)
         self._launches.extend(chunk.launches)
 
     def close(self) -> Path:
@@ -330,9 +339,9 @@ def _slice_rows(slices: _Slices, ids: _Ids, head: Rows, args: Rows, lo: int, hi:
         .pick(slices.name[index], [json.dumps(name).encode() for name in slices.names])
         .constant(b',"ts":')
     )
-    _microseconds(rows, slices.ts[index])
+    microseconds(rows, slices.ts[index])
     rows.constant(b',"dur":')
-    _microseconds(rows, slices.dur[index])
+    microseconds(rows, slices.dur[index])
     rows.constant(b',"args":{"cta":').decimal(tracks.cta[tracks.row_cta[index]]).take(args, thread)
     rows.decimal(slices.cycles[index]).constant(b',"line":')
     rows.decimal(np.maximum(line, 0), where=has_line).constant(b"null", ~has_line)
@@ -340,12 +349,3 @@ def _slice_rows(slices: _Slices, ids: _Ids, head: Rows, args: Rows, lo: int, hi:
         files = [json.dumps(name).encode() for name in slices.files]
         rows.constant(f',"{FILE_ARG}":'.encode(), has_file).pick(np.maximum(file, 0), files, has_file)
     return rows.constant(b"}}")
-
-
-def _microseconds(rows: Rows, ns: np.ndarray) -> None:
-    """Nanoseconds as exact decimal microseconds: "-12.345"."""
-    negative = ns < 0
-    whole, fraction = np.divmod(np.abs(ns), 1000)
-    if negative.any():
-        rows.constant(b"-", negative)
-    rows.decimal(whole).constant(b".").decimal(fraction, digits=3)

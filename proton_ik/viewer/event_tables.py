@@ -101,7 +101,8 @@ def frames(parts: Sequence[AsyncParts]) -> tuple[pd.DataFrame, pd.DataFrame, pd.
 
 
 def parts_of(async_events: pd.DataFrame, marks: pd.DataFrame, values: pd.DataFrame) -> AsyncParts:
-    """``frames``' tables as the columns the Perfetto writer draws (for ``Trace.write_perfetto``)."""
+    """``frames``' tables as the columns the trace writers draw (for ``Trace.write_perfetto`` and
+    ``Trace.write_chrome``)."""
     return AsyncParts(*(_columns(table) for table in (async_events, marks, values)))
 
 

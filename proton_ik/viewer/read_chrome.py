@@ -1,6 +1,8 @@
 """Reading a Chrome JSON trace proton_ik wrote (``chrome.write_chrome``) back into columns: its
 slices, its processes' launches and its threads' lanes, and the launch table it carries whole
-(``otherData.launches``), each value checked."""
+(``otherData.launches``), each value checked. Events, marks and values (``chrome_async``: async
+slices, flows, instants and counters) are not scopes, and are skipped, as ``read_perfetto`` skips
+them: the tables they come from are the session's, not the trace's."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
                 and isinstance(obj.get("tid"), (int, str))
             ):
                 lanes[obj["pid"], obj["tid"]] = lane
-        if obj.get("ph") != "X":
+        if obj.get("ph") != "X":  # metadata, or events, marks and values ("b", "e", "s", "f", "i", "C")
             continue
         where = f"traceEvents[{number}]"
         kernel, scope, ts, dur = obj.get("cat"), obj.get("name"), obj.get("ts"), obj.get("dur")

@@ -153,7 +153,15 @@ class Trace:
 
     def write_chrome(self, path: str | Path, *, progress: bool | None = None) -> Path:
         """Write a Chrome JSON trace and return its path."""
-        return chrome.write_chrome(path, self.events, self.units, self.launches, self.info, progress=progress)
+        return chrome.write_chrome(
+            path,
+            self.events,
+            self.units,
+            self.launches,
+            self.info,
+            progress=progress,
+            async_parts=[parts_of(self.async_events, self.marks, self.values)],
+        )
 
 
 def load(path: str | Path) -> Trace:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from triton import knobs
 
+import proton_ik
 from proton_ik import compile_mode
 from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
 from proton_ik.contract.metadata import METADATA_KEY
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pipeline import next_power_of_two
-from proton_ik.mode import Mode
+from proton_ik.mode import Mode, code_fingerprint
 
 
 def run_stage(kernel_ptx: str, options, metadata: dict) -> str:
@@ -27,8 +32,7 @@ def test_the_switch_sets_the_knob_and_installs_the_hook():
     with compile_mode.compiling(mode):
         assert compile_mode.active_mode() is mode
         knob = knobs.compilation.instrumentation_mode
-        assert knob.startswith("proton_ik:instrumentation:granularity=warp:capacity=64")
-        assert knob == f"proton_ik:{mode}"
+        assert knob == f"proton_ik@{code_fingerprint()}:instrumentation:granularity=warp:capacity=64:pairs=on"
         assert Mode.from_knob(knob) == mode
         assert knobs.runtime.add_stages_inspection_hook is not hook_before
     assert compile_mode.active_mode() is None
@@ -150,3 +154,28 @@ def test_install_twice_chains_once_and_uninstall_twice_is_harmless(monkeypatch: 
     triton_hook.uninstall()
     triton_hook.uninstall()
     assert knobs.runtime.add_stages_inspection_hook is previous
+
+
+def test_the_knob_changes_with_the_code_that_lowers(tmp_path):
+    """Triton's cache key holds the knob but not the stage hook's code: a kernel compiled by an
+    earlier proton_ik must not come back from the cache after the lowering changed."""
+    copy = tmp_path / "proton_ik"
+    shutil.copytree(Path(proton_ik.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    script = "from proton_ik.mode import Mode; print(Mode().knob)"
+
+    def knob() -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True
+        )
+        return run.stdout.strip()
+
+    before = knob()
+    assert before == Mode().knob and Mode.from_knob(before) == Mode()
+    with open(copy / "lowering" / "pikgpu_to_ptx.py", "a") as source:
+        source.write("\n# changed\n")
+    assert knob() != before
+    with open(copy / "viewer" / "trace.py", "a") as source:
+        source.write("\n# the viewer does not change the binary\n")
+    after_lowering = knob()
+    (copy / "viewer" / "trace.py").write_text((copy / "viewer" / "trace.py").read_text() + "# again\n")
+    assert knob() == after_lowering

@@ -122,3 +122,36 @@ def grid3d_kernel(out, NX: tl.constexpr, NY: tl.constexpr):
     with pl.scope("cell"):
         x, y, z = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         tl.store(out + x + y * NX + z * NX * NY, x + y * NX + z * NX * NY)
+
+
+HANDOFF = pl.event("handoff", instances=2)
+
+
+@triton.jit
+def barrier_kernel(x, out, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Per CTA and iteration: every warp starts instance i % 2 of "handoff", all warps meet at a
+    barrier, every warp ends it. Marks: "iter" with the iteration as a value in every warp,
+    "odd" only in odd CTAs (a runtime predicate), "never" nowhere (a constant False)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.load(x + offs)
+    for i in range(ITERS):
+        pl.start_event(HANDOFF, index=i % 2)
+        acc = acc * 1.5 + 0.25
+        tl.debug_barrier()
+        pl.end_event(HANDOFF, index=i % 2)
+        pl.mark("iter", value=i)
+    pl.mark("odd", predicate=pid % 2 == 1)
+    pl.mark("total", value=tl.sum(acc, 0), predicate=pid == 0)
+    pl.mark("never", predicate=False)
+    tl.store(out + offs, acc)
+
+
+@triton.jit
+def released_kernel(out, ITERS: tl.constexpr):
+    """Every warp marks the release of each of ITERS barriers: the clocks of one release, read by
+    warps on different sub-partitions of the SM, show how far apart their clocks run."""
+    for _ in range(ITERS):
+        tl.debug_barrier()
+        pl.mark("released")
+    tl.store(out + tl.program_id(0), ITERS)

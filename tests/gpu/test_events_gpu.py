@@ -9,37 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import triton
-import triton.language as tl
 
 import proton_ik
-import proton_ik.language as pl
+from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels import barrier_kernel
 
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 EXAMPLES = Path(__file__).parents[2] / "examples"
-HANDOFF = pl.event("handoff", instances=2)
-
-
-@triton.jit
-def barrier_kernel(x, out, ITERS: tl.constexpr, BLOCK: tl.constexpr):
-    """Per CTA and iteration: every warp starts instance i % 2 of "handoff", all warps meet at a
-    barrier, every warp ends it. Marks: "iter" with the iteration as a value in every warp,
-    "odd" only in odd CTAs (a runtime predicate), "never" nowhere (a constant False)."""
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    acc = tl.load(x + offs)
-    for i in range(ITERS):
-        pl.start_event(HANDOFF, index=i % 2)
-        acc = acc * 1.5 + 0.25
-        tl.debug_barrier()
-        pl.end_event(HANDOFF, index=i % 2)
-        pl.mark("iter", value=i)
-    pl.mark("odd", predicate=pid % 2 == 1)
-    pl.mark("total", value=tl.sum(acc, 0), predicate=pid == 0)
-    pl.mark("never", predicate=False)
-    tl.store(out + offs, acc)
 
 
 def _profiled(tmp_path, name, launch, **options):
@@ -69,12 +49,6 @@ def _barrier_run(tmp_path):
     return out, result.trace
 
 
-@pytest.mark.xfail(
-    reason="on an H100, in the first iteration one warp's start of an instance reads the clock a "
-    "few cycles after another warp's end of it across the barrier, and the batch pairing splits "
-    "that batch (a follow-up: pair by record order, not time)",
-    strict=False,
-)
 def test_cross_warp_pairs_follow_the_barrier(tmp_path):
     ctas, warps, iters = CTAS, WARPS, ITERS
     _, trace = _barrier_run(tmp_path)
@@ -85,9 +59,10 @@ def test_cross_warp_pairs_follow_the_barrier(tmp_path):
     per_pair = events.groupby(["cta", "start_warp", "end_warp"]).size()
     assert len(per_pair) == ctas * warps * warps and (per_pair == iters).all()
     for _, cta in events.groupby("cta"):
-        for start_record, group in cta.groupby("start_record"):
-            # The barrier: every warp's end comes after every warp's start of that iteration.
-            assert group["start_cycles"].max() <= group["end_cycles"].min(), start_record
+        for _, group in cta.groupby("start_record"):
+            # The barrier: every warp's end comes after every warp's start of that iteration, up
+            # to the skew between the SM's sub-partitions' clocks.
+            assert group["start_cycles"].max() <= group["end_cycles"].min() + CLOCK_SKEW_CYCLES
 
 
 def test_counts_values_predicates_and_numerics(tmp_path):

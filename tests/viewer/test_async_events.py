@@ -16,7 +16,7 @@ import pytest
 from proton_ik.cli import main
 from proton_ik.contract.layout import RecordKind, ValueType, make_tag
 from proton_ik.runtime.session_writer import write_session
-from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, pair_events
+from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES, MATCHED, NO_END, NO_START, pair_events
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.trace import Trace
 
@@ -135,18 +135,48 @@ def test_unmatched_starts_and_ends_are_counted_not_dropped(fake_launch):
     of instance 1 does not close instance 0, and CTA 1's end does not close CTA 0's start."""
     launch = fake_launch(units=2, capacity=32, num_ctas=2)
     first, second = Cta(launch, 0), Cta(launch, 1, sm=1)
+    late = CLOCK_SKEW_CYCLES + 1  # beyond the clock skew between warps: really before
     event(first.units[0], TMA, True, CLOCK0 + 5, index=0)  # nothing started yet
-    event(first.units[1], TMA, False, CLOCK0 + 10, index=0)
-    event(first.units[0], TMA, True, CLOCK0 + 20, index=1)  # another instance
-    event(second.units[0], TMA, True, CLOCK0 + 30, index=0)  # another CTA
+    event(first.units[1], TMA, False, CLOCK0 + 5 + late, index=0)
+    event(first.units[0], TMA, True, CLOCK0 + 100, index=1)  # another instance
+    event(second.units[0], TMA, True, CLOCK0 + 110, index=0)  # another CTA
     first.finish()
     second.finish()
     assert spans_of(launch) == [
-        (NO_END, 1, -1, TMA, 0, 10, -1),
+        (NO_END, 1, -1, TMA, 0, 5 + late, -1),
         (NO_START, -1, 0, TMA, 0, -1, 5),
-        (NO_START, -1, 0, TMA, 0, -1, 30),
-        (NO_START, -1, 0, TMA, 1, -1, 20),
+        (NO_START, -1, 0, TMA, 0, -1, 110),
+        (NO_START, -1, 0, TMA, 1, -1, 100),
     ]
+
+
+def test_a_start_a_clock_skew_after_another_warps_end_still_comes_first(fake_launch):
+    """The H100's barrier case: every warp starts an instance, all meet at a bar.sync, every warp
+    ends it, and one warp's start reads the clock 2 cycles after another warp's end."""
+    launch = fake_launch(units=2, capacity=32)
+    cta = Cta(launch, 0)
+    event(cta.units[0], TMA, False, CLOCK0 + 40)
+    event(cta.units[0], TMA, True, CLOCK0 + 50)
+    event(cta.units[1], TMA, False, CLOCK0 + 52)
+    event(cta.units[1], TMA, True, CLOCK0 + 60)
+    cta.finish()
+    assert sorted(spans_of(launch)) == [
+        (MATCHED, 0, 0, TMA, 0, 40, 50),
+        (MATCHED, 0, 1, TMA, 0, 40, 60),
+        (MATCHED, 1, 0, TMA, 0, 52, 50),
+        (MATCHED, 1, 1, TMA, 0, 52, 60),
+    ]
+
+
+def test_within_a_unit_the_order_written_holds(fake_launch):
+    """The tolerance is between units only: a unit's end is never taken as after its own start
+    that it wrote later, however close their clocks."""
+    launch = fake_launch(units=1, capacity=32)
+    cta = Cta(launch, 0)
+    event(cta.units[0], TMA, True, CLOCK0 + 100)
+    event(cta.units[0], TMA, False, CLOCK0 + 101)
+    cta.finish()
+    assert spans_of(launch) == [(NO_END, 0, -1, TMA, 0, 101, -1), (NO_START, -1, 0, TMA, 0, -1, 100)]
 
 
 def test_an_end_at_the_clock_of_its_start_pairs(fake_launch):

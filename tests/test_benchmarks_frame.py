@@ -1,0 +1,69 @@
+"""The frame experiments (benchmarks/frame_variants.py): each edits what it says in the frame's
+PTX, and the edited kernel still assembles, so that the GPU times what the name claims."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = """
+import json, tempfile, triton
+from benchmarks import compile_check, frame_variants, kernels, scope_parts
+triton.knobs.cache.dir = tempfile.mkdtemp()
+found = {}
+for problem in kernels.suite(False, 132):
+    if problem.name not in frame_variants.KERNELS:
+        continue
+    for name in ["", *frame_variants.FRAME_EXPERIMENTS]:
+        part = f"frame/{name}" if name else "frame"
+        with scope_parts.compiling(part) as knob:
+            source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
+            compiled = triton.compile(
+                source, target=compile_check.TARGET, options={**problem.options, "instrumentation_mode": knob}
+            )
+        ptx = compiled.asm["ptx"]
+        head, tail = ptx.split("$pik_exit:")
+        found[f"{problem.name} {part}"] = {
+            "globaltimer": ptx.count("%globaltimer;"), "clock64": ptx.count("%clock64;"), "smid": "%smid;" in ptx,
+            "head_stores": head.count("st.global"), "tail_stores": tail.count("st.global"),
+            "cubin": len(compiled.asm["cubin"]),
+        }
+print(json.dumps(found))
+"""
+
+
+def _changes(found: dict, kernel: str, name: str) -> dict:
+    """What the experiment ``name`` changed in ``kernel``'s frame, besides the cubin."""
+    frame = found[f"{kernel} frame"]
+    edited = found[f"{kernel} frame/{name}"]
+    return {key: value for key, value in edited.items() if value != frame[key] and key != "cubin"}
+
+
+def test_each_experiment_edits_what_it_says() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert all(entry["cubin"] > 0 for entry in found.values())
+    for kernel in ("gelu", "layer_norm"):
+        frame = found[f"{kernel} frame"]
+        assert (frame["globaltimer"], frame["clock64"], frame["smid"], frame["tail_stores"]) == (
+            2,
+            2,
+            True,
+            2,
+        )
+        assert _changes(found, kernel, "no_globaltimer") == {"globaltimer": 0}
+        assert _changes(found, kernel, "no_time_reads") == {"globaltimer": 0, "clock64": 0}
+        assert _changes(found, kernel, "no_smid") == {"smid": False}
+        assert _changes(found, kernel, "no_prologue_stores") == {"head_stores": frame["head_stores"] - 5}
+        assert _changes(found, kernel, "no_epilogue_stores") == {"tail_stores": 0}
+        assert _changes(found, kernel, "full_cta_header") == {"head_stores": frame["head_stores"] + 1}
+        # four of the five move (the fifth, zeros where the epilogue writes, goes)
+        moved = {"head_stores": frame["head_stores"] - 5, "tail_stores": frame["tail_stores"] + 4}
+        assert _changes(found, kernel, "stores_at_exit") == moved
