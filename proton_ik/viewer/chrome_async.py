@@ -6,19 +6,21 @@ For each chunk with events or marks (``Chunk.async_parts``: the events ``async_e
 
 - an event from its start to its end: a nestable async slice, "b" and its "e" on one line, on
   its CTA's process (launch and SM), named after the event, ``cat`` its kernel (as the slices'),
-  args: CTA, instance index, start and end warp, cycles and status. Both importers stack the
-  "b"/"e" of one ``id2.local`` (Perfetto: one track per id), so events of a process and name
-  that overlap (or touch) take different ids: *lanes*, as few as the most events open at once,
-  numbered afresh in every chunk so that chunks never share one;
+  args: CTA, instance index, start and end warp, cycles, ns, source line and status (from which
+  ``read_async`` reads the tables back). Both importers stack the "b"/"e" of one ``id2.local``
+  (Perfetto: one track per id), so events of a process and name that overlap (or touch) take
+  different ids: *lanes*, as few as the most events open at once, numbered afresh in every chunk
+  so that chunks never share one;
 - a flow from the warp that started it to the warp that ended it: an instant "tma: start" on
   the starting warp's thread, then the flow's "s"; an instant "tma: end" on the ending warp's,
   then its "f" (``bp`` "e"). Perfetto binds a flow event to the slice last begun on its thread,
   sorting events of one time in file order, so to the instant just before it; chrome://tracing
   to the slice that encloses it, the instant or the scope around it;
 - a start with no end, or an end with no start: an instant "tma: no end" or "tma: no start" on
-  its warp's thread, with its status;
-- marks: instants on their warp's thread, a value as the instant's ``value`` arg; for each warp
-  thread and mark whose values change, a counter ("C", ``id`` the thread's name) of them.
+  its warp's thread, with its warp, cycles, source line and status;
+- marks: instants on their warp's thread (args: CTA, warp, cycles), a value as the instant's
+  ``value`` arg; for each warp thread and mark whose values change, a counter ("C", ``id`` the
+  thread's name) of them.
 
 A side whose unit has no thread here (it neither finished nor has scopes) draws its instant on
 the process ("s":"p") and no flow; a row whose CTA has no process here, or no time, is left out
@@ -223,6 +225,10 @@ def _event_rows(events: Columns, places: _Places, ids: AsyncIds) -> list[tuple[i
             .decimal(events["index"][index])
         )
 
+    def line(rows: Rows, index: np.ndarray) -> Rows:
+        known = ~events["line_missing"][index]
+        return rows.constant(b',"line":', known).decimal(events["line"][index], where=known)
+
     def span(index: np.ndarray) -> Rows:
         rows = places.head(Rows(len(index)), b"b", process[index], start[index])
         rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(lane_id[index])
@@ -231,6 +237,9 @@ def _event_rows(events: Columns, places: _Places, ids: AsyncIds) -> list[tuple[i
         args(rows, index).constant(b',"start_warp":').decimal(events["start_warp"][index])
         rows.constant(b',"end_warp":').decimal(events["end_warp"][index])
         rows.constant(b',"cycles":').decimal(events["dur_cycles"][index])
+        # The duration in ns too: the slice cannot show one below 0 (clock skew), its end is raised.
+        rows.constant(b',"dur_ns":').decimal(events["dur_ns"][index])
+        line(rows, index)
         rows.constant(b',"status":' + json.dumps(STATUSES[MATCHED]).encode() + b"}},\n")
         places.head(rows, b"e", process[index], finish[index])
         rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(lane_id[index])
@@ -271,7 +280,9 @@ def _event_rows(events: Columns, places: _Places, ids: AsyncIds) -> list[tuple[i
         rows.constant(b',"s":"p","ts":', ~on_thread)
         microseconds(rows, lost_ns[index])
         warp = np.where(no_end[index], events["start_warp"][index], events["end_warp"][index])
-        args(rows, index).constant(b',"warp":').decimal(warp).constant(b',"status":')
+        cycles = np.where(no_end[index], events["start_cycles"][index], events["end_cycles"][index])
+        args(rows, index).constant(b',"warp":').decimal(warp).constant(b',"cycles":').decimal(cycles)
+        line(rows, index).constant(b',"status":')
         texts = [json.dumps(text).encode() for text in statuses]
         return rows.pick(no_start[index].astype(np.int64), texts).constant(b"}}")
 
@@ -302,6 +313,7 @@ def _mark_rows(marks: Columns, places: _Places, valued: bool) -> tuple[int, Buil
         rows.constant(b',"args":{"cta":').decimal(cta[index]).constant(b',"warp":').decimal(
             marks["warp"][index]
         )
+        rows.constant(b',"cycles":').decimal(marks["cycles"][index])
         if valued:
             _value(rows.constant(b',"value":'), marks["value"][index], marks["value_type"][index])
         return rows.constant(b"}}")

@@ -4,17 +4,19 @@ For each chunk with events or marks (``Chunk.async_parts``), one more packet seq
 the tracks ``perfetto`` numbered for the chunk:
 
 - an async track per event under each CTA's place (its slot, or the CTA), named after the event:
-  a slice per event from its start to its end (args: instance index, start and end warp);
+  a slice per event from its start to its end (args: CTA, instance index, start and end warp,
+  duration in cycles and ns, source line);
   events that overlap go on further tracks of the same name, which the UI merges into one;
 - on the warp tracks, an instant where an event started and one where it ended, joined by a
   flow from the warp that started it to the warp that ended it; a start with no end, or an end
-  with no start, is an instant named so ("tma_load: no end");
-- marks as instants on their warp's track, a value as the instant's ``value`` arg; and a counter
-  track per warp and mark whose values change over time, under the warp's track.
+  with no start, is an instant named so ("tma_load: no end", args: its warp, cycles and status);
+- marks as instants on their warp's track (args: CTA, warp, cycles), a value as the instant's
+  ``value`` arg; and a counter track per warp and mark whose values change over time, under the
+  warp's track.
 
 Its events name their track in the event itself (no sequence default), at absolute times, with
-names inline; ``read_perfetto`` skips them (the scope tables do not hold them). Units that did
-not finish have no warp track: their records are left out of the drawing (not of the tables).
+names inline; ``read_async`` reads the tables back from their args. Units that did not finish
+have no warp track: their records are left out of the drawing (not of the tables).
 """
 
 from __future__ import annotations
@@ -115,10 +117,14 @@ def _events(
         args = {"index": int(events["index"][i]), "cta": int(events["cta"][i])}
         if both[i]:
             begin, end = int(events["start_ns"][i]), int(events["end_ns"][i])
+            # Cycles and nanoseconds as args: a slice cannot show a duration below 0 (clock skew).
             slice_args = {
                 **args,
                 "start_warp": int(events["start_warp"][i]),
                 "end_warp": int(events["end_warp"][i]),
+                "cycles": int(events["dur_cycles"][i]),
+                "dur_ns": int(events["dur_ns"][i]),
+                **_line(events, i),
             }
             packets.event(begin, _event(TrackEvent.TYPE_SLICE_BEGIN, lane_track[i], name, slice_args))
             packets.event(end, _event(TrackEvent.TYPE_SLICE_END, lane_track[i]))
@@ -129,13 +135,24 @@ def _events(
             packets.event(begin, start)
             packets.event(end, finish)
             flow += 1
-        elif events["status"][i] == "no end":
-            ns = int(events["start_ns"][i])
-            packets.event(ns, _event(TrackEvent.TYPE_INSTANT, start_track[i], f"{name}: no end", args))
-        elif events["status"][i] == "no start":
-            ns = int(events["end_ns"][i])
-            packets.event(ns, _event(TrackEvent.TYPE_INSTANT, end_track[i], f"{name}: no start", args))
+        elif events["status"][i] in ("no end", "no start"):
+            status = str(events["status"][i])
+            side, track = ("start", start_track) if status == "no end" else ("end", end_track)
+            lost_args: dict[str, float | str] = {
+                **args,
+                "warp": int(events[f"{side}_warp"][i]),
+                "cycles": int(events[f"{side}_cycles"][i]),
+                "status": status,
+                **_line(events, i),
+            }
+            ns = int(events[f"{side}_ns"][i])
+            packets.event(ns, _event(TrackEvent.TYPE_INSTANT, track[i], f"{name}: {status}", lost_args))
     return flow
+
+
+def _line(events: Columns, i: int) -> dict[str, int]:
+    """The event's source line as an arg, where it has one."""
+    return {} if events["line_missing"][i] else {"line": int(events["line"][i])}
 
 
 def _lanes(
@@ -171,7 +188,11 @@ def _marks(
     found = places.of(marks["launch"], marks["cta"], marks["unit"], present)[:, 0]
     drawn = np.flatnonzero(found > 0)
     for i in drawn.tolist():
-        args: dict[str, float] = {"cta": int(marks["cta"][i])}
+        args: dict[str, float] = {
+            "cta": int(marks["cta"][i]),
+            "warp": int(marks["warp"][i]),
+            "cycles": int(marks["cycles"][i]),
+        }
         if counters is not None:
             args["value"] = float(marks["value"][i])
         packets.event(
@@ -196,14 +217,16 @@ def _marks(
 
 
 def _event(
-    kind: int, track: int, name: str | None = None, args: Mapping[str, float] | None = None
+    kind: int, track: int, name: str | None = None, args: Mapping[str, float | str] | None = None
 ) -> TrackEvent:
     event = TrackEvent(type=kind, track_uuid=int(track))
     if name is not None:
         event.name = name
     for key, value in (args or {}).items():
         annotation = event.debug_annotations.add(name=key)
-        if isinstance(value, float) and key == "value":
+        if isinstance(value, str):
+            annotation.string_value = value
+        elif isinstance(value, float) and key == "value":
             annotation.double_value = value
         else:
             annotation.int_value = value

@@ -1,8 +1,7 @@
 """Reading a Chrome JSON trace proton_ik wrote (``chrome.write_chrome``) back into columns: its
 slices, its processes' launches and its threads' lanes, and the launch table it carries whole
 (``otherData.launches``), each value checked. Events, marks and values (``chrome_async``: async
-slices, flows, instants and counters) are not scopes, and are skipped, as ``read_perfetto`` skips
-them: the tables they come from are the session's, not the trace's."""
+slices "b" and instants "i"; their ends, flows and counters repeat them) go to ``read_async``."""
 
 from __future__ import annotations
 
@@ -11,9 +10,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.manifest import ManifestError, check_info
+from proton_ik.viewer.read_async import AsyncRows, with_async
 from proton_ik.viewer.read_checks import _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
@@ -47,6 +48,8 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     threads: dict[tuple[object, object], int] = {}
     names = ("kernel", "launch", "scope", "begin_ns", "dur_ns", "lane", "track", *SLICE_ARGS, FILE_ARG)
     columns: dict[str, list[Any]] = {name: [] for name in names}
+    async_rows = AsyncRows(path)
+    places: dict[tuple[int, str], int] = {}  # an event's or mark's (launch, kernel) -> its code
     for number, obj in enumerate(objects):
         if not isinstance(obj, dict):
             raise _refuse(path, f"traceEvents[{number}] is not a JSON object")
@@ -63,9 +66,13 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
                 and isinstance(obj.get("tid"), (int, str))
             ):
                 lanes[obj["pid"], obj["tid"]] = lane
-        if obj.get("ph") != "X":  # metadata, or events, marks and values ("b", "e", "s", "f", "i", "C")
-            continue
         where = f"traceEvents[{number}]"
+        if obj.get("ph") in ("b", "i"):  # an event's slice, or an unmatched event, a mark or value
+            place, name, ns, placed_args = _placed(path, obj, where, processes)
+            add = async_rows.add_slice if obj["ph"] == "b" else async_rows.add_instant
+            add(places.setdefault(place, len(places)), name, ns, placed_args, where)
+        if obj.get("ph") != "X":  # metadata, or the rest of events and values ("e", "s", "f", "C")
+            continue
         kernel, scope, ts, dur = obj.get("cat"), obj.get("name"), obj.get("ts"), obj.get("dur")
         if not (isinstance(kernel, str) and isinstance(scope, str) and isinstance(args, dict)):
             raise _refuse(path, f"{where} is a slice without a kernel (cat), name or args")
@@ -93,7 +100,34 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             raise _refuse(path, f"{where}.args.{FILE_ARG} is {file!r:.40}, not text")
         columns[FILE_ARG].append(file)
     launches = _checked_launches(path, launch_rows)
-    return _trace_file(info, columns, launches, for_writing)
+    by_code = list(places)
+
+    def resolve(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        found = [by_code[code] for code in codes.tolist()]
+        return np.array([launch for launch, _ in found]), np.array([kernel for _, kernel in found])
+
+    tables = async_rows.tables(resolve, relative=True)
+    return with_async(_trace_file(info, columns, launches, for_writing), tables)
+
+
+def _placed(
+    path: Path, obj: dict[str, Any], where: str, processes: dict[object, int]
+) -> tuple[tuple[int, str], str, int, dict[str, Any]]:
+    """An event's or mark's (launch, kernel), name, time in ns and args, checked."""
+    kernel, name, ts, pid, args = (
+        obj.get("cat"),
+        obj.get("name"),
+        obj.get("ts"),
+        obj.get("pid"),
+        obj.get("args"),
+    )
+    if not (isinstance(kernel, str) and isinstance(name, str) and isinstance(args, dict)):
+        raise _refuse(path, f"{where} is an event or mark without a kernel (cat), name or args")
+    if not isinstance(pid, (int, str)) or pid not in processes:
+        raise _refuse(path, f"{where} is an event or mark in process {pid!r:.40}, which names no launch")
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not -1e15 < ts < 1e15:
+        raise _refuse(path, f"{where} has the time {ts!r:.40}, not a time in microseconds")
+    return (processes[pid], kernel), name, round(ts * 1000), args
 
 
 def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:

@@ -3,7 +3,8 @@ packets replayed (interned names, per-track incremental clocks, each unit track'
 slices), its track tree walked up from each slice to its launch track, and the launch table
 rebuilt from each launch slice's args (its metadata and totals, structured). A slice's CTA, SM
 and warp are its args, so slot and CTA timelines (``tracks``) read alike; a scope's file is its
-interned source location's (and its line, there rather than an arg); counters are skipped."""
+interned source location's (and its line, there rather than an arg). Events, marks and values
+(``perfetto_async``: async slices and instants that name their track) go to ``read_async``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, S
 
 from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID
 from proton_ik.viewer.pftrace_packets import iter_packets
+from proton_ik.viewer.read_async import AsyncRows, with_async
 from proton_ik.viewer.read_checks import _INT64, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.table import config_text
@@ -67,6 +69,7 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     present = {key: array("b") for key in slice_args}
     launch_args: dict[int, dict[str, Any]] = {}
     track, now, marker = 0, 0, 0
+    async_rows = AsyncRows(path)
     for packet in iter_packets(path):
         if packet.HasField("interned_data"):
             names.update({entry.iid: _text(entry.name) for entry in packet.interned_data.event_names})
@@ -86,7 +89,21 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         if kind != "track_event":
             continue
         event = packet.track_event
-        if event.track_uuid:  # events, marks and values (``perfetto_async``): not scopes
+        if event.track_uuid:  # events, marks and values (``perfetto_async``), at absolute times
+            if event.type in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
+                add = (
+                    async_rows.add_slice
+                    if event.type == TrackEvent.TYPE_SLICE_BEGIN
+                    else async_rows.add_instant
+                )
+                args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
+                add(
+                    event.track_uuid,
+                    _text(event.name),
+                    packet.timestamp,
+                    args,
+                    f"an event on track {event.track_uuid}",
+                )
             continue
         now += packet.timestamp
         marker += 1
@@ -124,7 +141,17 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
                 value = args.get(key)
                 present[key].append(value is not None)
                 values[key].append(0 if value is None else _whole(value, f"a slice's {key}", path))
-    return _perfetto_tables(path, tracks, scopes, files, rows, values, present, launch_args, for_writing)
+    scope_tables = _perfetto_tables(
+        path, tracks, scopes, files, rows, values, present, launch_args, for_writing
+    )
+
+    def resolve(uuids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        launch_of = [
+            tracks.launches[uuid] for uuid in tracks.launch_of(path, uuids.astype(np.uint64))[0].tolist()
+        ]
+        return np.array([launch for launch, _ in launch_of]), np.array([kernel for _, kernel in launch_of])
+
+    return with_async(scope_tables, async_rows.tables(resolve, relative=False))
 
 
 class TrackTree:

@@ -7,6 +7,10 @@ share of kernel time) and the launch table, so that ``proton-ik show`` prints th
 statistics for a trace as for its session file, and ``proton-ik convert`` writes a ``.pftrace``
 as Chrome JSON and back (``TraceFile.write_perfetto``, ``write_chrome``).
 
+Events, marks and values come back too (``read_async``), so a trace's event statistics are its
+session's; what the trace does not carry of them (host scope, SM, record numbers, a matched
+event's own start and end cycles, a value's type and bits) is NA.
+
 What a trace does not carry is left out or shown as unknown:
 
 - Records left unpaired are not slices, so per-scope unmatched counts are unknown (``<NA>``)
@@ -23,9 +27,9 @@ read), into compact columns: memory grows with the slices, not with the packets'
 file that is not a trace proton_ik wrote raises ``SessionFileError`` saying what is wrong.
 
 This module is where the readers are reached from; the work is done in ``read_chrome`` (Chrome
-JSON), ``read_perfetto`` (a ``.pftrace``'s packets and track tree), ``pftrace_packets`` (the packet
-stream), ``trace_file`` (``TraceFile`` and the tables built from the columns read),
-``nesting_order`` and ``read_checks`` (the values' checks and refusals).
+JSON), ``read_perfetto`` (a ``.pftrace``'s packets and track tree), ``read_async`` (events, marks
+and values), ``pftrace_packets`` (the packet stream), ``trace_file`` (``TraceFile`` and the
+tables built from the columns read), ``nesting_order`` and ``read_checks`` (the values' checks and refusals).
 """
 
 from __future__ import annotations
