@@ -116,8 +116,11 @@ def _events(
         name = str(events["event"][i])
         args = {"index": int(events["index"][i]), "cta": int(events["cta"][i])}
         if both[i]:
-            begin, end = int(events["start_ns"][i]), int(events["end_ns"][i])
-            # Cycles and nanoseconds as args: a slice cannot show a duration below 0 (clock skew).
+            # A slice cannot end before it begins: where the warps' clocks ran apart by more than
+            # the event lasted (async_events.CLOCK_SKEW_CYCLES), its end is raised to its begin,
+            # and its args keep the measured cycles and nanoseconds.
+            begin = int(events["start_ns"][i])
+            end = max(int(events["end_ns"][i]), begin)
             slice_args = {
                 **args,
                 "start_warp": int(events["start_warp"][i]),

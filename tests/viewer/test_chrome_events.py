@@ -254,7 +254,7 @@ def test_counters_carry_the_values_that_change(tmp_path, fake_launch):
     assert [e["args"]["value"] for e in constant] == [5, 5, 5]
 
 
-def test_the_chrome_reader_skips_events_marks_and_values(tmp_path, fake_launch):
+def test_chrome_scope_slices_read_back_without_the_events_among_them(tmp_path, fake_launch):
     rendered(tmp_path, [pipeline_capture(fake_launch)])
     trace = read_chrome(tmp_path / "events.json", for_writing=True).trace
     assert len(trace.events) == 0 and len(trace.units) == 3

@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import viewer
 from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES
+from proton_ik.viewer.readback import read_packets
 
 PATH = Path(__file__).parents[1] / "data" / "events.pik"
 CTAS, WARPS, ITERS = 8, 4, 6
@@ -58,3 +60,21 @@ def test_marks_and_values(trace) -> None:
     assert sorted(set(marks["cta"])) == [c for c in range(CTAS) if c % 2]
     assert set(values[values["mark"] == "total"]["cta"]) == {0}
     assert trace.problems == []
+
+
+def test_no_event_slice_ends_before_it_begins(trace, tmp_path) -> None:
+    """Some of this capture's events last less than the skew between the warps' clocks: their
+    measured duration is negative. Perfetto's slices still end at or after their begin, and the
+    args keep what was measured."""
+    assert (trace.async_events["dur_cycles"] < 0).any()
+    packets = read_packets(trace.write_perfetto(tmp_path / "events.pftrace"))
+    open_at: dict[int, list[int]] = {}
+    ends = 0
+    for packet in packets:
+        event = packet.track_event
+        if event.type == TrackEvent.TYPE_SLICE_BEGIN:
+            open_at.setdefault(event.track_uuid, []).append(packet.timestamp)
+        elif event.type == TrackEvent.TYPE_SLICE_END:
+            assert packet.timestamp >= open_at[event.track_uuid].pop()
+            ends += 1
+    assert ends >= len(trace.async_events)

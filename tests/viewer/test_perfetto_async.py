@@ -111,7 +111,7 @@ def test_values_are_args_and_counters_where_they_change(tmp_path, fake_launch):
     ]
 
 
-def test_readers_of_our_traces_skip_events_marks_and_values(tmp_path, fake_launch):
+def test_scope_slices_read_back_without_the_events_among_them(tmp_path, fake_launch):
     rendered(tmp_path, fake_launch)
     trace = read_perfetto(tmp_path / "events.pftrace", for_writing=True).trace
     assert len(trace.events) == 0 and len(trace.units) == 3
