@@ -8,6 +8,9 @@
   the CTA and unit headers, the start and end clocks), with every record dropped.
 - the mode itself, with its records, compiles as proton_ik compiles it (not here).
 
+A part named ``frame/<name>`` is the frame changed by one of ``frame_variants.FRAME_EXPERIMENTS``
+(no %globaltimer, no prologue stores, ...): where the frame's cost goes, in docs/PERFORMANCE.md.
+
 A part compiles inside ``proton_ik.instrumented(mode)``, so that the markers are emitted, with an
 ``instrumentation_mode`` knob of its own (``proton_ik_part:frame:instrumentation:...``). Triton's
 cache key holds the knob, so a part never shares a binary with the mode; proton_ik's stage hook
