@@ -15,6 +15,7 @@ import pandas as pd
 
 from proton_ik.contract.layout import HISTOGRAM_LOWER, HISTOGRAM_UPPER
 from proton_ik.viewer.aggregate import HIST_COLUMNS
+from proton_ik.viewer.text_columns import formatted
 
 KEYS = ["host_scope", "kernel", "name", "scope"]
 AGGREGATE_SCOPE_COLUMNS = (
@@ -102,14 +103,14 @@ def aggregate_lines(rows: pd.DataFrame) -> list[str]:
             "line": rows["line"].astype("Int64").astype("string").fillna("-"),
             "count": rows["count"],
             "units": rows["units"],
-            "mean ns": _column(rows["mean_ns"], "{:,.0f}"),
-            "min ns": _column(rows["min_ns"], "{:,.0f}"),
-            "max ns": _column(rows["max_ns"], "{:,.0f}"),
-            "~median ns": _column(rows["median_ns"], "{:,.0f}"),
-            "~p90 ns": _column(rows["p90_ns"], "{:,.0f}"),
-            "mean cyc": _column(rows["mean_cycles"], "{:,.0f}"),
-            "min cyc": _column(rows["min_cycles"], "{:,.0f}"),
-            "max cyc": _column(rows["max_cycles"], "{:,.0f}"),
+            "mean ns": formatted(rows["mean_ns"], "{:,.0f}"),
+            "min ns": formatted(rows["min_ns"], "{:,.0f}"),
+            "max ns": formatted(rows["max_ns"], "{:,.0f}"),
+            "~median ns": formatted(rows["median_ns"], "{:,.0f}"),
+            "~p90 ns": formatted(rows["p90_ns"], "{:,.0f}"),
+            "mean cyc": formatted(rows["mean_cycles"], "{:,.0f}"),
+            "min cyc": formatted(rows["min_cycles"], "{:,.0f}"),
+            "max cyc": formatted(rows["max_cycles"], "{:,.0f}"),
         }
     )
     header = (
@@ -117,7 +118,3 @@ def aggregate_lines(rows: pd.DataFrame) -> list[str]:
         f"show these launches' unit spans only; {ESTIMATE_NOTE}):"
     )
     return [header, *shown.to_string(index=False).splitlines()]
-
-
-def _column(values: pd.Series, spec: str) -> pd.Series:
-    return values.map(lambda value: "-" if pd.isna(value) else spec.format(value))

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, STATUSES
+from proton_ik.viewer.text_columns import formatted
 
 EVENT_STAT_COLUMNS = (
     "kernel", "event", "line", "count", "mean_ns", "median_ns", "p90_ns", "p99_ns", "mean_cycles", "median_cycles",
@@ -70,7 +71,7 @@ def event_lines(stats: pd.DataFrame, kernel: str) -> list[str]:
             "line": rows["line"].astype("string").fillna("-"),
             "count": rows["count"],
             **{
-                f"{stat} {unit}": rows[f"{stat}_{column}"].map(lambda v: "-" if pd.isna(v) else f"{v:,.0f}")
+                f"{stat} {unit}": formatted(rows[f"{stat}_{column}"], "{:,.0f}")
                 for unit, column in (("ns", "ns"), ("cyc", "cycles"))
                 for stat in ("mean", "median", "p90", "p99")
             },

@@ -19,6 +19,7 @@ from proton_ik.viewer.aggregate_summary import aggregate_lines
 from proton_ik.viewer.event_summary import event_lines
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
 from proton_ik.viewer.table import TimeShift
+from proton_ik.viewer.text_columns import formatted
 
 LOSS_COLUMNS = {
     "unmatched_begin": UNMATCHED_KINDS[UNMATCHED_BEGIN],
@@ -242,13 +243,13 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.Da
                     "scope": table["scope"],
                     "line": _source_lines(table),
                     "count": table["count"],
-                    "mean ns": _column(table["mean_ns"], "{:,.0f}"),
-                    "median ns": _column(table["median_ns"], "{:,.0f}"),
-                    "p90 ns": _column(table["p90_ns"], "{:,.0f}"),
-                    "mean cyc": _column(table["mean_cycles"], "{:,.0f}"),
-                    "median cyc": _column(table["median_cycles"], "{:,.0f}"),
-                    "p90 cyc": _column(table["p90_cycles"], "{:,.0f}"),
-                    "share": _column(table["share"], "{:.1%}"),
+                    "mean ns": formatted(table["mean_ns"], "{:,.0f}"),
+                    "median ns": formatted(table["median_ns"], "{:,.0f}"),
+                    "p90 ns": formatted(table["p90_ns"], "{:,.0f}"),
+                    "mean cyc": formatted(table["mean_cycles"], "{:,.0f}"),
+                    "median cyc": formatted(table["median_cycles"], "{:,.0f}"),
+                    "p90 cyc": formatted(table["p90_cycles"], "{:,.0f}"),
+                    "share": formatted(table["share"], "{:.1%}"),
                     "unmatched": table["unmatched_begin"] + table["unmatched_end"],
                 }
             )
@@ -262,10 +263,6 @@ def _kernel_lines(kernels: pd.DataFrame, scopes: pd.DataFrame, aggregates: pd.Da
             f"{kernel.lost_to_ring:,} ends lost to the ring; {kernel.units_unfinished:,} unfinished units"
         )
     return lines
-
-
-def _column(values: pd.Series, spec: str) -> pd.Series:
-    return values.map(lambda value: "-" if pd.isna(value) else spec.format(value))
 
 
 def _source_lines(table: pd.DataFrame) -> pd.Series:
