@@ -22,7 +22,8 @@ from proton_ik.mode import Mode
 
 EXIT = "$pik_exit:"
 STORE = re.compile(r"^\t@%pik_[hw] st\.global\.\S+\s+\[[^\]]+\], \{[^}]*\};$", re.MULTILINE)
-START_TIMES = ("\tmov.u64 \t%pik_clk64, %clock64;", "\tmov.u64 \t%pik_gtime, %globaltimer;")
+START_READS = ("\tmov.u32 \t%pik_start_clock, %clock;", "\tmov.u32 \t%pik_start_time, %globaltimer_lo;")
+END_READS = ("\tmov.u64 \t%pik_clk64, %clock64;", "\tmov.u64 \t%pik_gtime, %globaltimer;")
 
 
 def _split(ptx: str) -> tuple[str, str]:
@@ -39,13 +40,18 @@ def _changed(name: str, before: str, after: str) -> str:
 
 def no_globaltimer(ptx: str) -> str:
     """%globaltimer never read: the start and end times are the clocks."""
-    return _changed("no_globaltimer", ptx, ptx.replace(START_TIMES[1], "\tmov.u64 \t%pik_gtime, %pik_clk64;"))
+    edited = ptx.replace(START_READS[1], "\tmov.u32 \t%pik_start_time, %pik_start_clock;")
+    return _changed(
+        "no_globaltimer", ptx, edited.replace(END_READS[1], "\tmov.u64 \t%pik_gtime, %pik_clk64;")
+    )
 
 
 def no_time_reads(ptx: str) -> str:
-    """Neither %clock64 nor %globaltimer read: constants stored in their place."""
-    edited = ptx.replace(START_TIMES[0], "\tmov.u64 \t%pik_clk64, 0;")
-    return _changed("no_time_reads", ptx, edited.replace(START_TIMES[1], "\tmov.u64 \t%pik_gtime, 0;"))
+    """Neither the clock nor %globaltimer read, at the start or the end: constants in their place."""
+    edited = ptx
+    for read in (*START_READS, *END_READS):
+        edited = edited.replace(read, read.split(", %")[0] + ", 0;")
+    return _changed("no_time_reads", ptx, edited)
 
 
 def no_smid(ptx: str) -> str:
@@ -53,16 +59,10 @@ def no_smid(ptx: str) -> str:
     return _changed("no_smid", ptx, ptx.replace("\tmov.u32 \t%pik_sm, %smid;", "\tmov.u32 \t%pik_sm, 0;"))
 
 
-def no_prologue_stores(ptx: str) -> str:
-    """The CTA and unit headers not written at the start (the epilogue's stores stay)."""
+def no_header_stores(ptx: str) -> str:
+    """No header written: neither the unit's times and counts nor the CTA's."""
     head, tail = _split(ptx)
-    return _changed("no_prologue_stores", ptx, STORE.sub("", head) + tail)
-
-
-def no_epilogue_stores(ptx: str) -> str:
-    """The unit's end times and counts not written."""
-    head, tail = _split(ptx)
-    return _changed("no_epilogue_stores", ptx, head + STORE.sub("", tail))
+    return _changed("no_header_stores", ptx, head + STORE.sub("", tail))
 
 
 def full_cta_header(ptx: str) -> str:
@@ -74,24 +74,23 @@ def full_cta_header(ptx: str) -> str:
     return _changed("full_cta_header", ptx, ptx[:end] + extra + ptx[end:])
 
 
-def stores_at_exit(ptx: str) -> str:
-    """Every header store at the epilogue: the start times wait in registers of their own, and
-    the kernel's first loads wait for no store of ours."""
+def prologue_stores(ptx: str) -> str:
+    """The frame before issue 10's change, for comparison: the CTA header and the unit's start
+    times written (and its counts cleared) in the prologue, before the kernel's first loads.
+    The epilogue stays as it is: it writes them again."""
     head, tail = _split(ptx)
-    stores = STORE.findall(head)
-    head = STORE.sub("", head)
-    head = head.replace(START_TIMES[0], "\tmov.u64 \t%pik_clk64_start, %clock64;")
-    head = head.replace(START_TIMES[1], "\tmov.u64 \t%pik_gtime_start, %globaltimer;")
-    head = head.replace(
-        "\t.reg .pred \t%pik_w", "\t.reg .b64 \t%pik_clk64_start, %pik_gtime_start;\n\t.reg .pred \t%pik_w", 1
-    )
-    moved = [
-        line.replace("{%pik_clk64, %pik_gtime}", "{%pik_clk64_start, %pik_gtime_start}")
-        for line in stores
-        if "{0, 0, 0, 0}" not in line  # the epilogue writes those 16 bytes anyway
+    cta_stores = [line for line in STORE.findall(tail) if line.startswith("\t@%pik_h")]
+    stores = [
+        "\tsub.s64 \t%pik_unit_base, %pik_rec, 48;",
+        "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
+        "\tmov.u32 \t%pik_sm, %smid;",
+        *cta_stores,
+        *END_READS,
+        "\t@%pik_w st.global.v2.u64 \t[%pik_unit_base+0], {%pik_clk64, %pik_gtime};",
+        "\t@%pik_w st.global.v4.b32 \t[%pik_unit_base+32], {0, 0, 0, 0};",
     ]
-    label, rest = tail.split("\n", 1)
-    return _changed("stores_at_exit", ptx, head + label + "\n" + "\n".join(moved) + "\n" + rest)
+    edited = head.replace(START_READS[1], START_READS[1] + "\n" + "\n".join(stores), 1)
+    return _changed("prologue_stores", ptx, edited + tail)
 
 
 FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
@@ -100,10 +99,9 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         no_globaltimer,
         no_time_reads,
         no_smid,
-        no_prologue_stores,
-        no_epilogue_stores,
+        no_header_stores,
         full_cta_header,
-        stores_at_exit,
+        prologue_stores,
     )
 }
 KERNELS = ("gelu", "layer_norm")

@@ -3,7 +3,7 @@
 Every launch gets ``num_ctas * cta_bytes`` bytes of Triton's ``profile_scratch``. CTA ``c`` owns
 bytes ``[c * cta_bytes, (c + 1) * cta_bytes)``:
 
-    +----------------------+  CTA header, written once by unit 0, lane 0
+    +----------------------+  CTA header, written once by thread 0, at its exit
     | CTA_HEADER (64 B)    |  magic, version, linear CTA id, %smid, %nctaid, units, capacity
     +----------------------+
     | unit 0 segment       |  UNIT_HEADER (48 B): start/end clock64 and %globaltimer, the
@@ -22,6 +22,13 @@ the stores, and the begin's clock read has the whole scope to complete. Entry ``
 slot ``i % capacity``; the capacity is a power of two, so the slot is one AND, and no write
 ever leaves the unit's segment. The header counts every entry written and every single
 record among them, so records lost to the ring are known exactly (``records_written``).
+
+Both headers are written at the exit, so that no store of ours comes before the kernel's first
+loads: the start's clock and %globaltimer wait in registers as their low 32 bits, and the
+epilogue rebuilds them as the end's values less the 32-bit distances (exact while a unit runs
+under 2**32 cycles and 2**32 ns, about 2 s and 4 s). The runtime clears the headers of every
+launch it has drained, so a unit that never reached its exit reads as unfinished, with no
+entries and no times. The bytes mean what they meant, so the version is unchanged.
 
 Records of other kinds (``RecordKind``) share the ring: an event's start or end and a mark are
 one record each, their tag's ``TAG_INDEX`` bits holding an event's instance (``index=``); a
@@ -132,8 +139,8 @@ CTA_HEADER_BYTES = CTA_HEADER_DTYPE.itemsize
 # --- unit header: 48 bytes -------------------------------------------------------------------
 UNIT_HEADER_DTYPE = np.dtype(
     [
-        ("start_clock", "<u8"),
-        ("start_time", "<u8"),  # %globaltimer, ns
+        ("start_clock", "<u8"),  # rebuilt at the exit from the start's low 32 bits
+        ("start_time", "<u8"),  # %globaltimer, ns; rebuilt like start_clock
         ("end_clock", "<u8"),
         ("end_time", "<u8"),
         ("entries", "<u4"),  # entries written, including those the ring overwrote

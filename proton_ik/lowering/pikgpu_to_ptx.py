@@ -67,6 +67,8 @@ _RET = re.compile(r"^(?P<indent>\s*)(?P<guard>@!?%\w+\s+)?ret(?:\.uni)?\s*;")
 
 _REGS_32 = [
     "n",
+    "start_clock",
+    "start_time",
     "singles",
     "t",
     "c",
@@ -83,7 +85,7 @@ _REGS_32 = [
     "cta",
     "sm",
 ]
-_REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime"]
+_REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime", "start_clock64", "start_time64"]
 _PREDS = ["w", "h"]
 _STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
 
@@ -130,17 +132,13 @@ def _entry_store(values: dict[str, object]) -> str:
     return f"\t@%pik_w st.global.{shape} \t[{address}], {operands};"
 
 
-def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
-    layout = setup.layout
-    granularity = setup.granularity_enum
-    cta_lines, cta_slot = sampling_ptx.cta_slot(layout.sampling, "%pik_cta")
-    unit_lines, unit_slot = sampling_ptx.unit_slot(layout.sampling, "%pik_unit")
-    lines = [
-        "\t// pik prologue: this unit's segment, the CTA header and the unit's start times",
+def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """This CTA's region (``%pik_base``) and, for its header, the linear CTA id and the grid,
+    from the kernel's parameter and special registers."""
+    cta_lines, cta_slot = sampling_ptx.cta_slot(setup.layout.sampling, "%pik_cta")
+    return [
         f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
         "\tmov.u32 \t%pik_tid, %tid.x;",
-        f"\tshr.u32 \t%pik_warp, %pik_tid, {_log2(THREADS_PER_WARP)};",
-        f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
         "\tmov.u32 \t%pik_x, %ctaid.x;",
         "\tmov.u32 \t%pik_y, %ctaid.y;",
         "\tmov.u32 \t%pik_z, %ctaid.z;",
@@ -150,8 +148,20 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "\tmad.lo.u32 \t%pik_cta, %pik_z, %pik_ny, %pik_y;",
         "\tmad.lo.u32 \t%pik_cta, %pik_cta, %pik_nx, %pik_x;",
         *cta_lines,
-        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {layout.cta_bytes};",
+        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {setup.layout.cta_bytes};",
         "\tadd.s64 \t%pik_base, %pik_scratch, %pik_base;",
+    ]
+
+
+def _writer(setup: SegmentSetupOp) -> tuple[list[str], str]:
+    """The lines that set ``%pik_w`` (the unit's writer lane, where its unit and CTA are sampled)
+    after ``_cta_region``, and the register that holds the unit's slot."""
+    layout = setup.layout
+    granularity = setup.granularity_enum
+    unit_lines, unit_slot = sampling_ptx.unit_slot(layout.sampling, "%pik_unit")
+    lines = [
+        f"\tshr.u32 \t%pik_warp, %pik_tid, {_log2(THREADS_PER_WARP)};",
+        f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
     ]
     if granularity is Granularity.WARP:
         lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
@@ -163,47 +173,28 @@ def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         ]
     else:
         lines += ["\tmov.u32 \t%pik_unit, 0;", "\tsetp.eq.u32 \t%pik_w, %pik_tid, 0;"]
-    cta, unit = CTA_HEADER_DTYPE, UNIT_HEADER_DTYPE
-    lines += [
-        *unit_lines,
-        f"\tmad.wide.u32 \t%pik_unit_base, {unit_slot}, {layout.unit_bytes}, %pik_base;",
-        f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};",
-        f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};",
+    return [*lines, *unit_lines, *sampling_ptx.restrict_writer(layout.sampling, "%pik_w")], unit_slot
+
+
+def _prologue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """The unit's entries (``%pik_rec``) and writer lane (``%pik_w``), and the low halves of its
+    start times. No store: the kernel's first loads must not queue behind stores whose addresses
+    and values wait on special-register reads (docs/PERFORMANCE.md, issue 10). Only the start's
+    two 32-bit halves wait in registers (the time's in a uniform one); the epilogue writes every
+    header."""
+    layout = setup.layout
+    writer, unit_slot = _writer(setup)
+    return [
+        "\t// pik prologue: this unit's entries and writer lane, the low halves of its start times",
+        *_cta_region(setup, scratch_param),
+        *writer,
+        f"\tmad.wide.u32 \t%pik_rec, {unit_slot}, {layout.unit_bytes}, %pik_base;",
+        f"\tadd.s64 \t%pik_rec, %pik_rec, {CTA_HEADER_BYTES + UNIT_HEADER_BYTES};",
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
-        "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
-        *sampling_ptx.restrict(layout.sampling, "%pik_w", "%pik_h"),
-        "\tmov.u32 \t%pik_sm, %smid;",
-        _header_store(
-            "%pik_h",
-            "%pik_base",
-            cta,
-            {"magic": MAGIC, "version": VERSION, "cta": "%pik_cta", "smid": "%pik_sm"},
-        ),
-        _header_store(
-            "%pik_h",
-            "%pik_base",
-            cta,
-            {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": layout.units},
-        ),
-        _header_store(
-            "%pik_h",
-            "%pik_base",
-            cta,
-            {"capacity": layout.capacity, "reserved[0]": 0, "reserved[1]": 0, "reserved[2]": 0},
-        ),
-        "\tmov.u64 \t%pik_clk64, %clock64;",
-        "\tmov.u64 \t%pik_gtime, %globaltimer;",
-        _header_store(
-            "%pik_w", "%pik_unit_base", unit, {"start_clock": "%pik_clk64", "start_time": "%pik_gtime"}
-        ),
-        # Pool chunks are reused without clearing: a unit that never reaches its epilogue must
-        # not inherit an earlier launch's count and end marker.
-        _header_store(
-            "%pik_w", "%pik_unit_base", unit, {"entries": 0, "end_magic": 0, "singles": 0, "reserved": 0}
-        ),
+        "\tmov.u32 \t%pik_start_clock, %clock;",
+        "\tmov.u32 \t%pik_start_time, %globaltimer_lo;",
     ]
-    return lines
 
 
 def _slot(capacity: int) -> list[str]:
@@ -248,13 +239,30 @@ def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
     ]
 
 
-def _epilogue() -> list[str]:
-    unit = UNIT_HEADER_DTYPE
+def _epilogue(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """Every header, at the unit's exit. The unit header's address comes from the records'
+    pointer, which lives across the kernel anyway; the CTA's region and the writer lane are
+    computed again, so that nothing else of the prologue's stays live. The 64-bit start times are the end times less the 32-bit distances
+    from the start's low halves: exact while a unit runs under 2**32 cycles (2 s at 2 GHz) and
+    2**32 ns (4 s)."""
+    layout = setup.layout
+    cta, unit = CTA_HEADER_DTYPE, UNIT_HEADER_DTYPE
     return [
         f"{EXIT_LABEL}:",
-        "\t// pik epilogue: the unit's end times and its counts of entries and single records",
+        "\t// pik epilogue: the unit's start and end times and counts; thread 0 the CTA header",
         "\tmov.u64 \t%pik_clk64, %clock64;",
         "\tmov.u64 \t%pik_gtime, %globaltimer;",
+        *_rebuilt_start("%pik_start_clock64", "%pik_clk64", "%pik_start_clock"),
+        *_rebuilt_start("%pik_start_time64", "%pik_gtime", "%pik_start_time"),
+        *_cta_region(setup, scratch_param),
+        *_writer(setup)[0],
+        f"\tsub.s64 \t%pik_unit_base, %pik_rec, {UNIT_HEADER_BYTES};",
+        _header_store(
+            "%pik_w",
+            "%pik_unit_base",
+            unit,
+            {"start_clock": "%pik_start_clock64", "start_time": "%pik_start_time64"},
+        ),
         _header_store(
             "%pik_w", "%pik_unit_base", unit, {"end_clock": "%pik_clk64", "end_time": "%pik_gtime"}
         ),
@@ -264,7 +272,38 @@ def _epilogue() -> list[str]:
             unit,
             {"entries": "%pik_n", "end_magic": MAGIC, "singles": "%pik_singles", "reserved": 0},
         ),
+        "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
+        *sampling_ptx.restrict_header(layout.sampling, "%pik_h"),
+        "\tmov.u32 \t%pik_sm, %smid;",
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"magic": MAGIC, "version": VERSION, "cta": "%pik_cta", "smid": "%pik_sm"},
+        ),
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": layout.units},
+        ),
+        _header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"capacity": layout.capacity, "reserved[0]": 0, "reserved[1]": 0, "reserved[2]": 0},
+        ),
         "\tret;",
+    ]
+
+
+def _rebuilt_start(full: str, end: str, start_low: str) -> list[str]:
+    """``full`` = ``end`` - (low 32 bits of ``end`` - ``start_low``, modulo 2**32)."""
+    return [
+        f"\tcvt.u32.u64 \t%pik_t, {end};",
+        f"\tsub.s32 \t%pik_t, %pik_t, {start_low};",
+        f"\tcvt.u64.u32 \t{full}, %pik_t;",
+        f"\tsub.s64 \t{full}, {end}, {full};",
     ]
 
 
@@ -285,7 +324,9 @@ def plan_ptx(module: ModuleOp, scratch_param: str) -> PtxPlan:
     capacity = setup.layout.capacity
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
-    plan = PtxPlan(_declarations(len(pairs)), _prologue(setup, scratch_param), {}, _epilogue())
+    plan = PtxPlan(
+        _declarations(len(pairs)), _prologue(setup, scratch_param), {}, _epilogue(setup, scratch_param)
+    )
     plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
     if setup.layout.aggregate:
         plan.declarations += aggregate_to_ptx.declarations(setup.layout)

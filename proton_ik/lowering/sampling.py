@@ -4,7 +4,8 @@ the layout (``contract.sampling``) and into the prologue of ``convert-pikgpu-to-
 The prologue finds this thread's CTA slot and unit slot (its CTA's and its unit's rank among
 the sampled ones). Every store of the trace already waits on a predicate set once in the
 prologue: the writer lane's ``%pik_w`` (records, the unit header) and thread 0's ``%pik_h`` (the
-CTA header). Sampling ands the tests into them (``restrict``), so an unsampled unit runs the
+CTA header, set in the epilogue). Sampling ands the tests into them (``restrict_writer``,
+``restrict_header``), so an unsampled unit runs the
 same instructions and stores nothing: a record costs what it did.
 
 - a stride ``S``: slot ``cta / S``, sampled where ``cta % S == 0`` (ptxas divides by a
@@ -90,15 +91,18 @@ def unit_slot(sampling: Sampling, unit: str) -> tuple[list[str], str]:
     ], UNIT_SLOT
 
 
-def restrict(sampling: Sampling, writer: str, header: str) -> list[str]:
-    """After the prologue has set the predicates ``writer`` (the unit's writer lane) and
-    ``header`` (thread 0): only sampled units' writers and sampled CTAs' thread 0 store."""
+def restrict_writer(sampling: Sampling, writer: str) -> list[str]:
+    """After the prologue has set ``writer`` (the unit's writer lane) and the CTA's test: only
+    sampled units of sampled CTAs store records and unit headers."""
     lines = []
     if not sampling.every_cta:
-        lines += [
-            f"\tand.pred \t{writer}, {writer}, {CTA_SAMPLED};",
-            f"\tand.pred \t{header}, {header}, {CTA_SAMPLED};",
-        ]
+        lines.append(f"\tand.pred \t{writer}, {writer}, {CTA_SAMPLED};")
     if not sampling.every_unit:
         lines.append(f"\tsetp.lt.and.u32 \t{writer}, {UNIT_SLOT}, {len(sampling.unit_ids)}, {writer};")
     return lines
+
+
+def restrict_header(sampling: Sampling, header: str) -> list[str]:
+    """After the epilogue has set ``header`` (thread 0) and the CTA's test: only sampled CTAs
+    write their header."""
+    return [] if sampling.every_cta else [f"\tand.pred \t{header}, {header}, {CTA_SAMPLED};"]

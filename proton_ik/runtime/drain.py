@@ -66,7 +66,10 @@ class Drain:
         self._torch = torch
         self.device = device
         self.pool = RingPool(pool_bytes)
-        self.arena = torch.empty(self.pool.capacity, dtype=torch.uint8, device=device)
+        # Headers start as zeros and every drained launch's are cleared (``_clear_headers``): the
+        # kernels write them only at each unit's exit, so a unit that never got there must find
+        # no earlier launch's counts or end marker.
+        self.arena = torch.zeros(self.pool.capacity, dtype=torch.uint8, device=device)
         self.base = self.arena.data_ptr()
         self.side_stream = torch.cuda.Stream(device=device)
         self.host_arena = torch.empty(self.pool.capacity, dtype=torch.uint8, pin_memory=True)
@@ -218,6 +221,7 @@ class Drain:
                 size = num_ctas * launch.layout.cta_bytes
                 window = slice(chunk.offset, chunk.offset + size)
                 self.host_arena[window].copy_(self.arena[window], non_blocking=True)
+                self._clear_headers(chunk, launch.layout, num_ctas)
                 self.side_stream.synchronize()
                 self.copied_bytes += size
                 self.sink(meta, self._host_bytes[window], False)
@@ -257,9 +261,23 @@ class Drain:
         gathered = torch.cat([piece.reshape(-1) for piece in pieces])
         window = slice(chunk.offset, chunk.offset + gathered.numel())
         self.host_arena[window].copy_(gathered, non_blocking=True)
+        self._clear_headers(chunk, layout, num_ctas)
         self.side_stream.synchronize()
         self.copied_bytes += gathered.numel()
         return trimmed_from_gathered(self._host_bytes[window], layout, num_ctas, kept)
+
+    def _clear_headers(self, chunk: Chunk, layout: BufferLayout, num_ctas: int) -> None:
+        """Zero the CTA and unit headers of a launch just copied, on the side stream after the
+        copy and before the chunk goes back to the pool: a few bytes per unit, not the entries."""
+        torch = self._torch
+        arena = self.arena
+        torch.as_strided(arena, (num_ctas, CTA_HEADER_BYTES), (layout.cta_bytes, 1), chunk.offset).zero_()
+        torch.as_strided(
+            arena,
+            (num_ctas, layout.units, UNIT_HEADER_BYTES),
+            (layout.cta_bytes, layout.unit_bytes, 1),
+            chunk.offset + CTA_HEADER_BYTES,
+        ).zero_()
 
 
 def held_ctas(meta: dict[str, Any], layout: BufferLayout, size: int) -> tuple[dict[str, Any], int]:

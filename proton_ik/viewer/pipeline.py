@@ -139,11 +139,13 @@ def fit_session(launches: Sequence[Launch]) -> SessionClocks:
 
 def unit_anchors(units: UnitTable, index: np.ndarray) -> ClockAnchors:
     """(clock64, globaltimer) pairs: both ends of finished units, and the start of decoded
-    unfinished units on SMs where no unit of their launch finished (their start was written,
-    their end was not). ``index``: each buffer's launch, by position in the session."""
+    unfinished units on SMs where no unit of their launch finished, where their start was written
+    (by kernels from before every header was written at the exit; today's runtime clears the
+    headers, so an unfinished unit's times read 0). ``index``: each buffer's launch, by position
+    in the session."""
     finished = units.finished
     launch = index[units.launch]
-    extra = ~finished & units.decoded
+    extra = ~finished & units.decoded & (units.start_time != 0)
     if extra.any():
         key = launch * (int(units.smid.max()) + 1) + units.smid
         extra &= ~np.isin(key, key[finished])

@@ -205,7 +205,7 @@ def check_launch(case: interpreter.Case, result: interpreter.Launch, grid) -> No
             stats = (
                 raw[linear, start : start + scopes * AGGREGATE_STATS_BYTES].copy().view(AGGREGATE_STATS_DTYPE)
             )
-            expected = expected_stats(sequence, writer.reads["clock"], scopes)
+            expected = expected_stats(sequence, writer.record_clocks, scopes)
             assert stats.tobytes() == expected.tobytes(), (linear, unit)
             zeroed = memory.writer[
                 linear * layout.cta_bytes + start : linear * layout.cta_bytes + start + stats.nbytes
@@ -282,7 +282,7 @@ def test_an_end_closes_the_latest_begin_and_an_end_with_none_open_adds_nothing(p
     case = interpreter.Case(ptx, layout, Granularity.WARP, 2, paired=False)
     result = interpreter.launch(case, (1, 1, 1))
     check_launch(case, result, (1, 1, 1))
-    clocks = result.threads[0, 0].reads["clock"]
+    clocks = result.threads[0, 0].record_clocks
     stats = result.memory.data[layout.stats_offset(0) :][: 2 * AGGREGATE_STATS_BYTES].copy()
     stats = stats.view(AGGREGATE_STATS_DTYPE)
     assert stats["bins"].sum(axis=1).tolist() == [1, 1]

@@ -126,9 +126,9 @@ def test_the_result_assembles(lowered: str, ptxas, tmp_path: Path):
     assert result.returncode == 0, result.stderr
 
 
-def test_the_prologue_reads_the_last_parameter(lowered: str):
+def test_the_prologue_and_the_epilogue_read_the_last_parameter(lowered: str):
     loads = [line.strip() for line in lowered.splitlines() if "%pik_scratch, [" in line]
-    assert loads == ["ld.param.u64 \t%pik_scratch, [k_param_3];"]
+    assert loads == ["ld.param.u64 \t%pik_scratch, [k_param_3];"] * 2
 
 
 def test_declarations_and_prologue_follow_the_kernels_own_registers(lowered: str):
@@ -145,32 +145,23 @@ def test_declarations_and_prologue_follow_the_kernels_own_registers(lowered: str
     assert not re.search(r"%pik_b[<\d]", lowered)
 
 
-def test_the_prologue_writes_the_layouts_header(lowered: str):
+def test_the_frame_writes_the_layouts_headers(lowered: str):
     layout = BufferLayout(units=4, capacity=1024)
     assert f"\tmul.wide.u32 \t%pik_base, %pik_cta, {layout.cta_bytes};" in lowered
-    assert f"\tmad.wide.u32 \t%pik_unit_base, %pik_unit, {layout.unit_bytes}, %pik_base;" in lowered
-    assert f"\tadd.s64 \t%pik_unit_base, %pik_unit_base, {CTA_HEADER_BYTES};" in lowered
-    assert f"\tadd.s64 \t%pik_rec, %pik_unit_base, {UNIT_HEADER_BYTES};" in lowered
+    assert f"\tmad.wide.u32 \t%pik_rec, %pik_unit, {layout.unit_bytes}, %pik_base;" in lowered
+    assert f"\tadd.s64 \t%pik_rec, %pik_rec, {CTA_HEADER_BYTES + UNIT_HEADER_BYTES};" in lowered
+    assert f"\tsub.s64 \t%pik_unit_base, %pik_rec, {UNIT_HEADER_BYTES};" in lowered
     assert f"{{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}}" in lowered
     assert "{%pik_nx, %pik_ny, %pik_nz, 4}" in lowered
 
 
-def test_the_prologue_clears_the_unit_counts_at_entries(lowered: str):
-    """A reused pool chunk must not show an earlier launch's counts or end marker: the 16 bytes
-    at ``entries`` (entries, end_magic, singles, reserved) start as zeros."""
-    assert ENTRIES_OFFSET == 32
-    assert [name for name in UNIT_HEADER_DTYPE.names if UNIT_HEADER_DTYPE.fields[name][1] >= 32] == [
-        "entries",
-        "end_magic",
-        "singles",
-        "reserved",
-    ]
+def test_the_counts_start_at_zero_and_no_header_is_written_before_the_exit(lowered: str):
+    """A reused pool chunk must not show an earlier launch's counts or end marker; the prologue
+    stores nothing, so the pool clears what a drained launch wrote (``runtime.drain``)."""
     stripped = [line.strip() for line in lowered.splitlines()]
     assert stripped.count("mov.u32 \t%pik_n, 0;") == stripped.count("mov.u32 \t%pik_singles, 0;") == 1
-    clears = [line for line in stripped if line.endswith("{0, 0, 0, 0};")]
-    assert clears == [f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{0, 0, 0, 0}};"]
-    prologue_end = stripped.index(clears[0])
-    assert prologue_end < min(i for i, line in enumerate(stripped) if line.startswith("// pik record"))
+    first_record = min(i for i, line in enumerate(stripped) if line.startswith("// pik record"))
+    assert not [line for line in stripped[:first_record] if " st." in line]
 
 
 def test_records_sit_at_the_marker_sites(kernel_ptx: str, lowered: str):
@@ -252,14 +243,16 @@ def test_the_epilogue_writes_the_counts_at_entries(lowered: str):
     lines = lowered.splitlines()
     exit_at = lines.index(f"{EXIT_LABEL}:")
     end_clock = field_offset(UNIT_HEADER_DTYPE, "end_clock")
-    assert [line.strip() for line in lines[exit_at + 2 : exit_at + 7]] == [
-        "mov.u64 \t%pik_clk64, %clock64;",
-        "mov.u64 \t%pik_gtime, %globaltimer;",
+    epilogue = [line.strip() for line in lines[exit_at + 2 :]]
+    assert epilogue[:2] == ["mov.u64 \t%pik_clk64, %clock64;", "mov.u64 \t%pik_gtime, %globaltimer;"]
+    unit_stores = [line for line in epilogue if "[%pik_unit_base+" in line]
+    assert unit_stores == [
+        "@%pik_w st.global.v2.u64 \t[%pik_unit_base+0], {%pik_start_clock64, %pik_start_time64};",
         f"@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end_clock}], {{%pik_clk64, %pik_gtime}};",
         f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
-        "ret;",
     ]
-    assert lowered.count(f"[%pik_unit_base+{ENTRIES_OFFSET}]") == 2
+    assert epilogue[epilogue.index("ret;") - 1].startswith("@%pik_h st.global.v4.b32 \t[%pik_base+32]")
+    assert lowered.count(f"[%pik_unit_base+{ENTRIES_OFFSET}]") == 1
 
 
 def test_uniform_returns_are_redirected_too(kernel_ptx: str, ptxas, tmp_path: Path):

@@ -132,7 +132,7 @@ def test_false_predicates_write_nothing_and_count_nothing(compiled):
                 len(want),
                 MAGIC,
             ), (cta, u)
-            clocks = result.threads[cta, u * 32].reads["clock"]
+            clocks = result.threads[cta, u * 32].record_clocks
             assert len(clocks) == len(want)  # a skipped record does not even read the clock
             for i, entry in enumerate(want):
                 words = value_view[cta, u, i].tolist()

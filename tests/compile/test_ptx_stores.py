@@ -146,7 +146,10 @@ class Thread:
     time: int  # the next %globaltimer value
     step: int = CLOCK_STEP  # how far the clock moves before each read
     reads: dict[str, list[int]] = field(
-        default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": []}
+        default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": [], "globaltimer_lo": []}
+    )
+    counters: dict[str, list[int]] = field(  # the full 64-bit counter behind each read, by name
+        default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": [], "globaltimer_lo": []}
     )
     inputs: dict[str, int] = field(default_factory=dict)  # the kernel's own registers that ours read
 
@@ -164,14 +167,21 @@ class Thread:
             return self.inputs[name]
         if name in ("%clock64", "%clock"):
             self.clock += self.step
-            value = self.clock if name == "%clock64" else self.clock & 0xFFFFFFFF
-        elif name == "%globaltimer":
+            counter = self.clock
+        elif name in ("%globaltimer", "%globaltimer_lo"):
             self.time += 32
-            value = self.time
+            counter = self.time
         else:
             raise PtxError(f"unknown special register {name}")
+        value = counter if name in ("%clock64", "%globaltimer") else counter & 0xFFFFFFFF
         self.reads[name[1:]].append(value)
+        self.counters[name[1:]].append(counter)
         return value
+
+    @property
+    def record_clocks(self) -> list[int]:
+        """The ``%clock`` reads of the records: every one but the first, the unit's start."""
+        return self.reads["clock"][1:]
 
 
 class Memory:
@@ -260,8 +270,8 @@ def run_thread(
             regs[args[0]] = ~value(args[1]) & mask
         elif base == "bfind":
             regs[args[0]] = (value(args[1]).bit_length() - 1) & mask  # 0xFFFFFFFF for 0
-        elif base == "cvt":
-            regs[args[0]] = value(args[1]) & mask  # cvt.u64.u32: zero-extends the u32
+        elif base == "cvt":  # cvt.u64.u32 zero-extends the u32; cvt.u32.u64 keeps the low half
+            regs[args[0]] = value(args[1]) & mask & ((1 << _BITS[ins.op[1]]) - 1)
         elif base == "mul" and ins.op[1] == "wide":
             regs[args[0]] = value(args[1]) * value(args[2])
         elif base == "mad":
@@ -448,9 +458,12 @@ def test_headers_and_entries_hold_what_each_writer_read(case: Case):
         for u in range(layout.units):
             writer = result.threads[linear, u * case.threads_per_unit]
             header = unit[linear, u]
-            assert writer.reads["clock64"] == [int(header["start_clock"]), int(header["end_clock"])]
-            assert writer.reads["globaltimer"] == [int(header["start_time"]), int(header["end_time"])]
-            entries = expected_entries(case, writer.reads["clock"])
+            # The start's low halves, read at the start, and its full values rebuilt at the end.
+            assert int(header["start_clock"]) == writer.counters["clock"][0]
+            assert int(header["start_time"]) == writer.counters["globaltimer_lo"][0]
+            assert writer.reads["clock64"] == [int(header["end_clock"])]
+            assert writer.reads["globaltimer"] == [int(header["end_time"])]
+            entries = expected_entries(case, writer.record_clocks)
             singles = 0 if case.paired else len(entries)
             assert (int(header["entries"]), int(header["end_magic"]), int(header["singles"])) == (
                 len(entries),
