@@ -65,6 +65,24 @@ def no_header_stores(ptx: str) -> str:
     return _changed("no_header_stores", ptx, head + STORE.sub("", tail))
 
 
+def no_cta_header(ptx: str) -> str:
+    """The CTA header not written (thread 0's three stores); the unit headers are."""
+    head, tail = _split(ptx)
+    kept = "\n".join(line for line in tail.split("\n") if not line.startswith("\t@%pik_h st.global"))
+    return _changed("no_cta_header", ptx, head + kept)
+
+
+def no_unit_times(ptx: str) -> str:
+    """The unit header's start and end times not written; its counts are, and so is the CTA header."""
+    head, tail = _split(ptx)
+    kept = "\n".join(
+        line
+        for line in tail.split("\n")
+        if not (line.startswith("\t@%pik_w st.global.v2.u64") and "%pik_unit_base" in line)
+    )
+    return _changed("no_unit_times", ptx, head + kept)
+
+
 def full_cta_header(ptx: str) -> str:
     """The CTA header's last 16 bytes written too, so that no 32-byte sector of it is partial."""
     line = "\t@%pik_h st.global.v4.b32 \t[%pik_base+32], {"
@@ -100,6 +118,8 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         no_time_reads,
         no_smid,
         no_header_stores,
+        no_cta_header,
+        no_unit_times,
         full_cta_header,
         prologue_stores,
     )

@@ -58,6 +58,8 @@ def test_each_experiment_edits_what_it_says() -> None:
         assert _changes(found, kernel, "no_time_reads") == {"globaltimer": 0, "clock": 0}
         assert _changes(found, kernel, "no_smid") == {"smid": False}
         assert _changes(found, kernel, "no_header_stores") == {"tail_stores": 0}
+        assert _changes(found, kernel, "no_cta_header") == {"tail_stores": 3}
+        assert _changes(found, kernel, "no_unit_times") == {"tail_stores": 4}
         assert _changes(found, kernel, "full_cta_header") == {"tail_stores": 7}
         # the old prologue: the CTA header's three stores, the start times and the cleared counts
         assert _changes(found, kernel, "prologue_stores") == {
