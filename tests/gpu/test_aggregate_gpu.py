@@ -83,18 +83,26 @@ def test_aggregate_counts_equal_the_traces_and_step_times_agree(tmp_path):
     trip = torch.tensor([iters], dtype=torch.int32, device="cuda")
 
     def launch():
-        steps_kernel[(ctas,)](x, out, trip, BLOCK=block, CHAIN=CHAIN, num_warps=4)
+        # Twice, and the second launch compared: a session's first launch writes into a pool
+        # that is still cold (zeroed, out of L2), and there the statistics' atomics cost a step
+        # up to 15 more cycles than in a warm one; a trace's stores do not wait on the memory.
+        for _ in range(2):
+            steps_kernel[(ctas,)](x, out, trip, BLOCK=block, CHAIN=CHAIN, num_warps=4)
 
     traced = _profiled(tmp_path, "traced", TRACE, launch)
     aggregated = _profiled(tmp_path, "aggregated", AGGREGATE, launch)
     assert len(aggregated.events) == 0 and int(traced.launches["overwritten"].sum()) == 0
 
-    events = traced.events.assign(
-        scope=traced.events["scope"].astype(str),
-        raw=traced.events["end_cycles"] - traced.events["begin_cycles_raw"],
+    warm_events = traced.events[traced.events["launch"] == traced.events["launch"].max()]
+    events = warm_events.assign(
+        scope=warm_events["scope"].astype(str),
+        raw=warm_events["end_cycles"] - warm_events["begin_cycles_raw"],
     )
     from_trace = events.groupby(["cta", "warp", "scope"])["raw"].agg(["size", "sum"])
-    table = aggregated.aggregates.assign(scope=aggregated.aggregates["scope"].astype(str))
+    warm_table = aggregated.aggregates[
+        aggregated.aggregates["launch"] == aggregated.aggregates["launch"].max()
+    ]
+    table = warm_table.assign(scope=warm_table["scope"].astype(str))
     from_aggregate = table.set_index(["cta", "warp", "scope"])[["count", "sum_cycles_raw"]]
     joined = from_trace.join(from_aggregate, how="outer")
     assert len(joined) == ctas * 4 * 2 and joined.notna().all().all()

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
-GRID, BLOCK = 64, 128  # one element per thread: warp w holds elements 32 w to 32 w + 31
+GRID, BLOCK = 8192, 128  # one element per thread: warp w holds elements 32 w to 32 w + 31
 
 
 @triton.jit
@@ -47,6 +47,7 @@ def test_a_unit_that_never_reaches_its_exit_is_unfinished_not_an_earlier_launch(
     finally:
         proton_ik.finalize()
     launch_bytes = -(-GRID * compiled.metadata.profile_scratch_size // CTA_ALIGN) * CTA_ALIGN
+    assert launch_bytes * 3 // 2 >= 1 << 20  # the smallest pool proton_ik.start takes
     # Room for one launch, not two: the second launch waits for the first to be drained and
     # takes the same chunk (an empty ring starts over at its beginning).
     proton_ik.start("leaving", mode="instrumentation", out_dir=tmp_path, pool_bytes=launch_bytes * 3 // 2)
