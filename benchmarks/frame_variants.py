@@ -83,6 +83,40 @@ def no_unit_times(ptx: str) -> str:
     return _changed("no_unit_times", ptx, head + kept)
 
 
+def region_first(ptx: str) -> str:
+    """The epilogue computes the CTA's region and the writer lane before it reads the end
+    times, so that the special-register reads' latency is behind it when the stores issue."""
+    head, tail = _split(ptx)
+    lines = tail.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("\tld.param.u64 \t%pik_scratch"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("\tsub.s64 \t%pik_unit_base"))
+    block = lines[start : end + 1]
+    rest = lines[:start] + lines[end + 1 :]
+    late = [line for line in rest if line.startswith(("\tsetp.eq.u32 \t%pik_h", "\tmov.u32 \t%pik_sm"))]
+    rest = [line for line in rest if line not in late]
+    at = next(i for i, line in enumerate(rest) if line == END_READS[0])
+    return _changed("region_first", ptx, head + "\n".join(rest[:at] + block + late + rest[at:]))
+
+
+def one_cta_store(ptx: str) -> str:
+    """The CTA header's first 16 bytes only (magic, version, CTA id, %smid): the grid, the unit
+    count and the capacity are the host's already."""
+    head, tail = _split(ptx)
+    kept = "\n".join(
+        line
+        for line in tail.split("\n")
+        if not line.startswith(
+            ("\t@%pik_h st.global.v4.b32 \t[%pik_base+16]", "\t@%pik_h st.global.v4.b32 \t[%pik_base+32]")
+        )
+    )
+    return _changed("one_cta_store", ptx, head + kept)
+
+
+def region_first_one_cta_store(ptx: str) -> str:
+    """Both of the above."""
+    return one_cta_store(region_first(ptx))
+
+
 def full_cta_header(ptx: str) -> str:
     """The CTA header's last 16 bytes written too, so that no 32-byte sector of it is partial."""
     line = "\t@%pik_h st.global.v4.b32 \t[%pik_base+32], {"
@@ -122,6 +156,9 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         no_unit_times,
         full_cta_header,
         prologue_stores,
+        region_first,
+        one_cta_store,
+        region_first_one_cta_store,
     )
 }
 KERNELS = ("gelu", "layer_norm")

@@ -31,6 +31,7 @@ for problem in kernels.suite(False, 132):
             "globaltimer": ptx.count("%globaltimer;") + ptx.count("%globaltimer_lo;"),
             "clock": ptx.count("%clock64;") + ptx.count("%clock;"), "smid": "%smid;" in ptx,
             "head_stores": head.count("st.global"), "tail_stores": tail.count("st.global"),
+            "end_read_first": tail.index("%pik_clk64,") < tail.index("ld.param.u64"),
             "cubin": len(compiled.asm["cubin"]),
         }
 print(json.dumps(found))
@@ -61,6 +62,13 @@ def test_each_experiment_edits_what_it_says() -> None:
         assert _changes(found, kernel, "no_cta_header") == {"tail_stores": 3}
         assert _changes(found, kernel, "no_unit_times") == {"tail_stores": 4}
         assert _changes(found, kernel, "full_cta_header") == {"tail_stores": 7}
+        assert frame["end_read_first"]
+        assert _changes(found, kernel, "region_first") == {"end_read_first": False}
+        assert _changes(found, kernel, "one_cta_store") == {"tail_stores": 4}
+        assert _changes(found, kernel, "region_first_one_cta_store") == {
+            "tail_stores": 4,
+            "end_read_first": False,
+        }
         # the old prologue: the CTA header's three stores, the start times and the cleared counts
         assert _changes(found, kernel, "prologue_stores") == {
             "head_stores": frame["head_stores"] + 5,

@@ -130,6 +130,9 @@ class DecodedLaunches:
 # What the decoder counts per buffer, to tell what went wrong: CTA slots, then those without a
 # header, with a header that disagrees, units unfinished, unfinished without a usable count, and
 # units whose records are more than 2**32 cycles apart. Counts of pieces of one launch add up.
+# The fastest SM clock a unit's %globaltimer span is read against (GHz): generous, since a unit
+# only has its start clock mended when its span allows 2**32 cycles at this rate.
+MAX_SM_CLOCK_GHZ = 4
 PROBLEM_COUNTS = ("ctas", "never_ran", "disagree", "unfinished", "skipped", "gaps")
 
 
@@ -308,8 +311,9 @@ def _decode_records(
         value, value_type = value[order], value_type[order]
 
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
-    overwritten = np.where(units.decoded, units.count - kept, 0)
     start = np.cumsum(kept) - kept
+    units = dataclasses.replace(units, start_clock=_whole_start_clocks(units, kept, clock[start[kept > 0]]))
+    overwritten = np.where(units.decoded, units.count - kept, 0)
     index = overwritten[unit_row] + np.arange(len(unit_row), dtype=np.int64) - start[unit_row]
     records = RecordTable(
         unit_row=unit_row,
@@ -324,6 +328,25 @@ def _decode_records(
         value_type=value_type.astype(np.int64),
     )
     return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
+
+
+def _whole_start_clocks(units: UnitTable, kept: np.ndarray, first_clock: np.ndarray) -> np.ndarray:
+    """Start clocks whole again for units that ran 2**32 cycles or more. The kernel rebuilds a
+    unit's 64-bit start at its exit from the start's low 32 bits (``contract.layout``), so such a
+    unit's start comes out whole wraps late, after its own first record. Where the unit's
+    %globaltimer span allows that many cycles at any SM clock up to ``MAX_SM_CLOCK_GHZ``, its
+    start goes back by the fewest wraps that put it at or before its first record (the records
+    extend from the end clock, which is whole). Elsewhere a first record before the start means
+    records more than 2**32 cycles apart, which ``_problem_counts`` reports."""
+    wrap = CLOCK_LOW_MASK + 1
+    start = units.start_clock.copy()
+    has = kept > 0
+    lead = first_clock - start[has]
+    may_wrap = (units.end_time - units.start_time)[has] * MAX_SM_CLOCK_GHZ >= wrap
+    late = units.finished[has] & may_wrap & (lead < 0)
+    rows = np.flatnonzero(has)[late]
+    start[rows] -= -(lead[late] // wrap) * wrap
+    return start
 
 
 def _interleave(paired: np.ndarray, *columns: tuple[np.ndarray, np.ndarray]) -> list[np.ndarray]:

@@ -1,7 +1,8 @@
 """A software model of what an instrumented kernel writes, to build profile buffers in tests.
 
-It writes headers and records the way the device does (layout.py's dtypes and offsets): a CTA
-header once, each unit's start clock and time at its start, entry i into slot i % capacity (a
+It writes headers and records with the values the device gives them (layout.py's dtypes and
+offsets): a CTA header once, each unit's start clock and time (the device writes them at the
+exit, rebuilt; the bytes are the same), entry i into slot i % capacity (a
 single record, or a begin and its end as one pair), and the end clock, time, entry and single
 counts and end magic in the unit's epilogue. Unwritten memory is
 filled with 0xCD, as device memory is not cleared.

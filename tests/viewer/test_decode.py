@@ -134,6 +134,37 @@ def test_records_more_than_2_to_32_cycles_apart_are_reported(fake_launch):
     assert any("more than 2**32 cycles apart" in p for p in decoded.problems)
 
 
+def test_a_unit_that_ran_past_a_clock_wrap_gets_its_whole_start_back(fake_launch):
+    """The kernel rebuilds the start at the exit from its low 32 bits, so a unit that ran 2**32
+    cycles or more reads a start whole wraps late; its %globaltimer span (2.5 s) allows that, and
+    its first record puts the start back where it was."""
+    fake = fake_launch(units=2, capacity=8)
+    fake.cta(0, smid=0)
+    true_start, end = 7 * WRAP + 1000, 7 * WRAP + 1000 + WRAP + 600_000_000
+    rebuilt = end - ((end - true_start) % WRAP)
+    long_unit = fake.unit(0, 0, rebuilt, 10**9)
+    long_unit.pair(0, true_start + 1000, true_start + 3_000_000_000)
+    long_unit.pair(1, true_start + WRAP + 100, true_start + WRAP + 200)
+    long_unit.finish(end, 10**9 + 2_500_000_000)
+    short_unit = fake.unit(0, 1, 5 * WRAP, 10**9)  # 10 ns: a record before its start is a gap
+    short_unit.pair(0, 5 * WRAP - 50, 5 * WRAP + 20)
+    short_unit.finish(5 * WRAP + 30, 10**9 + 10)
+
+    decoded = decode_buffer(fake.buffer, fake.layout)
+
+    assert rebuilt == true_start + WRAP
+    assert decoded.units.start_clock.tolist() == [true_start, 5 * WRAP]
+    assert decoded.records.clock[:4].tolist() == [
+        true_start + 1000,
+        true_start + 3_000_000_000,
+        true_start + WRAP + 100,
+        true_start + WRAP + 200,
+    ]
+    assert next(p for p in decoded.problems if "2**32" in p).startswith(
+        "1 units have records more than 2**32 cycles apart"
+    )  # the short unit only
+
+
 def test_a_buffer_that_is_not_whole_ctas_is_rejected():
     layout = BufferLayout(units=2, capacity=8)
     with pytest.raises(ValueError, match="not a whole number of"):
