@@ -4,6 +4,8 @@ against plain and the frame itself on the kernels whose frame costs most (gelu, 
 short CTA per block or row). The experiment behind docs/PERFORMANCE.md. On a GPU, from the
 repository root: ``python -m benchmarks.frame_variants [OUT.json]``.
 
+``--records`` times ``RECORD_EXPERIMENTS`` instead: the mode with its records, changed.
+
 Each change is a text edit of the frame's PTX (``proton_ik/lowering/pikgpu_to_ptx.py`` emits
 it), refused when it finds nothing to edit, so that no variant times the frame unchanged.
 """
@@ -161,14 +163,43 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         region_first_one_cta_store,
     )
 }
+RECORD_STORE = re.compile(
+    r"^\t@%pik_w st\.global(?P<shape>\.v[24]\.(?:b32|u64)) \t\[%pik_a\], ", re.MULTILINE
+)
+
+
+def records_to_shared(ptx: str) -> str:
+    """Each record's store goes to a 16-byte slot of the warp's in shared memory instead of the
+    global buffer (the records are lost: a timing experiment). Whether a global store per record
+    is what a record costs a memory-bound loop, where Proton's shared-memory mode wins."""
+    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.shared{m['shape']} \t[%pik_sh], ", ptx)
+    edited = edited.replace("\t.reg .pred \t%pik_w", "\t.reg .b32 \t%pik_sh;\n\t.reg .pred \t%pik_w", 1)
+    edited = edited.replace(
+        "\tmov.u32 \t%pik_n, 0;",
+        "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sh, pik_records;\n\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
+        1,
+    )
+    at = edited.index(".visible .entry")
+    edited = edited[:at] + ".shared .align 16 .b8 pik_records[512];\n\n" + edited[at:]
+    return _changed("records_to_shared", ptx, edited)
+
+
+RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {records_to_shared.__name__: records_to_shared}
 KERNELS = ("gelu", "layer_norm")
 ROUNDS = 7
 
 
-def variants():
+def variants(records: bool = False):
     from benchmarks.variants import Variant, part_variants
 
     mode = Mode()
+    if records:
+        return [
+            Variant("plain", None),
+            *(Variant(f"full/{name}", "proton_ik", str(mode), f"full/{name}") for name in RECORD_EXPERIMENTS),
+            Variant("proton_ik", "proton_ik", str(mode)),
+            Variant("proton_shared", "proton", "default"),
+        ]
     frame = [v for v in part_variants(mode) if v.part == "frame"]
     return [
         Variant("plain", None),
@@ -190,18 +221,21 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--reuse-cache", action="store_true")
+    parser.add_argument("--records", action="store_true", help="the records experiments instead")
+    parser.add_argument("--kernels", default=",".join(KERNELS))
     args = parser.parse_args()
+    names = args.kernels.split(",")
     scratch = Path(tempfile.mkdtemp(prefix="pik_frame_"))
     triton.knobs.cache.dir = str(scratch / "triton_cache")
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    compared = variants()
+    compared = variants(args.records)
     ctx = harness.Context(args, num_sms, compared, harness.ScratchPool(), harness.ClockSampler(), scratch)
-    problems = [p for p in kernels.suite(args.quick, num_sms) if p.name in KERNELS]
+    problems = [p for p in kernels.suite(args.quick, num_sms) if p.name in names]
     results = compare(ctx, problems, compared, args.rounds)
-    rows = ["| variant | " + " | ".join(KERNELS) + " |", "|---|" + "---|" * len(KERNELS)]
+    rows = ["| variant | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for variant in compared[1:]:
         cells = []
-        for name in KERNELS:
+        for name in names:
             timing = results.get(name, {}).get("timing", {})
             if variant.label in timing and "plain" in timing:
                 ratio = timing[variant.label]["median_ms"] / timing["plain"]["median_ms"]

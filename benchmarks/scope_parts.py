@@ -9,7 +9,8 @@
 - the mode itself, with its records, compiles as proton_ik compiles it (not here).
 
 A part named ``frame/<name>`` is the frame changed by one of ``frame_variants.FRAME_EXPERIMENTS``
-(no %globaltimer, no prologue stores, ...): where the frame's cost goes, in docs/PERFORMANCE.md.
+(no %globaltimer, no header stores, ...): where the frame's cost goes, in docs/PERFORMANCE.md;
+``full/<name>``, the mode with its records changed by one of ``frame_variants.RECORD_EXPERIMENTS``.
 
 A part compiles inside ``proton_ik.instrumented(mode)``, so that the markers are emitted, with an
 ``instrumentation_mode`` knob of its own (``proton_ik_part:frame:instrumentation:...``). Triton's
@@ -41,6 +42,7 @@ __all__ = ["LABELS", "PARTS", "compiling", "frame_only", "knob"]
 PARTS = ("markers", "frame")
 LABELS = {"markers": "proton_ik[markers only]", "frame": "proton_ik[prologue+epilogue]"}
 EXPERIMENT = "frame/"  # a part named "frame/<name>": the frame, changed by FRAME_EXPERIMENTS[name]
+RECORDS_EXPERIMENT = "full/"  # "full/<name>": the mode with its records, changed by RECORD_EXPERIMENTS
 KNOB_PREFIX = "proton_ik_part"
 LOWERED = "%pik_"  # every register the lowering declares starts so
 
@@ -61,6 +63,14 @@ def _lowering(part: str) -> Callable[[str, Mode, int, dict], str]:
             raise ValueError(f"frame experiment {name!r}: choose from {', '.join(FRAME_EXPERIMENTS)}")
         change = FRAME_EXPERIMENTS[name]
         return lambda ptx, mode, num_warps, metadata: change(_frame_ptx(ptx, mode, num_warps, metadata))
+    if part.startswith(RECORDS_EXPERIMENT):
+        from benchmarks.frame_variants import RECORD_EXPERIMENTS
+
+        name = part.removeprefix(RECORDS_EXPERIMENT)
+        if name not in RECORD_EXPERIMENTS:
+            raise ValueError(f"records experiment {name!r}: choose from {', '.join(RECORD_EXPERIMENTS)}")
+        edit = RECORD_EXPERIMENTS[name]
+        return lambda ptx, mode, num_warps, metadata: edit(_full_ptx(ptx, mode, num_warps, metadata))
     if part not in PARTS:
         raise ValueError(f"part {part!r}: choose from {', '.join(PARTS)}")
     return _LOWER[part]
@@ -96,6 +106,14 @@ def _frame_ptx(ptx: str, mode: Mode, num_warps: int, metadata: dict) -> str:
         return ptx
     update_metadata(metadata, result, mode, num_warps)
     return frame_only(ptx, result, mode, num_warps)
+
+
+def _full_ptx(ptx: str, mode: Mode, num_warps: int, metadata: dict) -> str:
+    result = instrument(ptx, mode, num_warps)
+    if result is None:
+        return ptx
+    update_metadata(metadata, result, mode, num_warps)
+    return result.ptx
 
 
 _LOWER: dict[str, Callable[[str, Mode, int, dict], str]] = {"markers": _markers_ptx, "frame": _frame_ptx}

@@ -75,3 +75,40 @@ def test_each_experiment_edits_what_it_says() -> None:
             "globaltimer": 3,
             "clock": 3,
         }
+
+
+RECORDS_SCRIPT = """
+import json, tempfile, triton
+from benchmarks import compile_check, kernels, scope_parts
+triton.knobs.cache.dir = tempfile.mkdtemp()
+found = {}
+for problem in kernels.suite(False, 132):
+    if problem.name not in ("gelu", "softmax"):
+        continue
+    for part in ("frame", "full/records_to_shared"):
+        with scope_parts.compiling(part) as knob:
+            source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
+            compiled = triton.compile(
+                source, target=compile_check.TARGET, options={**problem.options, "instrumentation_mode": knob}
+            )
+        ptx = compiled.asm["ptx"]
+        found[f"{problem.name} {part}"] = {
+            "record_stores": ptx.count("st.global.v4.b32 \\t[%pik_a]"),
+            "staged": ptx.count("st.shared.v4.b32 \\t[%pik_sh]"),
+            "cubin": len(compiled.asm["cubin"]),
+        }
+print(json.dumps(found))
+"""
+
+
+def test_the_records_experiment_sends_every_record_store_to_shared_memory() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", RECORDS_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=900
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    # gelu: three pairs per warp; softmax: one pair, in the row loop
+    for kernel, pairs in (("gelu", 3), ("softmax", 1)):
+        edited = found[f"{kernel} full/records_to_shared"]
+        assert (edited["record_stores"], edited["staged"]) == (0, pairs)
+        assert edited["cubin"] > 0
