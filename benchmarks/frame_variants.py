@@ -193,10 +193,15 @@ def variants(records: bool = False):
     from benchmarks.variants import Variant, part_variants
 
     mode = Mode()
-    if records:
+    if records:  # the records' stores: to the buffer (stage=off), staged (the default), dropped
+        direct = Mode(stage=False)
         return [
             Variant("plain", None),
-            *(Variant(f"full/{name}", "proton_ik", str(mode), f"full/{name}") for name in RECORD_EXPERIMENTS),
+            *(
+                Variant(f"full/{name}", "proton_ik", str(direct), f"full/{name}")
+                for name in RECORD_EXPERIMENTS
+            ),
+            Variant("proton_ik[stage=off]", "proton_ik", str(direct)),
             Variant("proton_ik", "proton_ik", str(mode)),
             Variant("proton_shared", "proton", "default"),
         ]

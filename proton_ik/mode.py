@@ -75,7 +75,7 @@ def _option_value(key: str, value: str) -> object:
         return _ids(value, "warps", "list warp ids with commas, e.g. warps=0,4")
     if key == "occupancy" and value not in OCCUPANCY:
         raise ValueError(f"occupancy={value!r}: use occupancy=free or occupancy=keep")
-    if key in ("pairs", "aggregate"):
+    if key in ("pairs", "aggregate", "stage"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
         return _SWITCHES[value]
@@ -115,6 +115,12 @@ class Mode:
     ``occupancy=keep`` caps the instrumented kernel's registers (``.maxnreg``) at the most that
     keep the plain kernel's resident CTAs per SM, from one more ``ptxas`` run of the plain PTX
     at compile time; ptxas spills what does not fit. ``occupancy=free`` (the default) sets no cap.
+
+    ``stage=on`` (the default): in a kernel whose code lets a unit write at most 8 entries, all of
+    them scope pairs, each unit stores them into 128 bytes of shared memory and copies them to
+    the buffer once, at its exit (``lowering.staging``), on sm_90 and later, where the kernel's
+    shared memory leaves room without costing a resident CTA. ``stage=off`` stores every entry
+    straight to the buffer. The buffer's bytes are the same.
     """
 
     granularity: Granularity = Granularity.WARP
@@ -124,6 +130,7 @@ class Mode:
     ctas: int | tuple[int, ...] = 1  # a stride over linear CTA ids, or the CTAs that record
     warps: tuple[int, ...] = ()  # the warps whose units record; all when empty
     occupancy: Literal["free", "keep"] = "free"
+    stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
@@ -197,6 +204,8 @@ class Mode:
             text += f":warps={_ids_text(self.warps)}"
         if self.occupancy != "free":
             text += f":occupancy={self.occupancy}"
+        if not self.stage:
+            text += ":stage=off"
         return text
 
     @property

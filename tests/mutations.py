@@ -49,15 +49,15 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
-        "prologue-swaps-clock-and-time",
-        "proton_ik.lowering.pikgpu_to_ptx",
-        '"{%pik_clk64, %pik_gtime};"',
-        '"{%pik_gtime, %pik_clk64};"',
-        "the prologue stores {globaltimer, clock64} into the unit header's start fields, swapped",
+        "epilogue-swaps-start-clock-and-time",
+        "proton_ik.lowering.frame_ptx",
+        '{"start_clock": "%pik_start_clock64", "start_time": "%pik_start_time64"}',
+        '{"start_clock": "%pik_start_time64", "start_time": "%pik_start_clock64"}',
+        "the epilogue stores the rebuilt start's globaltimer and clock64 into each other's fields",
     ),
     Mutation(
         "cta-id-drops-z",
-        "proton_ik.lowering.pikgpu_to_ptx",
+        "proton_ik.lowering.frame_ptx",
         '"\\tmad.lo.u32 \\t%pik_cta, %pik_z, %pik_ny, %pik_y;"',
         '"\\tmov.u32 \\t%pik_cta, %pik_y;"',
         "the linear CTA id is x + y * nx, without %ctaid.z",

@@ -80,13 +80,14 @@ def test_each_experiment_edits_what_it_says() -> None:
 RECORDS_SCRIPT = """
 import json, tempfile, triton
 from benchmarks import compile_check, kernels, scope_parts
+from proton_ik.mode import Mode
 triton.knobs.cache.dir = tempfile.mkdtemp()
 found = {}
 for problem in kernels.suite(False, 132):
     if problem.name not in ("gelu", "softmax"):
         continue
     for part in ("frame", "full/records_to_shared"):
-        with scope_parts.compiling(part) as knob:
+        with scope_parts.compiling(part, Mode(stage=False)) as knob:
             source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
             compiled = triton.compile(
                 source, target=compile_check.TARGET, options={**problem.options, "instrumentation_mode": knob}

@@ -112,6 +112,11 @@ def guarded(lines: list[str], predicate: str, site: int) -> list[str]:
     ]
 
 
+def is_entry(op: Operation) -> bool:
+    """Whether ``op`` stores an entry: an event's record or a value mark."""
+    return isinstance(op, StoreEventOp | StoreValueOp)
+
+
 def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], capacity: int) -> bool:
     """Add the lines of these ops' sites to ``sites`` (site -> PTX lines, as planned for the
     other ops), and guard the guarded ones; True if any op was ours (then ``declarations``

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -10,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
-from proton_ik.lowering import ptx_text
+from proton_ik.lowering import ptx_text, staging
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
@@ -61,11 +62,19 @@ class Instrumented:
     occupancy: Occupancy | None = None  # occupancy=keep: set by ``occupancy.keep``
 
 
-def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) -> Instrumented | None:
+def instrument(
+    ptx: str,
+    mode: Mode,
+    num_warps: int,
+    ttir: str | None = None,
+    staging_fits: Callable[[int], bool] | None = None,
+) -> Instrumented | None:
     """Instrument a kernel's PTX, or return None if it has no scopes (then the PTX is untouched).
 
     ``ttir`` is the kernel's TTIR text where the compile had one: it bounds the entries of
-    scopes inside loops with a constant trip count, which the PTX alone cannot."""
+    scopes inside loops with a constant trip count, which the PTX alone cannot.
+    ``staging_fits(units)``: whether that many units' stages fit the kernel's shared memory
+    (``staging.fits``). A kernel whose units write at most a stage of pairs stages them there."""
     module = collect_markers(ptx)
     if not any(True for _ in module.body.block.ops):
         return None
@@ -94,7 +103,15 @@ def instrument(ptx: str, mode: Mode, num_warps: int, ttir: str | None = None) ->
     )
     convert.apply(context, module)
     module.verify()
-    return Instrumented(lower_to_ptx(module, ptx), convert.layout(), scopes, pik_text, capacity)
+    most = capacity.bound  # the most entries the code lets a unit write
+    staged = (
+        staging_fits is not None
+        and most is not None
+        and staging.stages(most)
+        and most <= capacity.entries
+        and staging_fits(units)
+    )
+    return Instrumented(lower_to_ptx(module, ptx, staged), convert.layout(), scopes, pik_text, capacity)
 
 
 def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelMetadata:

@@ -19,7 +19,7 @@ from pathlib import Path
 from triton import knobs
 
 from proton_ik import compile_mode
-from proton_ik.lowering import occupancy
+from proton_ik.lowering import occupancy, staging
 from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.lowering.pipeline import instrument, update_metadata
 from proton_ik.mode import Mode
@@ -86,11 +86,12 @@ def _stages_hook(backend, stages, options, language, capability) -> None:
         ttir = metadata.pop(_TTIR_KEY, None)
         ptx = make_ptx(src, metadata)
         num_warps = int(metadata.get("num_warps") or options.num_warps)
-        result = instrument(ptx, mode, num_warps, ttir)
+        shared = int(metadata.get("shared") or 0)
+        fits = (lambda units: staging.fits(shared, num_warps, units, capability)) if mode.stage else None
+        result = instrument(ptx, mode, num_warps, ttir, fits)
         if result is None:
             return ptx
         if mode.occupancy == "keep":
-            shared = int(metadata.get("shared") or 0)
             ptxas = occupancy.triton_ptxas(options, capability)
             result.ptx, result.occupancy = occupancy.keep(
                 ptx, result.ptx, ptxas, capability, num_warps, shared

@@ -42,6 +42,9 @@ INSTRUCTIONS_PER_SINGLE = 6
 # A pair: the begin only reads the clock; the end reads it, finds the slot, stores, counts.
 INSTRUCTIONS_PER_PAIR_BEGIN = 1
 INSTRUCTIONS_PER_PAIR_END = 5
+# Staged (a short kernel's pairs, lowering.staging): the end reads the clock, finds its stage
+# slot from the count (the bound keeps it below the stage's size), stores to shared memory, counts.
+INSTRUCTIONS_PER_STAGED_PAIR_END = 4
 ENTRIES_OFFSET = field_offset(UNIT_HEADER_DTYPE, "entries")
 
 
@@ -207,6 +210,11 @@ class Case:
         return self.kernel.asm["ptx"]
 
     @property
+    def staged(self) -> bool:
+        """Whether the pairs go through shared memory (``lowering.staging``)."""
+        return "cp.async.bulk.global.shared::cta" in self.ptx
+
+    @property
     def layout(self) -> BufferLayout:
         units = self.num_warps // self.mode.granularity.warps_per_unit(self.num_warps)
         return BufferLayout(units=units, capacity=self.capacity)
@@ -273,7 +281,7 @@ def records(ptx: str) -> list[Record]:
     for site in sites(ptx):
         if site.kind != "record":
             continue
-        store = next(b for b in site.instructions if "st.global" in b)
+        store = next(b for b in site.instructions if " st.global" in b)
         tag = int(re.search(r"\{(\d+), %pik_c\}", store).group(1))
         found.append(Record(site.line, tag & TAG_SCOPE_MASK, bool(tag >> TAG_END_BIT & 1), site.instructions))
     return found
@@ -302,7 +310,7 @@ def pairs(ptx: str) -> list[Pair]:
     for site in found:
         if site.kind != "pair end":
             continue
-        store = next(b for b in site.instructions if "st.global" in b)
+        store = next(b for b in site.instructions if " st.global" in b or " st.shared" in b)
         begin_tag, register, end_tag = re.search(r"\{(\d+), (%pik_b\d+), (\d+), %pik_c\}", store).groups()
         scope = int(end_tag) & TAG_SCOPE_MASK
         assert (int(begin_tag), int(end_tag)) == (make_tag(scope, False, paired=True), make_tag(scope, True))
@@ -326,8 +334,15 @@ def single_instructions(scope: int, is_end: bool, capacity: int) -> list[str]:
     ]
 
 
-def pair_end_instructions(pair: Pair, capacity: int) -> list[str]:
+def pair_end_instructions(pair: Pair, capacity: int, staged: bool = False) -> list[str]:
     tags = make_tag(pair.scope, False, paired=True), make_tag(pair.scope, True)
+    if staged:
+        return [
+            "mov.u32 \t%pik_c, %clock;",
+            f"mad.lo.u32 \t%pik_ss, %pik_n, {ENTRY_BYTES}, %pik_sh;",
+            f"@%pik_w st.shared.v4.b32 \t[%pik_ss], {{{tags[0]}, {pair.register}, {tags[1]}, %pik_c}};",
+            "add.s32 \t%pik_n, %pik_n, 1;",
+        ]
     return [
         "mov.u32 \t%pik_c, %clock;",
         f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
@@ -506,11 +521,13 @@ def test_every_single_record_costs_six_instructions(case: Case):
 
 
 def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case: Case):
+    """Four at its end where staged: no ring slot to find."""
+    end_cost = INSTRUCTIONS_PER_STAGED_PAIR_END if case.staged else INSTRUCTIONS_PER_PAIR_END
     for pair in pairs(case.ptx):
         assert len(pair.begin.instructions) == INSTRUCTIONS_PER_PAIR_BEGIN, pair.begin.instructions
-        assert len(pair.end.instructions) == INSTRUCTIONS_PER_PAIR_END, pair.end.instructions
+        assert len(pair.end.instructions) == end_cost, pair.end.instructions
         assert pair.begin.instructions == [f"mov.u32 \t{pair.register}, %clock;"]
-        assert pair.end.instructions == pair_end_instructions(pair, case.capacity)
+        assert pair.end.instructions == pair_end_instructions(pair, case.capacity, case.staged)
 
 
 def test_every_site_is_a_single_or_half_of_a_pair(case: Case):
@@ -681,9 +698,12 @@ def test_pairs_off_gives_only_single_records(compile_kernel, add: Case):
     capacity = len(found)
     assert all(r.instructions == single_instructions(r.scope, r.is_end, capacity) for r in found)
     assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=capacity).cta_bytes
-    # The same scopes, paired: half the entries, half the instrumentation.
-    assert len(pairs(add.ptx)) == len(found) // 2
-    assert sum(len(site.instructions) for site in sites(add.ptx)) * 2 == sum(
+    # The same scopes, paired (and stored straight to the buffer): half the entries, half the
+    # instrumentation.
+    paired = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=Mode(stage=False), num_warps=4)
+    paired_ptx = paired.asm["ptx"]
+    assert len(pairs(paired_ptx)) == len(pairs(add.ptx)) == len(found) // 2
+    assert sum(len(site.instructions) for site in sites(paired_ptx)) * 2 == sum(
         len(r.instructions) for r in found
     )
 
@@ -694,7 +714,9 @@ def test_granularity_reaches_the_ptx(add_warpgroups: Case, control_flow: Case):
     for case, mask in ((add_warpgroups, 63), (control_flow, 255)):
         slots = [site.instructions for site in sites(case.ptx) if site.kind != "pair begin"]
         assert slots
-        assert all(f"and.b32 \t%pik_t, %pik_n, {mask};" in body for body in slots)
+        # a staged unit's slot is its count, in shared memory (lowering.staging)
+        slot = f"mad.lo.u32 \t%pik_ss, %pik_n, {ENTRY_BYTES}, %pik_sh;" if case.staged else None
+        assert all((slot or f"and.b32 \t%pik_t, %pik_n, {mask};") in body for body in slots)
 
 
 def test_a_direct_compile_uses_the_switched_mode():

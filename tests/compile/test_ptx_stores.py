@@ -49,10 +49,12 @@ from proton_ik.contract.layout import (
     make_tag,
 )
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
+from proton_ik.lowering.staging import STAGE_SYMBOL
 from proton_ik.mode import Mode
 
 POISON = 0xA5
 SCRATCH = 0x7F00_0000_0000  # the profile_scratch address the launch hands over
+SHARED = 0x1000  # where the CTA's shared memory array of ours (``staging.STAGE_SYMBOL``) begins
 CLOCK0 = (3 << 32) + 0xFFFF_F000  # clock64 near a 32-bit wrap, so %clock and %clock64 differ
 TIME0 = 1_700_000_000_000_000_000  # %globaltimer, ns: far from any clock64 value
 SM_COUNT = 132
@@ -78,7 +80,7 @@ ADD_RECORDS = [(0, False), (0, True), (1, False), (1, True)]
 
 # --- the interpreter -------------------------------------------------------------------------
 
-_INSTRUCTION = re.compile(r"^(?:@(?P<negate>!?)(?P<guard>%\w+)\s+)?(?P<op>[\w.]+)\s*(?P<args>.*);$")
+_INSTRUCTION = re.compile(r"^(?:@(?P<negate>!?)(?P<guard>%\w+)\s+)?(?P<op>[\w.:]+)\s*(?P<args>.*);$")
 _OPERAND = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,\s][^,]*")
 _ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
 _LABEL = re.compile(r"^(?P<label>\$pik_\w+):$")
@@ -152,6 +154,7 @@ class Thread:
         default_factory=lambda: {"clock64": [], "clock": [], "globaltimer": [], "globaltimer_lo": []}
     )
     inputs: dict[str, int] = field(default_factory=dict)  # the kernel's own registers that ours read
+    stage: bytearray = field(default_factory=bytearray)  # the CTA's shared memory array of ours
 
     def special(self, name: str) -> int:
         axis = "xyz".index(name[-1]) if name[-2] == "." else -1
@@ -230,6 +233,8 @@ def run_thread(
     regs = {} if regs is None else regs
 
     def value(operand: str) -> int:
+        if operand == STAGE_SYMBOL:
+            return SHARED
         if operand.startswith("%pik_"):
             if operand not in regs:
                 raise PtxError(f"{operand} is read before it is written")
@@ -292,6 +297,28 @@ def run_thread(
                 raise PtxError(f"PTX line {ins.line}: {ins.op[2]} with {len(elements)} values")
             data = b"".join((e & mask).to_bytes(bits // 8, "little") for e in elements)
             memory.store(where, data, writer, ins)
+        elif base == "st" and ins.op[1] == "shared":
+            address = _ADDRESS.match(args[0])
+            if address is None:
+                raise PtxError(f"PTX line {ins.line}: cannot read the address {args[0]}")
+            where = regs[address.group("reg")] + int(address.group("offset") or 0) - SHARED
+            elements = [value(e.strip()) for e in args[1].strip("{}").split(",")]
+            data = b"".join((e & mask).to_bytes(bits // 8, "little") for e in elements)
+            if where < 0 or where + len(data) > len(thread.stage):
+                raise PtxError(f"PTX line {ins.line}: a shared store at byte {where}, outside the stage")
+            thread.stage[where : where + len(data)] = data
+        elif base == "cp" and ins.op[-1] == "bulk_group":  # cp.async.bulk.global.shared::cta
+            destination, source = _ADDRESS.match(args[0]), _ADDRESS.match(args[1])
+            if destination is None or source is None or ins.op[3:5] != ["global", "shared::cta"]:
+                raise PtxError(f"PTX line {ins.line}: not a bulk copy it knows: {ins.text!r}")
+            size, start = value(args[2]), regs[source.group("reg")] - SHARED
+            if size <= 0 or size % 16 or start < 0 or start + size > len(thread.stage):
+                raise PtxError(f"PTX line {ins.line}: a bulk copy of {size} bytes from byte {start}")
+            memory.store(
+                regs[destination.group("reg")], bytes(thread.stage[start : start + size]), writer, ins
+            )
+        elif base in ("fence", "cp"):  # the proxy fence, commit and wait: the copy above is done
+            pass
         elif base == "red" and ins.op[1] == "global" and ins.op[2] in _REDUCE:
             address = _ADDRESS.match(args[0])
             if address is None:
@@ -346,6 +373,8 @@ def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP,
     tid)`` gives the values of the kernel's own registers that the instrumentation reads (a
     predicate, an event's index, a value)."""
     program, labels, scratch = parse_program(case.ptx)
+    declared = re.search(rf"\.shared \.align \d+ \.b8 {STAGE_SYMBOL}\[(\d+)\];", case.ptx)
+    stage_bytes = int(declared.group(1)) if declared else 0
     ctas = int(np.prod(grid))
     memory = Memory(ctas * case.layout.cta_bytes)
     threads = {}
@@ -354,13 +383,14 @@ def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP,
             for x in range(grid[0]):
                 linear = linear_cta((x, y, z), grid)
                 running: dict[int, tuple[dict, int]] = {}
+                stage = bytearray(stage_bytes)  # one per CTA, shared by its threads
                 for tid in range(case.threads):
                     # Far apart for each thread, so that no thread's readings match another's.
                     writer = linear * case.threads + tid
                     clock, time = CLOCK0 + 10**6 * writer, TIME0 + 10**6 * writer
                     threads[linear, tid] = Thread(
                         tid, (x, y, z), grid, smid_of(linear), clock, time, clock_step,
-                        inputs={} if inputs is None else inputs(linear, tid),
+                        inputs={} if inputs is None else inputs(linear, tid), stage=stage,
                     )  # fmt: skip
                     running[tid] = ({}, 0)
                 while running:  # every thread up to the next bar.warp.sync, then on from there
@@ -383,7 +413,8 @@ def compile_case(compile_kernel, mode: Mode, num_warps: int) -> Case:
 
 
 MODES = {
-    "warp-pairs": (Mode(), 4),
+    "warp-pairs": (Mode(), 4),  # staged: two pairs per unit, copied at the exit (lowering.staging)
+    "warp-pairs-unstaged": (Mode(stage=False), 4),
     "warp-singles-ring": (Mode(pairs=False, capacity=2), 4),  # four single entries in a ring of 2
     "warpgroup": (Mode(granularity=Granularity.WARPGROUP, capacity=4), 8),
     "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
@@ -398,6 +429,17 @@ def case(request, compile_kernel) -> Case:
 @pytest.fixture(scope="module")
 def warp_pairs(compile_kernel) -> Case:
     return compile_case(compile_kernel, *MODES["warp-pairs"])
+
+
+def test_a_short_kernels_pairs_are_staged_and_copied_once_at_the_exit(compile_kernel):
+    staged = compile_case(compile_kernel, *MODES["warp-pairs"]).ptx
+    unstaged = compile_case(compile_kernel, *MODES["warp-pairs-unstaged"]).ptx
+    assert staged.count("st.shared.v4.b32 \t[%pik_ss]") == 2 and "st.global.v4.b32 \t[%pik_a]" not in staged
+    assert staged.count("cp.async.bulk.global.shared::cta.bulk_group") == 1
+    assert "st.shared" not in unstaged and unstaged.count("st.global.v4.b32 \t[%pik_a]") == 2
+    # the singles of pairs=off never stage: a single's store is inside its scope
+    singles = compile_case(compile_kernel, *MODES["warp-singles-ring"]).ptx
+    assert "cp.async.bulk" not in singles
 
 
 # --- what the bytes must hold ----------------------------------------------------------------

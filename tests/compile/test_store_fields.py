@@ -25,7 +25,7 @@ from proton_ik.contract.layout import (
     scalar_fields,
 )
 from proton_ik.dialect import parse_module
-from proton_ik.lowering import pikgpu_to_ptx
+from proton_ik.lowering import frame_ptx
 from proton_ik.lowering.pikgpu_to_ptx import plan_ptx
 
 LAYOUT = BufferLayout(units=4, capacity=64)
@@ -89,7 +89,7 @@ def test_stores_follow_fields_that_move(monkeypatch):
     moved = np.dtype([("pad", "<u4", (4,)), *fields, ("reserved", "<u4", (3,))])
     assert moved.itemsize == CTA_HEADER_DTYPE.itemsize
     written = stores(BASES)[-3:]
-    monkeypatch.setattr(pikgpu_to_ptx, "CTA_HEADER_DTYPE", moved)
+    monkeypatch.setattr(frame_ptx, "CTA_HEADER_DTYPE", moved)
     plan = plan_ptx(parse_module(MODULE), "k_param_3")
     assert [line.split("[")[1].split("]")[0] for line in plan.epilogue if "%pik_h st" in line] == [
         "%pik_base+16",
@@ -116,8 +116,8 @@ def swapped(dtype: np.dtype, first: str, second: str) -> np.dtype:
 )
 def test_a_layout_that_reorders_a_stores_fields_is_refused(monkeypatch, name, reordered):
     """Swapping two fields keeps every offset a store uses valid, so only the names can tell."""
-    dtype = getattr(pikgpu_to_ptx, name)
+    dtype = getattr(frame_ptx, name)
     assert reordered.itemsize == dtype.itemsize
-    monkeypatch.setattr(pikgpu_to_ptx, name, reordered)
+    monkeypatch.setattr(frame_ptx, name, reordered)
     with pytest.raises(ValueError, match=r"not 4-byte scalars one after another in this order"):
         plan_ptx(parse_module(MODULE), "k_param_3")

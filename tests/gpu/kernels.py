@@ -155,3 +155,33 @@ def released_kernel(out, ITERS: tl.constexpr):
         tl.debug_barrier()
         pl.mark("released")
     tl.store(out + tl.program_id(0), ITERS)
+
+
+@triton.jit
+def read_clock64_after(x):
+    """%clock64, read once ``x`` has been computed (the asm takes it as an input)."""
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %clock64;", "=l,f", [x], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def sequential_pairs_kernel(out, CHAIN: tl.constexpr):
+    """Two scopes back to back, each around CHAIN dependent FMAs between two clock64 reads, in
+    straight-line code, so that each scope is one pair entry. Launch with num_warps=1:
+    ``out[2 * cta + i]`` gets scope i's own span, the reference for its measured duration."""
+    x = tl.program_id(0).to(tl.float32)
+    with pl.scope("first"):
+        start = read_clock64()
+        x = x + start.to(tl.float32) * 0.0
+        for _ in tl.static_range(CHAIN):
+            x = x * 1.0001 + 0.5
+        end = read_clock64_after(x)
+    with pl.scope("second"):
+        start2 = read_clock64_after(x)
+        y = x + start2.to(tl.float32) * 0.0
+        for _ in tl.static_range(CHAIN):
+            y = y * 1.0001 + 0.5
+        end2 = read_clock64_after(y)
+    tl.store(out + 2 * tl.program_id(0), end - start)
+    tl.store(out + 2 * tl.program_id(0) + 1, end2 - start2)

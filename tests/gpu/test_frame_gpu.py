@@ -4,6 +4,10 @@ pool chunk, not as the earlier launch that wrote there. Only a GPU shows it."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
 import triton
 import triton.language as tl
@@ -15,6 +19,8 @@ from proton_ik.contract.layout import CTA_ALIGN
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parent))
+import kernels  # noqa: E402  (beside this file; --import-mode=importlib adds no path)
 
 GRID, BLOCK = 8192, 128  # one element per thread: warp w holds elements 32 w to 32 w + 31
 
@@ -68,3 +74,29 @@ def test_a_unit_that_never_reaches_its_exit_is_unfinished_not_an_earlier_launch(
     assert not left.finished.any() and (left["count"] == 0).all()
     events = result.events.groupby("launch").size()
     assert events.tolist() == [GRID * 4, GRID]
+
+
+@pytest.mark.parametrize("mode", ["instrumentation", "instrumentation:stage=off"])
+def test_back_to_back_pairs_are_measured_within_twenty_cycles(tmp_path, mode):
+    """Two straight-line scopes in a row, each one pair entry: staged in shared memory by default
+    (``lowering.staging``), stored straight to the buffer with stage=off. Each scope's measured
+    duration is within 20 cycles of its own clock64 span, in both."""
+    ctas = 132
+    spans = torch.zeros(2 * ctas, dtype=torch.int64, device="cuda")
+    proton_ik.start("pairs", mode=mode, out_dir=tmp_path)
+    try:
+        compiled = kernels.sequential_pairs_kernel[(ctas,)](spans, CHAIN=64, num_warps=1)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    staged = "cp.async.bulk.global" in compiled.asm["ptx"]
+    assert staged == (mode == "instrumentation")
+    reference = spans.cpu().numpy().reshape(ctas, 2)
+    events = result.events.assign(scope=result.events["scope"].astype(str))
+    for index, scope in enumerate(("first", "second")):
+        rows = events[events.scope == scope].sort_values("cta")
+        assert len(rows) == ctas
+        error = rows.dur_cycles.to_numpy() - reference[rows.cta.to_numpy(), index]
+        assert abs(np.median(error)) <= 20 and np.percentile(np.abs(error), 95) <= 20, (
+            f"{scope}: median error {np.median(error):+.0f}, p95 |error| {np.percentile(np.abs(error), 95):.0f}"
+        )

@@ -1,0 +1,219 @@
+"""The frame of ``convert-pikgpu-to-ptx``: each unit's prologue and epilogue, and the header stores.
+
+The prologue (``pikgpu.segment_setup``) stores nothing: it finds the unit's entries in the
+``profile_scratch`` parameter and its writer lane, and reads the low 32 bits of the start's
+clock and %globaltimer. The epilogue (``pikgpu.finalize``), which every ``ret`` branches to,
+reads the end's clock64 and %globaltimer, rebuilds the start's, and writes the unit header and,
+in thread 0, the CTA header (docs/PERFORMANCE.md, issue 10: stores before the kernel's first
+loads cost short CTAs the most). Staged kernels (``staging``) copy their entries there too.
+
+All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
+every vector store: each names the layout fields it writes (``vector``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from proton_ik.contract.layout import (
+    CTA_HEADER_BYTES,
+    CTA_HEADER_DTYPE,
+    MAGIC,
+    THREADS_PER_WARP,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    VERSION,
+    WARPS_PER_WARPGROUP,
+    Granularity,
+    scalar_fields,
+    vector_fields,
+)
+from proton_ik.dialect.pikgpu import SegmentSetupOp
+from proton_ik.lowering import sampling as sampling_ptx
+from proton_ik.lowering import staging
+
+EXIT_LABEL = "$pik_exit"
+_STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
+
+
+def vector(dtype: np.dtype, values: dict[str, object]) -> tuple[int, str, str]:
+    """One vector store of ``values`` into the scalars of ``dtype`` they name: its byte offset,
+    its shape (``v4.b32``) and its operands, in the layout's order (``vector_fields`` checks it)."""
+    names = list(values)
+    offset = vector_fields(dtype, names)
+    size = scalar_fields(dtype)[names[0]][1]
+    return offset, f"v{len(names)}.{_STORE_TYPES[size]}", "{" + ", ".join(map(str, values.values())) + "}"
+
+
+def header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:
+    offset, shape, operands = vector(dtype, values)
+    return f"\t@{guard} st.global.{shape} \t[{base}+{offset}], {operands};"
+
+
+def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """This CTA's region (``%pik_base``) and, for its header, the linear CTA id and the grid,
+    from the kernel's parameter and special registers."""
+    cta_lines, cta_slot = sampling_ptx.cta_slot(setup.layout.sampling, "%pik_cta")
+    return [
+        f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
+        "\tmov.u32 \t%pik_tid, %tid.x;",
+        "\tmov.u32 \t%pik_x, %ctaid.x;",
+        "\tmov.u32 \t%pik_y, %ctaid.y;",
+        "\tmov.u32 \t%pik_z, %ctaid.z;",
+        "\tmov.u32 \t%pik_nx, %nctaid.x;",
+        "\tmov.u32 \t%pik_ny, %nctaid.y;",
+        "\tmov.u32 \t%pik_nz, %nctaid.z;",
+        "\tmad.lo.u32 \t%pik_cta, %pik_z, %pik_ny, %pik_y;",
+        "\tmad.lo.u32 \t%pik_cta, %pik_cta, %pik_nx, %pik_x;",
+        *cta_lines,
+        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {setup.layout.cta_bytes};",
+        "\tadd.s64 \t%pik_base, %pik_scratch, %pik_base;",
+    ]
+
+
+def _writer(setup: SegmentSetupOp) -> tuple[list[str], str]:
+    """The lines that set ``%pik_w`` (the unit's writer lane, where its unit and CTA are sampled)
+    after ``_cta_region``, and the register that holds the unit's slot."""
+    layout = setup.layout
+    granularity = setup.granularity_enum
+    unit_lines, unit_slot = sampling_ptx.unit_slot(layout.sampling, "%pik_unit")
+    lines = [
+        f"\tshr.u32 \t%pik_warp, %pik_tid, {log2(THREADS_PER_WARP)};",
+        f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
+    ]
+    if granularity is Granularity.WARP:
+        lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
+    elif granularity is Granularity.WARPGROUP:
+        lines += [
+            f"\tshr.u32 \t%pik_unit, %pik_warp, {log2(WARPS_PER_WARPGROUP)};",
+            f"\tand.b32 \t%pik_t, %pik_tid, {WARPS_PER_WARPGROUP * THREADS_PER_WARP - 1};",
+            "\tsetp.eq.u32 \t%pik_w, %pik_t, 0;",
+        ]
+    else:
+        lines += ["\tmov.u32 \t%pik_unit, 0;", "\tsetp.eq.u32 \t%pik_w, %pik_tid, 0;"]
+    return [*lines, *unit_lines, *sampling_ptx.restrict_writer(layout.sampling, "%pik_w")], unit_slot
+
+
+def _entries(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """The unit's entries (``%pik_rec``) and writer lane (``%pik_w``), from the kernel's parameter
+    and special registers."""
+    writer, unit_slot = _writer(setup)
+    return [
+        *_cta_region(setup, scratch_param),
+        *writer,
+        f"\tmad.wide.u32 \t%pik_rec, {unit_slot}, {setup.layout.unit_bytes}, %pik_base;",
+        f"\tadd.s64 \t%pik_rec, %pik_rec, {CTA_HEADER_BYTES + UNIT_HEADER_BYTES};",
+    ]
+
+
+def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
+    """The unit's entries and writer lane (and its stage, when staged), and the low halves of its
+    start times. No store: the kernel's first loads must not queue behind stores whose addresses
+    and values wait on special-register reads (docs/PERFORMANCE.md, issue 10). Only the start's
+    two 32-bit halves wait in registers (the time's in a uniform one); the epilogue writes every
+    header."""
+    return [
+        "\t// pik prologue: this unit's entries and writer lane, the low halves of its start times",
+        *_entries(setup, scratch_param),
+        "\tmov.u32 \t%pik_n, 0;",
+        "\tmov.u32 \t%pik_singles, 0;",
+        *(staging.prologue(_writer(setup)[1]) if staged else []),
+        "\tmov.u32 \t%pik_start_clock, %clock;",
+        "\tmov.u32 \t%pik_start_time, %globaltimer_lo;",
+    ]
+
+
+def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
+    """Every header, at the unit's exit. The 64-bit start times are the end times less the
+    32-bit distances from the start's low halves: exact while a unit runs under 2**32 cycles (2 s
+    at 2 GHz) and 2**32 ns (4 s).
+
+    Unstaged, the unit header's address comes from the records' pointer, which lives across the
+    kernel anyway; the CTA's region and the writer lane are computed again, so that nothing else
+    of the prologue's stays live. Staged, the records use the stage, not the pointer: the unit's
+    entries are computed again too, then the stage is copied, then the headers are written."""
+    layout = setup.layout
+    starts = [
+        *_rebuilt_start("%pik_start_clock64", "%pik_clk64", "%pik_start_clock"),
+        *_rebuilt_start("%pik_start_time64", "%pik_gtime", "%pik_start_time"),
+    ]
+    if staged:
+        unit_header = [
+            *_entries(setup, scratch_param),
+            *staging.epilogue(),
+            *starts,
+            *_unit_header(),
+            # The CTA's region again, rather than kept from above, so that none of it lives
+            # across the unit header's stores.
+            *_cta_region(setup, scratch_param),
+        ]
+    else:
+        unit_header = [*starts, *_cta_region(setup, scratch_param), *_writer(setup)[0], *_unit_header()]
+    cta = CTA_HEADER_DTYPE
+    return [
+        f"{EXIT_LABEL}:",
+        "\t// pik epilogue: the unit's start and end times and counts; thread 0 the CTA header",
+        "\tmov.u64 \t%pik_clk64, %clock64;",
+        "\tmov.u64 \t%pik_gtime, %globaltimer;",
+        *unit_header,
+        "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
+        *sampling_ptx.restrict_header(layout.sampling, "%pik_h"),
+        "\tmov.u32 \t%pik_sm, %smid;",
+        header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"magic": MAGIC, "version": VERSION, "cta": "%pik_cta", "smid": "%pik_sm"},
+        ),
+        header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": layout.units},
+        ),
+        header_store(
+            "%pik_h",
+            "%pik_base",
+            cta,
+            {"capacity": layout.capacity, "reserved[0]": 0, "reserved[1]": 0, "reserved[2]": 0},
+        ),
+        "\tret;",
+    ]
+
+
+def _unit_header() -> list[str]:
+    """The unit header's three stores, from ``%pik_rec`` and the end and rebuilt start times."""
+    unit = UNIT_HEADER_DTYPE
+    return [
+        f"\tsub.s64 \t%pik_unit_base, %pik_rec, {UNIT_HEADER_BYTES};",
+        header_store(
+            "%pik_w",
+            "%pik_unit_base",
+            unit,
+            {"start_clock": "%pik_start_clock64", "start_time": "%pik_start_time64"},
+        ),
+        header_store("%pik_w", "%pik_unit_base", unit, {"end_clock": "%pik_clk64", "end_time": "%pik_gtime"}),
+        header_store(
+            "%pik_w",
+            "%pik_unit_base",
+            unit,
+            {"entries": "%pik_n", "end_magic": MAGIC, "singles": "%pik_singles", "reserved": 0},
+        ),
+    ]
+
+
+def _rebuilt_start(full: str, end: str, start_low: str) -> list[str]:
+    """``full`` = ``end`` - (low 32 bits of ``end`` - ``start_low``, modulo 2**32)."""
+    return [
+        f"\tcvt.u32.u64 \t%pik_t, {end};",
+        f"\tsub.s32 \t%pik_t, %pik_t, {start_low};",
+        f"\tcvt.u64.u32 \t{full}, %pik_t;",
+        f"\tsub.s64 \t{full}, {end}, {full};",
+    ]
+
+
+def log2(n: int) -> int:
+    """The shift that divides by ``n``, a power of two."""
+    if n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1

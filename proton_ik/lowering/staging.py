@@ -1,0 +1,112 @@
+"""Short kernels' scope pairs staged in shared memory, copied to the buffer once, at the exit.
+
+On short CTAs every store of ours costs: with each unit's few entries stored into shared memory
+and copied to the buffer by one ``cp.async.bulk`` at the unit's exit, gelu's overhead went from
++4.1% to +2.7% and layer_norm's from +5.4% to +4.0% on an H100 (docs/PERFORMANCE.md, issue 10).
+So where the kernel's code lets a unit write at most ``STAGE_ENTRIES`` entries (``bound``), and
+every entry is a scope pair, the writer lane stores each pair into slot ``count`` of the unit's
+128 bytes of shared memory (``pik_stage``) instead of the buffer, and the epilogue copies the
+``count`` entries to the unit's first ring slots with one bulk copy, then waits until the copy
+has read them, as the CTA's shared memory must outlive it (the write itself lands before the
+kernel completes, as a TMA store's does).
+
+Only pairs: a single record stores the clock it has just read, inside its scope, and a shared
+store holds its source registers longer than a global one, so the kernel's next clock read can
+wait on it inside the scope (a short spin read 36 to 38 cycles long against 14). A pair's store
+comes after its end, outside the scope. Not in loops without a bound: a copy every eight entries
+cost what the stores did, or more (docs/PERFORMANCE.md).
+
+The buffer's bytes are what they were, entry for entry (``contract.layout``), so nothing
+downstream changes. Each pair store, its slot and its count, in the form ``pikgpu_to_ptx`` emits
+them, is found and redirected; a site of another form is an error, never a silent direct store.
+
+The triton hook stages only on sm_90 and later (``cp.async.bulk``), where the kernel's shared
+memory and the stages fit the SM's limit for one CTA and keep its resident CTAs per SM
+(``fits``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from proton_ik.contract.layout import ENTRY_BYTES
+from proton_ik.lowering.occupancy import SM_LIMITS, residency
+
+STAGE_ENTRIES = 8  # the most entries a staged unit writes
+STAGE_BYTES = STAGE_ENTRIES * ENTRY_BYTES  # shared memory per unit
+STAGE_SYMBOL = "pik_stage"
+
+_SLOT = re.compile(r"^\tand\.b32 \t%pik_t, %pik_n, \d+;$")
+_ADDRESS = f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;"
+_STORE = re.compile(r"^\t@%pik_w st\.global\.v4\.b32 \t\[%pik_a\], ")
+_COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;"
+
+
+def stages(bound: int | None) -> bool:
+    """Whether a kernel whose code lets a unit write at most ``bound`` entries (None: no bound)
+    is one whose entries all fit a stage."""
+    return bound is not None and bound <= STAGE_ENTRIES
+
+
+def fits(shared: int, num_warps: int, units: int, capability: int) -> bool:
+    """Whether ``units`` stages fit beside the kernel's ``shared`` bytes: within the SM's shared
+    memory for one CTA, and with as many resident CTAs per SM as without them. False before
+    sm_90 (no ``cp.async.bulk``) and where the SM's limits are unknown."""
+    limits = SM_LIMITS.get(capability)
+    if limits is None or capability < 90:
+        return False
+    staged = shared + units * STAGE_BYTES
+    if staged > limits.max_shared_per_cta:
+        return False
+    # Without the registers (unknown before ptxas): the CTAs that warps, CTA slots and shared
+    # memory allow. Registers can only allow fewer, so equal counts here keep the real one.
+    return residency(0, num_warps, staged, limits).ctas >= residency(0, num_warps, shared, limits).ctas
+
+
+def declarations(units: int) -> tuple[list[str], list[str]]:
+    """(the module's shared array, the entry's registers)."""
+    return (
+        [f".shared .align 128 .b8 {STAGE_SYMBOL}[{units * STAGE_BYTES}];"],
+        ["\t.reg .b32 \t%pik_sh, %pik_ss;", "\t.reg .pred \t%pik_sq;"],
+    )
+
+
+def prologue(unit_slot: str) -> list[str]:
+    """The unit's stage, after the prologue has found its unit slot."""
+    return [
+        f"\tmov.u32 \t%pik_sh, {STAGE_SYMBOL};",
+        f"\tmad.lo.u32 \t%pik_sh, {unit_slot}, {STAGE_BYTES}, %pik_sh;",
+    ]
+
+
+def staged_pair(lines: list[str], site: int) -> list[str]:
+    """A planned pair end's lines with its store sent to the stage: slot ``count``, which the
+    bound keeps below ``STAGE_ENTRIES``. Lines without an entry store come back as they were."""
+    stores = [i for i, line in enumerate(lines) if _STORE.match(line)]
+    if not stores:
+        return lines
+    slots = [i for i, line in enumerate(lines) if _SLOT.match(line)]
+    addresses = [i for i, line in enumerate(lines) if line == _ADDRESS]
+    counts = [i for i, line in enumerate(lines) if line == _COUNT]
+    if not (len(stores) == len(slots) == len(addresses) == len(counts) == 1):
+        raise ValueError(f"staging: the pair ending at PTX line {site} is not of a form it knows: {lines}")
+    out = [line for i, line in enumerate(lines) if i != slots[0]]
+    at = out.index(_ADDRESS)
+    out[at] = f"\tmad.lo.u32 \t%pik_ss, %pik_n, {ENTRY_BYTES}, %pik_sh;"
+    store = out.index(lines[stores[0]])
+    out[store] = _STORE.sub("\t@%pik_w st.shared.v4.b32 \t[%pik_ss], ", lines[stores[0]])
+    return out
+
+
+def epilogue() -> list[str]:
+    """Copy the unit's staged entries to its first ring slots, once the epilogue has computed
+    ``%pik_rec`` and ``%pik_w``, and wait until the copy has read them."""
+    return [
+        "\t// pik stage: the unit's entries, copied to the buffer",
+        "\tsetp.ne.and.u32 \t%pik_sq, %pik_n, 0, %pik_w;",
+        f"\tshl.b32 \t%pik_ss, %pik_n, {ENTRY_BYTES.bit_length() - 1};",
+        "\t@%pik_sq fence.proxy.async.shared::cta;",  # the stage's stores, seen by the bulk copy
+        "\t@%pik_sq cp.async.bulk.global.shared::cta.bulk_group \t[%pik_rec], [%pik_sh], %pik_ss;",
+        "\t@%pik_sq cp.async.bulk.commit_group;",
+        "\t@%pik_sq cp.async.bulk.wait_group.read \t0;",
+    ]
