@@ -35,6 +35,9 @@ from proton_ik.lowering.occupancy import SM_LIMITS, residency
 STAGE_ENTRIES = 8  # the most entries a staged unit writes
 STAGE_BYTES = STAGE_ENTRIES * ENTRY_BYTES  # shared memory per unit
 STAGE_SYMBOL = "pik_stage"
+# A CTA's shared memory without the opt-in, which Triton's launcher asks for only when the
+# kernel's own (dynamic) shared memory exceeds it: ours is static and must not cross it alone.
+_WITHOUT_OPT_IN = 48 * 1024
 
 _SLOT = re.compile(r"^\tand\.b32 \t%pik_t, %pik_n, \d+;$")
 _ADDRESS = f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;"
@@ -50,13 +53,14 @@ def stages(bound: int | None) -> bool:
 
 def fits(shared: int, num_warps: int, units: int, capability: int) -> bool:
     """Whether ``units`` stages fit beside the kernel's ``shared`` bytes: within the SM's shared
-    memory for one CTA, and with as many resident CTAs per SM as without them. False before
-    sm_90 (no ``cp.async.bulk``) and where the SM's limits are unknown."""
+    memory for one CTA (and within 48 KiB where the kernel's own is), and with as many resident
+    CTAs per SM as without them. False before sm_90 (no ``cp.async.bulk``) and where the SM's
+    limits are unknown."""
     limits = SM_LIMITS.get(capability)
     if limits is None or capability < 90:
         return False
     staged = shared + units * STAGE_BYTES
-    if staged > limits.max_shared_per_cta:
+    if staged > limits.max_shared_per_cta or shared <= _WITHOUT_OPT_IN < staged:
         return False
     # Without the registers (unknown before ptxas): the CTAs that warps, CTA slots and shared
     # memory allow. Registers can only allow fewer, so equal counts here keep the real one.

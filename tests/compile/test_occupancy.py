@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from proton_ik.contract.metadata import Occupancy
-from proton_ik.lowering import occupancy
+from proton_ik.lowering import occupancy, staging
 
 SM90 = occupancy.SM_LIMITS[90]
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,3 +148,22 @@ def test_gelu_fits_six_ctas_and_matmul_spills_nothing_in_the_default_mode(suite)
     """Before begins were placed: gelu 92 registers (5 CTAs), matmul 4 bytes of spills."""
     assert suite["gelu"]["default"][0] <= 80
     assert suite["matmul"]["default"][1] == suite["matmul"]["plain"][1] == 0
+
+
+@pytest.mark.parametrize(
+    "shared, warps, units, capability, fits",
+    [
+        (0, 4, 4, 90, True),  # gelu: 512 bytes of stage, 16 CTAs by warps either way
+        (0, 4, 4, 80, False),  # no cp.async.bulk before sm_90
+        (0, 4, 4, 75, False),  # no table of SM limits
+        (49_152 - 256, 4, 4, 90, False),  # 48 KiB without the opt-in Triton asks for only above it
+        (60_000, 4, 4, 90, True),  # the kernel's own already asks for the opt-in
+        (232_448 - 256, 4, 4, 90, False),  # past the SM's shared memory for one CTA
+        (100_000, 8, 8, 90, True),  # 2 CTAs by shared memory either way
+        (115_000, 8, 8, 90, False),  # 2 CTAs by shared memory, 1 with the stages
+    ],
+)
+def test_stages_fit_beside_the_kernels_shared_memory_without_costing_a_cta(
+    shared, warps, units, capability, fits
+):
+    assert staging.fits(shared, warps, units, capability) is fits
