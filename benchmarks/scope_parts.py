@@ -55,25 +55,26 @@ def knob(part: str, mode: Mode) -> str:
 
 def _lowering(part: str) -> Callable[[str, Mode, int, dict], str]:
     """How ``part`` lowers a kernel's PTX."""
-    if part.startswith(EXPERIMENT):
-        from benchmarks.frame_variants import FRAME_EXPERIMENTS
+    from benchmarks.frame_variants import FRAME_EXPERIMENTS, RECORD_EXPERIMENTS
 
-        name = part.removeprefix(EXPERIMENT)
-        if name not in FRAME_EXPERIMENTS:
-            raise ValueError(f"frame experiment {name!r}: choose from {', '.join(FRAME_EXPERIMENTS)}")
-        change = FRAME_EXPERIMENTS[name]
-        return lambda ptx, mode, num_warps, metadata: change(_frame_ptx(ptx, mode, num_warps, metadata))
-    if part.startswith(RECORDS_EXPERIMENT):
-        from benchmarks.frame_variants import RECORD_EXPERIMENTS
-
-        name = part.removeprefix(RECORDS_EXPERIMENT)
-        if name not in RECORD_EXPERIMENTS:
-            raise ValueError(f"records experiment {name!r}: choose from {', '.join(RECORD_EXPERIMENTS)}")
-        edit = RECORD_EXPERIMENTS[name]
-        return lambda ptx, mode, num_warps, metadata: edit(_full_ptx(ptx, mode, num_warps, metadata))
+    for prefix, what, edits, lower in (
+        (EXPERIMENT, "frame experiment", FRAME_EXPERIMENTS, _frame_ptx),
+        (RECORDS_EXPERIMENT, "records experiment", RECORD_EXPERIMENTS, _full_ptx),
+    ):
+        if part.startswith(prefix):
+            name = part.removeprefix(prefix)
+            if name not in edits:
+                raise ValueError(f"{what} {name!r}: choose from {', '.join(edits)}")
+            return _edited(edits[name], lower)
     if part not in PARTS:
         raise ValueError(f"part {part!r}: choose from {', '.join(PARTS)}")
     return _LOWER[part]
+
+
+def _edited(
+    edit: Callable[[str], str], lower: Callable[[str, Mode, int, dict], str]
+) -> Callable[[str, Mode, int, dict], str]:
+    return lambda ptx, mode, num_warps, metadata: edit(lower(ptx, mode, num_warps, metadata))
 
 
 def frame_only(ptx: str, result: Instrumented, mode: Mode, num_warps: int) -> str:
