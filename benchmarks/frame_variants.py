@@ -184,7 +184,52 @@ def records_to_shared(ptx: str) -> str:
     return _changed("records_to_shared", ptx, edited)
 
 
-RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {records_to_shared.__name__: records_to_shared}
+COPY_EVERY = 16  # entries per bulk copy in records_copied_every_16
+_COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;\n"
+
+
+def records_copied_every_16(ptx: str) -> str:
+    """``records_to_shared``, and every 16th entry one bulk copy of 256 bytes of the warp's
+    shared memory to the start of its ring, as a stage double-buffered in shared memory would
+    copy (the records are lost: a timing experiment). What such copies would cost a loop."""
+    edited = records_to_shared(ptx).replace(
+        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
+        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 512, %pik_sh;",
+        1,
+    )
+    edited = edited.replace("pik_records[512]", "pik_records[16384]", 1)
+    edited = edited.replace(
+        "\t.reg .b32 \t%pik_sh;", "\t.reg .b32 \t%pik_sh, %pik_cq;\n\t.reg .pred \t%pik_cf;", 1
+    )
+    pieces = edited.split(_COUNT)
+    out = pieces[0]
+    for index, piece in enumerate(pieces[1:]):
+        label = f"$pik_copied_{index}"
+        out += (
+            _COUNT
+            + "".join(
+                f"{line}\n"
+                for line in (
+                    f"\tand.b32 \t%pik_cq, %pik_n, {COPY_EVERY - 1};",
+                    "\tsetp.ne.u32 \t%pik_cf, %pik_cq, 0;",
+                    f"\t@%pik_cf bra \t{label};",
+                    "\t@%pik_w fence.proxy.async.shared::cta;",
+                    f"\t@%pik_w cp.async.bulk.global.shared::cta.bulk_group \t[%pik_rec], [%pik_sh], {COPY_EVERY * 16};",
+                    "\t@%pik_w cp.async.bulk.commit_group;",
+                    "\t@%pik_w cp.async.bulk.wait_group.read \t1;",
+                    f"{label}:",
+                )
+            )
+            + piece
+        )
+    head, tail = out.rsplit("\tret;", 1)
+    out = head + "\t@%pik_w cp.async.bulk.wait_group.read \t0;\n\tret;" + tail
+    return _changed("records_copied_every_16", ptx, out)
+
+
+RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
+    change.__name__: change for change in (records_to_shared, records_copied_every_16)
+}
 KERNELS = ("gelu", "layer_norm")
 ROUNDS = 7
 

@@ -86,7 +86,7 @@ found = {}
 for problem in kernels.suite(False, 132):
     if problem.name not in ("gelu", "softmax"):
         continue
-    for part in ("frame", "full/records_to_shared"):
+    for part in ("full/records_to_shared", "full/records_copied_every_16"):
         with scope_parts.compiling(part, Mode(stage=False)) as knob:
             source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
             compiled = triton.compile(
@@ -96,6 +96,7 @@ for problem in kernels.suite(False, 132):
         found[f"{problem.name} {part}"] = {
             "record_stores": ptx.count("st.global.v4.b32 \\t[%pik_a]"),
             "staged": ptx.count("st.shared.v4.b32 \\t[%pik_sh]"),
+            "copies": ptx.count("cp.async.bulk.global.shared::cta.bulk_group"),
             "cubin": len(compiled.asm["cubin"]),
         }
 print(json.dumps(found))
@@ -111,5 +112,7 @@ def test_the_records_experiment_sends_every_record_store_to_shared_memory() -> N
     # gelu: three pairs per warp; softmax: one pair, in the row loop
     for kernel, pairs in (("gelu", 3), ("softmax", 1)):
         edited = found[f"{kernel} full/records_to_shared"]
-        assert (edited["record_stores"], edited["staged"]) == (0, pairs)
+        assert (edited["record_stores"], edited["staged"], edited["copies"]) == (0, pairs, 0)
         assert edited["cubin"] > 0
+        copied = found[f"{kernel} full/records_copied_every_16"]
+        assert (copied["record_stores"], copied["staged"], copied["copies"]) == (0, pairs, pairs)
