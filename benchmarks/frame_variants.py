@@ -227,8 +227,61 @@ def records_copied_every_16(ptx: str) -> str:
     return _changed("records_copied_every_16", ptx, out)
 
 
+def records_lane_copied(ptx: str) -> str:
+    """Each record's store into slot ``count % 8`` of 128 bytes of the warp's shared memory, and
+    every 8th entry the warp's lanes copy those 128 bytes to the start of its ring, one 32-bit
+    word each: one shared load and one coalesced global store, no proxy fence (the records are
+    lost: a timing experiment). What a copy that waits for nothing would cost a loop."""
+    edited = records_to_shared(ptx).replace(
+        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
+        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 128, %pik_sh;",
+        1,
+    )
+    edited = edited.replace("pik_records[512]", "pik_records[4096]", 1)
+    edited = edited.replace(
+        "\t.reg .b32 \t%pik_sh;",
+        "\t.reg .b32 \t%pik_sh, %pik_cq, %pik_cs, %pik_cl, %pik_cv;\n\t.reg .b64 \t%pik_ca;\n"
+        "\t.reg .pred \t%pik_cf;",
+        1,
+    )
+    edited = re.sub(
+        r"(\t@%pik_w st\.shared\.v[24]\.\w+ \t)\[%pik_sh\]",
+        lambda m: (
+            "\tand.b32 \t%pik_cq, %pik_n, 7;\n\tmad.lo.u32 \t%pik_cs, %pik_cq, 16, %pik_sh;\n"
+            + m.group(1)
+            + "[%pik_cs]"
+        ),
+        edited,
+    )
+    pieces = edited.split(_COUNT)
+    out = pieces[0]
+    for index, piece in enumerate(pieces[1:]):
+        label = f"$pik_copied_{index}"
+        out += (
+            _COUNT
+            + "".join(
+                f"{line}\n"
+                for line in (
+                    "\tand.b32 \t%pik_cq, %pik_n, 7;",
+                    "\tsetp.ne.u32 \t%pik_cf, %pik_cq, 0;",
+                    f"\t@%pik_cf bra \t{label};",
+                    "\tbar.warp.sync \t-1;",
+                    "\tmov.u32 \t%pik_cl, %laneid;",
+                    "\tmad.lo.u32 \t%pik_cs, %pik_cl, 4, %pik_sh;",
+                    "\tld.shared.b32 \t%pik_cv, [%pik_cs];",
+                    "\tmul.wide.u32 \t%pik_ca, %pik_cl, 4;",
+                    "\tadd.s64 \t%pik_ca, %pik_ca, %pik_rec;",
+                    "\tst.global.b32 \t[%pik_ca], %pik_cv;",
+                    f"{label}:",
+                )
+            )
+            + piece
+        )
+    return _changed("records_lane_copied", ptx, out)
+
+
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
-    change.__name__: change for change in (records_to_shared, records_copied_every_16)
+    change.__name__: change for change in (records_to_shared, records_copied_every_16, records_lane_copied)
 }
 KERNELS = ("gelu", "layer_norm")
 ROUNDS = 7

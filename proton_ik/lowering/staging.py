@@ -35,6 +35,10 @@ from proton_ik.lowering.occupancy import SM_LIMITS, residency
 STAGE_ENTRIES = 8  # the most entries a staged unit writes
 STAGE_BYTES = STAGE_ENTRIES * ENTRY_BYTES  # shared memory per unit
 STAGE_SYMBOL = "pik_stage"
+# The driver places a kernel's dynamic shared memory after the static array of ours, and TMA's
+# swizzled tiles need the 1024-byte alignment they had at its start (a TMA matmul returned wrong
+# results behind 512 bytes of ours): the array is aligned to and padded to a multiple of this.
+STAGE_ALIGN = 1024
 # A CTA's shared memory without the opt-in, which Triton's launcher asks for only when the
 # kernel's own (dynamic) shared memory exceeds it: ours is static and must not cross it alone.
 _WITHOUT_OPT_IN = 48 * 1024
@@ -52,14 +56,14 @@ def stages(bound: int | None) -> bool:
 
 
 def fits(shared: int, num_warps: int, units: int, capability: int) -> bool:
-    """Whether ``units`` stages fit beside the kernel's ``shared`` bytes: within the SM's shared
-    memory for one CTA (and within 48 KiB where the kernel's own is), and with as many resident
-    CTAs per SM as without them. False before sm_90 (no ``cp.async.bulk``) and where the SM's
-    limits are unknown."""
+    """Whether ``units`` stages (``array_bytes``) fit beside the kernel's ``shared`` bytes: within
+    the SM's shared memory for one CTA (and within 48 KiB where the kernel's own is), and with as
+    many resident CTAs per SM as without them. False before sm_90 (no ``cp.async.bulk``) and
+    where the SM's limits are unknown."""
     limits = SM_LIMITS.get(capability)
     if limits is None or capability < 90:
         return False
-    staged = shared + units * STAGE_BYTES
+    staged = shared + array_bytes(units)
     if staged > limits.max_shared_per_cta or shared <= _WITHOUT_OPT_IN < staged:
         return False
     # Without the registers (unknown before ptxas): the CTAs that warps, CTA slots and shared
@@ -67,10 +71,15 @@ def fits(shared: int, num_warps: int, units: int, capability: int) -> bool:
     return residency(0, num_warps, staged, limits).ctas >= residency(0, num_warps, shared, limits).ctas
 
 
+def array_bytes(units: int) -> int:
+    """The static shared array of ``units`` stages, padded to ``STAGE_ALIGN``."""
+    return -(-units * STAGE_BYTES // STAGE_ALIGN) * STAGE_ALIGN
+
+
 def declarations(units: int) -> tuple[list[str], list[str]]:
     """(the module's shared array, the entry's registers)."""
     return (
-        [f".shared .align 128 .b8 {STAGE_SYMBOL}[{units * STAGE_BYTES}];"],
+        [f".shared .align {STAGE_ALIGN} .b8 {STAGE_SYMBOL}[{array_bytes(units)}];"],
         ["\t.reg .b32 \t%pik_sh, %pik_ss;", "\t.reg .pred \t%pik_sq;"],
     )
 

@@ -153,12 +153,12 @@ def test_gelu_fits_six_ctas_and_matmul_spills_nothing_in_the_default_mode(suite)
 @pytest.mark.parametrize(
     "shared, warps, units, capability, fits",
     [
-        (0, 4, 4, 90, True),  # gelu: 512 bytes of stage, 16 CTAs by warps either way
+        (0, 4, 4, 90, True),  # gelu: 1 KiB (512 bytes of stage, padded), 16 CTAs by warps either way
         (0, 4, 4, 80, False),  # no cp.async.bulk before sm_90
         (0, 4, 4, 75, False),  # no table of SM limits
-        (49_152 - 256, 4, 4, 90, False),  # 48 KiB without the opt-in Triton asks for only above it
-        (60_000, 4, 4, 90, True),  # the kernel's own already asks for the opt-in
-        (232_448 - 256, 4, 4, 90, False),  # past the SM's shared memory for one CTA
+        (49_152 - 512, 4, 4, 90, False),  # past 48 KiB on its own: Triton opts in only for its own
+        (60_000, 4, 4, 90, True),  # the kernel's own already has the opt-in
+        (232_448 - 512, 4, 4, 90, False),  # past the SM's shared memory for one CTA
         (100_000, 8, 8, 90, True),  # 2 CTAs by shared memory either way
         (115_000, 8, 8, 90, False),  # 2 CTAs by shared memory, 1 with the stages
     ],

@@ -185,3 +185,16 @@ def sequential_pairs_kernel(out, CHAIN: tl.constexpr):
         end2 = read_clock64_after(y)
     tl.store(out + 2 * tl.program_id(0), end - start)
     tl.store(out + 2 * tl.program_id(0) + 1, end2 - start2)
+
+
+@triton.jit
+def tma_tile_kernel(desc, out, BLOCK: tl.constexpr):
+    """A short kernel that loads one BLOCK x BLOCK tile through a TMA descriptor (shared memory of
+    its own, swizzled), scaled and stored: two scopes, so at most two entries per unit."""
+    pid = tl.program_id(0)
+    with pl.scope("load"):
+        tile = desc.load([pid * BLOCK, 0])
+    with pl.scope("store"):
+        rows = pid * BLOCK + tl.arange(0, BLOCK)[:, None]
+        cols = tl.arange(0, BLOCK)[None, :]
+        tl.store(out + rows * BLOCK + cols, tile * 2.0)

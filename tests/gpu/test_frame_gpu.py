@@ -100,3 +100,26 @@ def test_back_to_back_pairs_are_measured_within_twenty_cycles(tmp_path, mode):
         assert abs(np.median(error)) <= 20 and np.percentile(np.abs(error), 95) <= 20, (
             f"{scope}: median error {np.median(error):+.0f}, p95 |error| {np.percentile(np.abs(error), 95):.0f}"
         )
+
+
+def test_a_short_tma_kernel_returns_what_it_returns_unprofiled(tmp_path):
+    """Staged, a static shared array of ours moves the kernel's dynamic shared memory, and its
+    TMA tiles with it: by a multiple of 1024 bytes, which keeps their alignment
+    (``lowering.staging``)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    block, tiles = 64, 264
+    x = torch.randn(tiles * block, block, device="cuda", dtype=torch.float16)
+    desc = TensorDescriptor.from_tensor(x, [block, block])
+    plain = torch.empty_like(x)
+    kernels.tma_tile_kernel[(tiles,)](desc, plain, BLOCK=block, num_warps=4)
+    profiled = torch.empty_like(x)
+    proton_ik.start("tma", mode="instrumentation", out_dir=tmp_path)
+    try:
+        compiled = kernels.tma_tile_kernel[(tiles,)](desc, profiled, BLOCK=block, num_warps=4)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    assert torch.equal(plain, x * 2) and torch.equal(profiled, plain)
+    assert compiled.metadata.shared > 0 and "pik_stage" in compiled.asm["ptx"]
+    assert len(result.events) == tiles * 4 * 2
