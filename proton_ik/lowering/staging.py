@@ -5,7 +5,8 @@ and copied to the buffer by one ``cp.async.bulk`` at the unit's exit, gelu's ove
 +4.1% to +2.7% and layer_norm's from +5.4% to +4.0% on an H100 (docs/PERFORMANCE.md, issue 10).
 So where the kernel's code lets a unit write at most ``STAGE_ENTRIES`` entries (``bound``), and
 every entry is a scope pair, the writer lane stores each pair into slot ``count`` of the unit's
-128 bytes of shared memory (``pik_stage``) instead of the buffer, and the epilogue copies the
+128 bytes of shared memory (``pik_stage``, one static array for the CTA, aligned and padded to
+``STAGE_ALIGN``) instead of the buffer, and the epilogue copies the
 ``count`` entries to the unit's first ring slots with one bulk copy, then waits until the copy
 has read them, as the CTA's shared memory must outlive it (the write itself lands before the
 kernel completes, as a TMA store's does).
@@ -22,7 +23,7 @@ them, is found and redirected; a site of another form is an error, never a silen
 
 The triton hook stages only on sm_90 and later (``cp.async.bulk``), where the kernel's shared
 memory and the stages fit the SM's limit for one CTA and keep its resident CTAs per SM
-(``fits``).
+(``fits``). ``stage=off`` in the mode turns it off.
 """
 
 from __future__ import annotations
