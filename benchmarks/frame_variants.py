@@ -166,65 +166,67 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
 RECORD_STORE = re.compile(
     r"^\t@%pik_w st\.global(?P<shape>\.v[24]\.(?:b32|u64)) \t\[%pik_a\], ", re.MULTILINE
 )
+MAX_WARPS = 32
+_COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;\n"
+
+
+def _to_shared(ptx: str, warp_bytes: int, registers: str = "", slot: str = "[%pik_sh]") -> str:
+    """Every record's store sent to shared memory, at ``slot`` in the warp's ``warp_bytes``
+    (``%pik_sh``) of one static array, which ``registers`` (declarations) may address."""
+    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.shared{m['shape']} \t{slot}, ", ptx)
+    edited = edited.replace(
+        "\t.reg .pred \t%pik_w", f"\t.reg .b32 \t%pik_sh;\n{registers}\t.reg .pred \t%pik_w", 1
+    )
+    edited = edited.replace(
+        "\tmov.u32 \t%pik_n, 0;",
+        f"\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sh, pik_records;\n"
+        f"\tmad.lo.u32 \t%pik_sh, %pik_warp, {warp_bytes}, %pik_sh;",
+        1,
+    )
+    at = edited.index(".visible .entry")
+    return edited[:at] + f".shared .align 16 .b8 pik_records[{MAX_WARPS * warp_bytes}];\n\n" + edited[at:]
+
+
+def _copied_every(ptx: str, every: int, copy: tuple[str, ...]) -> str:
+    """After each entry's count, the lines ``copy`` where the count is a multiple of ``every``."""
+    pieces = ptx.split(_COUNT)
+    out = pieces[0]
+    for index, piece in enumerate(pieces[1:]):
+        label = f"$pik_copied_{index}"
+        guard = (
+            f"\tand.b32 \t%pik_cq, %pik_n, {every - 1};",
+            "\tsetp.ne.u32 \t%pik_cf, %pik_cq, 0;",
+            f"\t@%pik_cf bra \t{label};",
+        )
+        out += _COUNT + "".join(f"{line}\n" for line in (*guard, *copy, f"{label}:")) + piece
+    return out
 
 
 def records_to_shared(ptx: str) -> str:
     """Each record's store goes to a 16-byte slot of the warp's in shared memory instead of the
     global buffer (the records are lost: a timing experiment). Whether a global store per record
     is what a record costs a memory-bound loop, where Proton's shared-memory mode wins."""
-    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.shared{m['shape']} \t[%pik_sh], ", ptx)
-    edited = edited.replace("\t.reg .pred \t%pik_w", "\t.reg .b32 \t%pik_sh;\n\t.reg .pred \t%pik_w", 1)
-    edited = edited.replace(
-        "\tmov.u32 \t%pik_n, 0;",
-        "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sh, pik_records;\n\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
-        1,
-    )
-    at = edited.index(".visible .entry")
-    edited = edited[:at] + ".shared .align 16 .b8 pik_records[512];\n\n" + edited[at:]
-    return _changed("records_to_shared", ptx, edited)
+    return _changed("records_to_shared", ptx, _to_shared(ptx, 16))
 
 
 COPY_EVERY = 16  # entries per bulk copy in records_copied_every_16
-_COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;\n"
 
 
 def records_copied_every_16(ptx: str) -> str:
     """``records_to_shared``, and every 16th entry one bulk copy of 256 bytes of the warp's
     shared memory to the start of its ring, as a stage double-buffered in shared memory would
     copy (the records are lost: a timing experiment). What such copies would cost a loop."""
-    edited = records_to_shared(ptx).replace(
-        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
-        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 512, %pik_sh;",
-        1,
+    edited = _to_shared(ptx, 2 * COPY_EVERY * 16, "\t.reg .b32 \t%pik_cq;\n\t.reg .pred \t%pik_cf;\n")
+    copy = (
+        "\t@%pik_w fence.proxy.async.shared::cta;",
+        f"\t@%pik_w cp.async.bulk.global.shared::cta.bulk_group \t[%pik_rec], [%pik_sh], {COPY_EVERY * 16};",
+        "\t@%pik_w cp.async.bulk.commit_group;",
+        "\t@%pik_w cp.async.bulk.wait_group.read \t1;",
     )
-    edited = edited.replace("pik_records[512]", "pik_records[16384]", 1)
-    edited = edited.replace(
-        "\t.reg .b32 \t%pik_sh;", "\t.reg .b32 \t%pik_sh, %pik_cq;\n\t.reg .pred \t%pik_cf;", 1
+    head, tail = _copied_every(edited, COPY_EVERY, copy).rsplit("\tret;", 1)
+    return _changed(
+        "records_copied_every_16", ptx, head + "\t@%pik_w cp.async.bulk.wait_group.read \t0;\n\tret;" + tail
     )
-    pieces = edited.split(_COUNT)
-    out = pieces[0]
-    for index, piece in enumerate(pieces[1:]):
-        label = f"$pik_copied_{index}"
-        out += (
-            _COUNT
-            + "".join(
-                f"{line}\n"
-                for line in (
-                    f"\tand.b32 \t%pik_cq, %pik_n, {COPY_EVERY - 1};",
-                    "\tsetp.ne.u32 \t%pik_cf, %pik_cq, 0;",
-                    f"\t@%pik_cf bra \t{label};",
-                    "\t@%pik_w fence.proxy.async.shared::cta;",
-                    f"\t@%pik_w cp.async.bulk.global.shared::cta.bulk_group \t[%pik_rec], [%pik_sh], {COPY_EVERY * 16};",
-                    "\t@%pik_w cp.async.bulk.commit_group;",
-                    "\t@%pik_w cp.async.bulk.wait_group.read \t1;",
-                    f"{label}:",
-                )
-            )
-            + piece
-        )
-    head, tail = out.rsplit("\tret;", 1)
-    out = head + "\t@%pik_w cp.async.bulk.wait_group.read \t0;\n\tret;" + tail
-    return _changed("records_copied_every_16", ptx, out)
 
 
 def records_lane_copied(ptx: str) -> str:
@@ -232,52 +234,27 @@ def records_lane_copied(ptx: str) -> str:
     every 8th entry the warp's lanes copy those 128 bytes to the start of its ring, one 32-bit
     word each: one shared load and one coalesced global store, no proxy fence (the records are
     lost: a timing experiment). What a copy that waits for nothing would cost a loop."""
-    edited = records_to_shared(ptx).replace(
-        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 16, %pik_sh;",
-        "\tmad.lo.u32 \t%pik_sh, %pik_warp, 128, %pik_sh;",
-        1,
+    registers = (
+        "\t.reg .b32 \t%pik_cq, %pik_cs, %pik_cl, %pik_cv;\n\t.reg .b64 \t%pik_ca;\n\t.reg .pred \t%pik_cf;\n"
     )
-    edited = edited.replace("pik_records[512]", "pik_records[4096]", 1)
-    edited = edited.replace(
-        "\t.reg .b32 \t%pik_sh;",
-        "\t.reg .b32 \t%pik_sh, %pik_cq, %pik_cs, %pik_cl, %pik_cv;\n\t.reg .b64 \t%pik_ca;\n"
-        "\t.reg .pred \t%pik_cf;",
-        1,
-    )
+    edited = _to_shared(ptx, 128, registers, "[%pik_cs]")
+    # Each store's slot, count % 8, just before it.
     edited = re.sub(
-        r"(\t@%pik_w st\.shared\.v[24]\.\w+ \t)\[%pik_sh\]",
-        lambda m: (
-            "\tand.b32 \t%pik_cq, %pik_n, 7;\n\tmad.lo.u32 \t%pik_cs, %pik_cq, 16, %pik_sh;\n"
-            + m.group(1)
-            + "[%pik_cs]"
-        ),
+        r"^(\t@%pik_w st\.shared\.)",
+        "\tand.b32 \t%pik_cq, %pik_n, 7;\n\tmad.lo.u32 \t%pik_cs, %pik_cq, 16, %pik_sh;\n\\1",
         edited,
+        flags=re.MULTILINE,
     )
-    pieces = edited.split(_COUNT)
-    out = pieces[0]
-    for index, piece in enumerate(pieces[1:]):
-        label = f"$pik_copied_{index}"
-        out += (
-            _COUNT
-            + "".join(
-                f"{line}\n"
-                for line in (
-                    "\tand.b32 \t%pik_cq, %pik_n, 7;",
-                    "\tsetp.ne.u32 \t%pik_cf, %pik_cq, 0;",
-                    f"\t@%pik_cf bra \t{label};",
-                    "\tbar.warp.sync \t-1;",
-                    "\tmov.u32 \t%pik_cl, %laneid;",
-                    "\tmad.lo.u32 \t%pik_cs, %pik_cl, 4, %pik_sh;",
-                    "\tld.shared.b32 \t%pik_cv, [%pik_cs];",
-                    "\tmul.wide.u32 \t%pik_ca, %pik_cl, 4;",
-                    "\tadd.s64 \t%pik_ca, %pik_ca, %pik_rec;",
-                    "\tst.global.b32 \t[%pik_ca], %pik_cv;",
-                    f"{label}:",
-                )
-            )
-            + piece
-        )
-    return _changed("records_lane_copied", ptx, out)
+    copy = (
+        "\tbar.warp.sync \t-1;",
+        "\tmov.u32 \t%pik_cl, %laneid;",
+        "\tmad.lo.u32 \t%pik_cs, %pik_cl, 4, %pik_sh;",
+        "\tld.shared.b32 \t%pik_cv, [%pik_cs];",
+        "\tmul.wide.u32 \t%pik_ca, %pik_cl, 4;",
+        "\tadd.s64 \t%pik_ca, %pik_ca, %pik_rec;",
+        "\tst.global.b32 \t[%pik_ca], %pik_cv;",
+    )
+    return _changed("records_lane_copied", ptx, _copied_every(edited, 8, copy))
 
 
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
