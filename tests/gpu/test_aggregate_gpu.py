@@ -17,7 +17,6 @@ import pytest
 import triton
 import triton.language as tl
 
-import proton_ik
 import proton_ik.language as pl
 
 pytestmark = pytest.mark.gpu
@@ -25,6 +24,9 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from profiling import profiled  # noqa: E402  (beside this file; --import-mode=importlib adds no path)
+
 AGGREGATE = "instrumentation:aggregate=on"
 TRACE = "instrumentation"
 CHAIN = 16  # dependent FMAs per step: a scope of fixed, register-only work
@@ -59,14 +61,9 @@ def half_kernel(x, out, BLOCK: tl.constexpr):
     tl.store(out + offsets, v)
 
 
-def _profiled(tmp_path, name, mode, launch):
-    proton_ik.start(name, mode=mode, out_dir=tmp_path, formats=())
-    try:
-        launch()
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
-    return result.trace
+def _trace(tmp_path, name, mode, launch):
+    """The session's trace, read back (no trace files written)."""
+    return profiled(tmp_path, name, launch, mode=mode, formats=())[1].trace
 
 
 def _sms() -> int:
@@ -89,8 +86,8 @@ def test_aggregate_counts_equal_the_traces_and_step_times_agree(tmp_path):
         for _ in range(2):
             steps_kernel[(ctas,)](x, out, trip, BLOCK=block, CHAIN=CHAIN, num_warps=4)
 
-    traced = _profiled(tmp_path, "traced", TRACE, launch)
-    aggregated = _profiled(tmp_path, "aggregated", AGGREGATE, launch)
+    traced = _trace(tmp_path, "traced", TRACE, launch)
+    aggregated = _trace(tmp_path, "aggregated", AGGREGATE, launch)
     assert len(aggregated.events) == 0 and int(traced.launches["overwritten"].sum()) == 0
 
     warm_events = traced.events[traced.events["launch"] == traced.events["launch"].max()]
@@ -147,7 +144,7 @@ def test_the_buffer_does_not_grow_with_the_trip_count(tmp_path):
         def launch(trip=trip, compiled=compiled):
             compiled.append(steps_kernel[(ctas,)](x, out, trip, BLOCK=block, CHAIN=2, num_warps=4))
 
-        trace = _profiled(tmp_path, f"trip{iters}", AGGREGATE, launch)
+        trace = _trace(tmp_path, f"trip{iters}", AGGREGATE, launch)
         sizes[iters] = compiled[0].metadata.profile_scratch_size
         step = trace.aggregates[trace.aggregates["scope"].astype(str) == "step"]
         counts[iters] = step["count"].tolist()
@@ -159,7 +156,7 @@ def test_an_end_with_nothing_open_counts_nothing(tmp_path):
     ctas, block = 16, 256
     x = torch.randn(ctas * block, device="cuda")
     out = torch.empty_like(x)
-    trace = _profiled(
+    trace = _trace(
         tmp_path, "half", AGGREGATE, lambda: half_kernel[(ctas,)](x, out, BLOCK=block, num_warps=4)
     )
     table = trace.aggregates

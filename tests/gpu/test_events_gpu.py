@@ -10,26 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import proton_ik
 from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels import barrier_kernel
+from profiling import profiled
 
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-def _profiled(tmp_path, name, launch, **options):
-    proton_ik.start(name, out_dir=tmp_path, **options)
-    try:
-        output = launch()
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
-    return output, result
 
 
 CTAS, WARPS, ITERS, BLOCK = 8, 4, 6, 512
@@ -44,7 +34,7 @@ def _barrier_run(tmp_path):
         return out
 
     plain = run()
-    out, result = _profiled(tmp_path, "barrier", run, formats=("pftrace",))
+    out, result = profiled(tmp_path, "barrier", run, formats=("pftrace",))
     assert torch.equal(plain, out)
     return out, result.trace
 
@@ -120,7 +110,7 @@ def test_the_warp_specialized_example(tmp_path, example):
         return out
 
     plain = run()
-    out, result = _profiled(tmp_path, "ws", run)
+    out, result = profiled(tmp_path, "ws", run)
     assert torch.equal(plain, out)
     torch.testing.assert_close(out, x.sum(dim=1), rtol=1e-4, atol=1e-2)
     trace = result.trace
@@ -149,7 +139,7 @@ def test_flows_in_the_perfetto_trace_parse_back(tmp_path):
     ctas, warps, iters = 2, 4, 3
     x = torch.randn(ctas * 512, device="cuda")
     out = torch.empty_like(x)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "flows",
         lambda: barrier_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=warps),

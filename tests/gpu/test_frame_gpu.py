@@ -21,6 +21,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).parent))
 import kernels  # noqa: E402  (beside this file; --import-mode=importlib adds no path)
+from profiling import profiled  # noqa: E402
 
 GRID, BLOCK = 8192, 128  # one element per thread: warp w holds elements 32 w to 32 w + 31
 
@@ -83,12 +84,12 @@ def test_back_to_back_pairs_are_measured_within_twenty_cycles(tmp_path, mode):
     duration is within 20 cycles of its own clock64 span, in both."""
     ctas = 132
     spans = torch.zeros(2 * ctas, dtype=torch.int64, device="cuda")
-    proton_ik.start("pairs", mode=mode, out_dir=tmp_path)
-    try:
-        compiled = kernels.sequential_pairs_kernel[(ctas,)](spans, CHAIN=64, num_warps=1)
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
+    compiled, result = profiled(
+        tmp_path,
+        "pairs",
+        lambda: kernels.sequential_pairs_kernel[(ctas,)](spans, CHAIN=64, num_warps=1),
+        mode=mode,
+    )
     staged = "cp.async.bulk.global" in compiled.asm["ptx"]
     assert staged == (mode == "instrumentation")
     reference = spans.cpu().numpy().reshape(ctas, 2)
@@ -113,13 +114,10 @@ def test_a_short_tma_kernel_returns_what_it_returns_unprofiled(tmp_path):
     desc = TensorDescriptor.from_tensor(x, [block, block])
     plain = torch.empty_like(x)
     kernels.tma_tile_kernel[(tiles,)](desc, plain, BLOCK=block, num_warps=4)
-    profiled = torch.empty_like(x)
-    proton_ik.start("tma", mode="instrumentation", out_dir=tmp_path)
-    try:
-        compiled = kernels.tma_tile_kernel[(tiles,)](desc, profiled, BLOCK=block, num_warps=4)
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
-    assert torch.equal(plain, x * 2) and torch.equal(profiled, plain)
+    traced = torch.empty_like(x)
+    compiled, result = profiled(
+        tmp_path, "tma", lambda: kernels.tma_tile_kernel[(tiles,)](desc, traced, BLOCK=block, num_warps=4)
+    )
+    assert torch.equal(plain, x * 2) and torch.equal(traced, plain)
     assert compiled.metadata.shared > 0 and "pik_stage" in compiled.asm["ptx"]
     assert len(result.events) == tiles * 4 * 2

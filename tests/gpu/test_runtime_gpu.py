@@ -21,16 +21,7 @@ torch = pytest.importorskip("torch")
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import kernels  # noqa: E402  (beside this file; --import-mode=importlib adds no path)
-
-
-def _profiled(tmp_path, name, launch, mode="instrumentation", **options):
-    proton_ik.start(name, mode=mode, out_dir=tmp_path, **options)
-    try:
-        output = launch()
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
-    return output, result
+from profiling import profiled  # noqa: E402
 
 
 def test_numerics_unchanged(tmp_path):
@@ -52,7 +43,7 @@ def test_numerics_unchanged(tmp_path):
         return out_add, out_softmax, out_mm
 
     plain = run_all()
-    instrumented, result = _profiled(tmp_path, "numerics", run_all)
+    instrumented, result = profiled(tmp_path, "numerics", run_all)
     assert result.launches == 3
     for p, i in zip(plain, instrumented, strict=True):
         assert torch.equal(p, i)
@@ -63,7 +54,7 @@ def test_exact_record_counts(tmp_path):
     iters, ctas, num_warps = 37, 264, 4
     x = torch.randn(ctas * 512, device="cuda")
     out = torch.empty_like(x)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "counts",
         lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=num_warps),
@@ -82,7 +73,7 @@ def test_ring_keeps_newest_and_counts_the_rest(tmp_path):
     iters, ctas = 100, 8
     x = torch.randn(ctas * 512, device="cuda")
     out = torch.empty_like(x)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "ring",
         lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=4),
@@ -104,7 +95,7 @@ def test_pairs_and_single_records_tell_the_same_story(tmp_path):
     out = torch.empty_like(x)
     traces = {}
     for mode in ("instrumentation:pairs=on", "instrumentation:pairs=off"):
-        _, result = _profiled(
+        _, result = profiled(
             tmp_path,
             mode.split(":")[-1].replace("=", "_"),
             lambda: kernels.loop_kernel[(ctas,)](x, out, ITERS=iters, BLOCK=512, num_warps=4),
@@ -124,7 +115,7 @@ def test_pairs_and_single_records_tell_the_same_story(tmp_path):
 def test_spin_scope_is_measured_within_two_percent(tmp_path, cycles):
     ctas = 132
     spans = torch.zeros(ctas, dtype=torch.int64, device="cuda")
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path, "spin", lambda: kernels.spin_kernel[(ctas,)](spans, CYCLES=cycles, num_warps=1)
     )
     events = result.events.sort_values("cta")
@@ -152,7 +143,7 @@ def test_thousand_launches_stay_in_a_bounded_pool(tmp_path):
             peak = max(peak, torch.cuda.memory_allocated() - before)
         return peak
 
-    peak, result = _profiled(tmp_path, "many", launch_many, pool_bytes=pool_bytes)
+    peak, result = profiled(tmp_path, "many", launch_many, pool_bytes=pool_bytes)
     assert result.launches == 1000
     assert peak <= pool_bytes + (1 << 20)
     assert result.events.launch.nunique() == 1000
@@ -163,7 +154,7 @@ def test_complete_trace_files(tmp_path):
     n = 1 << 20
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "files",
         lambda: kernels.add_kernel[(n // 1024,)](x, y, out, n, BLOCK=1024),
@@ -291,7 +282,7 @@ def test_the_demo_runs_as_the_readme_says(tmp_path):
 def test_short_spins_are_measured_within_twenty_cycles(tmp_path, cycles):
     ctas = 132
     spans = torch.zeros(ctas, dtype=torch.int64, device="cuda")
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path, "short", lambda: kernels.spin_kernel[(ctas,)](spans, CYCLES=cycles, num_warps=1)
     )
     events = result.events.sort_values("cta")
@@ -316,7 +307,7 @@ def test_the_inferred_sm_clock_matches_nvidia_smi_within_half_a_percent(tmp_path
     spans = torch.zeros(132, dtype=torch.int64, device="cuda")
     try:
         # About a tenth of a second of spinning on every SM: nvidia-smi samples the busy clock.
-        _, result = _profiled(
+        _, result = profiled(
             tmp_path, "clock", lambda: kernels.spin_kernel[(132,)](spans, CYCLES=200_000_000, num_warps=1)
         )
     finally:

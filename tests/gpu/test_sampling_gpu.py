@@ -17,18 +17,9 @@ torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kernels  # noqa: E402
+from profiling import profiled  # noqa: E402
 
 ITERS, CTAS, BLOCK = 37, 264, 512
-
-
-def _profiled(tmp_path, name, mode, launch):
-    proton_ik.start(name, mode=mode, out_dir=tmp_path)
-    try:
-        output = launch()
-        torch.cuda.synchronize()
-    finally:
-        result = proton_ik.finalize()
-    return output, result
 
 
 def _loop(num_warps: int = 4):
@@ -53,7 +44,7 @@ def test_only_the_sampled_ctas_and_warps_record_and_each_exactly_its_records(
     tmp_path, mode, ctas, warps, num_warps
 ):
     torch.manual_seed(0)
-    _, result = _profiled(tmp_path, "sampled", mode, lambda: _loop(num_warps))
+    _, result = profiled(tmp_path, "sampled", lambda: _loop(num_warps), mode=mode)
     per_unit = result.events.groupby(["cta", "warp", "scope"]).size().unstack()
     assert sorted({cta for cta, _ in per_unit.index}) == ctas
     assert sorted({warp for _, warp in per_unit.index}) == warps
@@ -74,11 +65,11 @@ def test_a_sampled_ring_launch_is_copied_and_counted_exactly(tmp_path):
     x = torch.randn(ctas * BLOCK, device="cuda")
     out = torch.empty_like(x)
     trips = torch.tensor([iters], device="cuda", dtype=torch.int32)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "ring",
-        "instrumentation:ctas=4:warps=0,3",
         lambda: kernels.runtime_loop_kernel[(ctas,)](x, out, trips, BLOCK=BLOCK, num_warps=4),
+        mode="instrumentation:ctas=4:warps=0,3",
     )
     steps = result.events[result.events.scope == "step"].groupby(["cta", "warp"]).size()
     assert sorted({cta for cta, _ in steps.index}) == list(range(0, ctas, 4))
@@ -95,11 +86,11 @@ def test_a_sampled_ring_launch_is_copied_and_counted_exactly(tmp_path):
 def test_sampled_ctas_of_a_3d_grid_are_the_listed_linear_ids(tmp_path):
     nx, ny, nz = 4, 3, 2
     out = torch.zeros(nx * ny * nz, device="cuda", dtype=torch.int32)
-    _, result = _profiled(
+    _, result = profiled(
         tmp_path,
         "grid3d",
-        "instrumentation:ctas=1,6,23",
         lambda: kernels.grid3d_kernel[(nx, ny, nz)](out, NX=nx, NY=ny, num_warps=2),
+        mode="instrumentation:ctas=1,6,23",
     )
     assert torch.equal(out.cpu(), torch.arange(nx * ny * nz, dtype=torch.int32))
     per_cta = result.events.groupby("cta").size()
@@ -120,8 +111,8 @@ def test_numerics_are_unchanged_under_sampling(tmp_path):
 
     plain = run_all()
     for mode in ("instrumentation:ctas=3:warps=1,3", "instrumentation:ctas=0,5,4095:occupancy=keep"):
-        sampled, result = _profiled(
-            tmp_path / mode.replace(":", "_").replace(",", "-"), "numerics", mode, run_all
+        sampled, result = profiled(
+            tmp_path / mode.replace(":", "_").replace(",", "-"), "numerics", run_all, mode=mode
         )
         assert result.launches == 2
         for p, s in zip(plain, sampled, strict=True):
