@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report.format import fmt, table
+from benchmarks.report.format import fmt, table, timing_cells
 
 TITLE = "## Where the overhead comes from: markers, prologue and epilogue, records (issue 10)"
 
@@ -30,13 +30,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
     ]
     rows = []
     for name, entry in found["kernels"].items():
-        timing = entry.get("timing", {})
-        plain = timing.get("plain")
-        row = [name, f"{fmt(plain['median_ms'], '.4f')} ({fmt(plain['spread_pct'])}%)" if plain else "-"]
-        for label in labels:
-            value = entry.get("overhead_pct", {}).get(label)
-            spread = timing.get(label, {}).get("spread_pct")
-            row.append(f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL")
+        row = [name, *timing_cells(entry, labels)]
         kernel = occupancy.get(name, {}).get("variants", {})
         ordered = [kernel.get(label) for label in ["plain", *labels]]
         row.append(" / ".join(str(r["registers"]) if r else "-" for r in ordered))

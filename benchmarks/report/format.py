@@ -20,3 +20,16 @@ def fmt(value: Any, spec: str | None = None) -> str:
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def timing_cells(entry: dict[str, Any], labels: list[str]) -> list[str]:
+    """A kernel's timing cells: plain's median ms, then each variant's overhead in %, each with
+    the spread of the rounds in parentheses (FAIL where a variant has no overhead)."""
+    timing = entry.get("timing", {})
+    plain = timing.get("plain")
+    cells = [f"{fmt(plain['median_ms'], '.4f')} ({fmt(plain['spread_pct'])}%)" if plain else "-"]
+    for label in labels:
+        value = entry.get("overhead_pct", {}).get(label)
+        spread = timing.get(label, {}).get("spread_pct")
+        cells.append(f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL")
+    return cells

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.report.format import fmt, table
+from benchmarks.report.format import fmt, table, timing_cells
 from proton_ik.mode import DEFAULT_RING_CAPACITY
 
 
@@ -89,13 +89,7 @@ def overhead_table(results: dict[str, Any]) -> list[str]:
     header += [f"{label} vs best Proton %" for label in ik_labels] + ["records/warp (mean)"]
     rows = []
     for name, entry in kernels_.items():
-        timing = entry.get("timing", {})
-        plain = timing.get("plain")
-        row = [name, f"{fmt(plain['median_ms'], '.4f')} ({fmt(plain['spread_pct'])}%)" if plain else "-"]
-        for label in labels:
-            value = entry.get("overhead_pct", {}).get(label)
-            spread = timing.get(label, {}).get("spread_pct")
-            row.append(f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL")
+        row = [name, *timing_cells(entry, labels)]
         row += [
             fmt(entry.get("overhead_pct", {}).get(f"{label} vs best proton"), "+.1f") for label in ik_labels
         ]
