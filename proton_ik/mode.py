@@ -75,7 +75,7 @@ def _option_value(key: str, value: str) -> object:
         return _ids(value, "warps", "list warp ids with commas, e.g. warps=0,4")
     if key == "occupancy" and value not in OCCUPANCY:
         raise ValueError(f"occupancy={value!r}: use occupancy=free or occupancy=keep")
-    if key in ("pairs", "aggregate", "stage", "lanes"):
+    if key in ("pairs", "aggregate", "stage"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
         return _SWITCHES[value]
@@ -121,11 +121,6 @@ class Mode:
     the buffer once, at its exit (``lowering.staging``), on sm_90 and later, where the kernel's
     shared memory leaves room without costing a resident CTA. ``stage=off`` stores every entry
     straight to the buffer. The buffer's bytes are the same.
-
-    ``lanes=on``: in a kernel of scope pairs that does not stage them, with granularity=warp,
-    each pair waits in a register of one lane of the warp, and every 32 pairs the warp's lanes
-    store them with one coalesced store (``lowering.lane_staging``). The buffer's bytes are the
-    same.
     """
 
     granularity: Granularity = Granularity.WARP
@@ -136,7 +131,6 @@ class Mode:
     warps: tuple[int, ...] = ()  # the warps whose units record; all when empty
     occupancy: Literal["free", "keep"] = "free"
     stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
-    lanes: bool = False  # pairs held in the warp's lanes, 32 stored at once
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
@@ -212,8 +206,6 @@ class Mode:
             text += f":occupancy={self.occupancy}"
         if not self.stage:
             text += ":stage=off"
-        if self.lanes:
-            text += ":lanes=on"
         return text
 
     @property

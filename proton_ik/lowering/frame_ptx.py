@@ -71,10 +71,9 @@ def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     ]
 
 
-def _writer(setup: SegmentSetupOp, every_lane: bool = False) -> tuple[list[str], str]:
-    """The lines that set ``%pik_w`` (the unit's writer lane, where its unit and CTA are sampled;
-    ``every_lane``: each lane of a sampled warp, whose lanes store the entries they hold) after
-    ``_cta_region``, and the register that holds the unit's slot."""
+def _writer(setup: SegmentSetupOp) -> tuple[list[str], str]:
+    """The lines that set ``%pik_w`` (the unit's writer lane, where its unit and CTA are sampled)
+    after ``_cta_region``, and the register that holds the unit's slot."""
     layout = setup.layout
     granularity = setup.granularity_enum
     unit_lines, unit_slot = sampling_ptx.unit_slot(layout.sampling, "%pik_unit")
@@ -83,13 +82,7 @@ def _writer(setup: SegmentSetupOp, every_lane: bool = False) -> tuple[list[str],
         f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
     ]
     if granularity is Granularity.WARP:
-        lane_test = (
-            f"lt.u32 \t%pik_w, %pik_lane, {THREADS_PER_WARP}"
-            if every_lane
-            else "eq.u32 \t%pik_w, %pik_lane, 0"
-        )
-        writer = f"\tsetp.{lane_test};"
-        lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", writer]
+        lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
     elif granularity is Granularity.WARPGROUP:
         lines += [
             f"\tshr.u32 \t%pik_unit, %pik_warp, {log2(WARPS_PER_WARPGROUP)};",
@@ -101,10 +94,10 @@ def _writer(setup: SegmentSetupOp, every_lane: bool = False) -> tuple[list[str],
     return [*lines, *unit_lines, *sampling_ptx.restrict_writer(layout.sampling, "%pik_w")], unit_slot
 
 
-def _entries(setup: SegmentSetupOp, scratch_param: str, every_lane: bool = False) -> list[str]:
-    """The unit's entries (``%pik_rec``) and writer lane (``%pik_w``; ``every_lane``: ``_writer``),
-    from the kernel's parameter and special registers."""
-    writer, unit_slot = _writer(setup, every_lane)
+def _entries(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
+    """The unit's entries (``%pik_rec``) and writer lane (``%pik_w``), from the kernel's parameter
+    and special registers."""
+    writer, unit_slot = _writer(setup)
     return [
         *_cta_region(setup, scratch_param),
         *writer,
@@ -113,15 +106,15 @@ def _entries(setup: SegmentSetupOp, scratch_param: str, every_lane: bool = False
     ]
 
 
-def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool, lanes: bool) -> list[str]:
-    """The unit's entries and writer lane (and its stage, when staged; with ``lanes``, each lane
-    of a sampled warp writes, ``lane_staging``), and the low halves of its start times. No store: the kernel's first loads must not queue behind stores whose addresses
+def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
+    """The unit's entries and writer lane (and its stage, when staged), and the low halves of its
+    start times. No store: the kernel's first loads must not queue behind stores whose addresses
     and values wait on special-register reads (docs/PERFORMANCE.md, issue 10). Only the start's
     two 32-bit halves wait in registers (the time's in a uniform one); the epilogue writes every
     header."""
     return [
         "\t// pik prologue: this unit's entries and writer lane, the low halves of its start times",
-        *_entries(setup, scratch_param, every_lane=lanes),
+        *_entries(setup, scratch_param),
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
         *(staging.prologue(_writer(setup)[1]) if staged else []),
@@ -130,7 +123,7 @@ def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool, lanes: boo
     ]
 
 
-def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, lanes: list[str]) -> list[str]:
+def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
     """Every header, at the unit's exit. The 64-bit start times are the end times less the
     32-bit distances from the start's low halves: exact while a unit runs under 2**32 cycles (2 s
     at 2 GHz) and 2**32 ns (4 s).
@@ -138,8 +131,7 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, lanes: lis
     Unstaged, the unit header's address comes from the records' pointer, which lives across the
     kernel anyway; the CTA's region and the writer lane are computed again, so that nothing else
     of the prologue's stays live. Staged, the records use the stage, not the pointer: the unit's
-    entries are computed again too, then the stage is copied, then the headers are written.
-    ``lanes``: the lines that store the entries the warp's lanes still hold, first."""
+    entries are computed again too, then the stage is copied, then the headers are written."""
     layout = setup.layout
     starts = [
         *_rebuilt_start("%pik_start_clock64", "%pik_clk64", "%pik_start_clock"),
@@ -156,13 +148,7 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, lanes: lis
             *_cta_region(setup, scratch_param),
         ]
     else:
-        unit_header = [
-            *lanes,
-            *starts,
-            *_cta_region(setup, scratch_param),
-            *_writer(setup)[0],
-            *_unit_header(),
-        ]
+        unit_header = [*starts, *_cta_region(setup, scratch_param), *_writer(setup)[0], *_unit_header()]
     cta = CTA_HEADER_DTYPE
     return [
         f"{EXIT_LABEL}:",

@@ -13,9 +13,7 @@ loops and branches with no SSA plumbing. The pass emits:
   arithmetic before its marker: ``placement``); at its end
   (``pikgpu.store_pair``), a clock read and one 16-byte store of both records;
 - in a short kernel of pairs, the pairs' stores go to shared memory instead, and the
-  epilogue copies them (``staging``); in a kernel of pairs with ``lanes``, each pair goes into
-  a register of the lane that takes it, and 32 lanes store 32 entries at once
-  (``lane_staging``).
+  epilogue copies them (``staging``).
 
 In aggregate mode, ``aggregate_to_ptx`` adds its registers, prologue and begin and end sites;
 ``events_to_ptx`` adds the sites of event records with an index register, of value marks, and
@@ -35,7 +33,6 @@ from xdsl.dialects.builtin import ModuleOp
 from proton_ik.contract.layout import (
     ENTRY_BYTES,
     ENTRY_DTYPE,
-    Granularity,
 )
 from proton_ik.dialect.pikgpu import (
     AggregateBeginOp,
@@ -46,15 +43,7 @@ from proton_ik.dialect.pikgpu import (
     StorePairOp,
     StoreRecordOp,
 )
-from proton_ik.lowering import (
-    aggregate_to_ptx,
-    events_to_ptx,
-    frame_ptx,
-    lane_staging,
-    placement,
-    ptx_text,
-    staging,
-)
+from proton_ik.lowering import aggregate_to_ptx, events_to_ptx, frame_ptx, placement, ptx_text, staging
 from proton_ik.lowering import sampling as sampling_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
@@ -158,11 +147,9 @@ def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
     ]
 
 
-def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False, lanes: bool = False) -> PtxPlan:
+def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxPlan:
     """Turn a verified ``pikgpu`` module into PTX fragments keyed by marker site. ``staged``: the
-    pairs go through shared memory (``staging``), where every entry is a pair of a trace;
-    ``lanes``: else they wait in the warp's lanes (``lane_staging``), where every entry is a pair
-    of a trace recorded per warp."""
+    pairs go through shared memory (``staging``), where every entry is a pair of a trace."""
     ops = list(module.body.block.ops)
     setups = [o for o in ops if isinstance(o, SegmentSetupOp)]
     if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
@@ -171,22 +158,19 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False, lanes: 
     capacity = setup.layout.capacity
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
-    only_pairs = bool(pairs) and not setup.layout.aggregate and not any(_is_entry_but_a_pair(o) for o in ops)
-    staged = staged and only_pairs
-    lanes = lanes and only_pairs and not staged and setup.granularity_enum is Granularity.WARP
-    begin_tags = {store.begin_tag.value.data for store in pairs}
-    one_tag = next(iter(begin_tags)) if lanes and len(begin_tags) == 1 else None
+    staged = (
+        staged
+        and bool(pairs)
+        and not setup.layout.aggregate
+        and not any(_is_entry_but_a_pair(o) for o in ops)
+    )
     plan = PtxPlan(
         _declarations(len(pairs)),
-        frame_ptx.prologue(setup, scratch_param, staged, lanes),
+        frame_ptx.prologue(setup, scratch_param, staged),
         {},
-        frame_ptx.epilogue(
-            setup, scratch_param, staged, lane_staging.epilogue(one_tag, capacity) if lanes else []
-        ),
+        frame_ptx.epilogue(setup, scratch_param, staged),
     )
     plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
-    if lanes:
-        plan.declarations += lane_staging.declarations(one_tag is not None)
     if setup.layout.aggregate:
         plan.declarations += aggregate_to_ptx.declarations(setup.layout)
         plan.prologue += aggregate_to_ptx.prologue(setup)
@@ -196,33 +180,11 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False, lanes: 
             raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
         return op.site.value.data
 
-    # A pair with no other pair's end between its begin and its end: its begin can go straight
-    # into the lane that takes it (both sit in one straight-line block, so the text's order is
-    # the order they run in).
-    ends = [site_of(store) for store in pairs]
-    into_lane = {
-        index
-        for index, store in enumerate(pairs)
-        if lanes and not any(site_of(store.begin_clock.owner) < end < site_of(store) for end in ends)
-    }
     for op in ops:
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
-            pair = pair_of_begin[op]
-            if pair in into_lane:
-                tag = None if one_tag is not None else pairs[pair].begin_tag.value.data
-                plan.sites[site_of(op)] = lane_staging.begin_into_lane(tag)
-            else:
-                plan.sites[site_of(op)] = _pair_begin(pair)
+            plan.sites[site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            pair = pair_of_begin[op.begin_clock.owner]
-            if lanes:
-                begin = None if pair in into_lane else f"%pik_b{pair}"
-                tag = op.begin_tag.value.data
-                plan.sites[site_of(op)] = lane_staging.pair_end(
-                    begin, tag, one_tag is not None, capacity, site_of(op)
-                )
-            else:
-                plan.sites[site_of(op)] = _pair_end(op, capacity, pair)
+            plan.sites[site_of(op)] = _pair_end(op, capacity, pair_of_begin[op.begin_clock.owner])
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
@@ -297,11 +259,10 @@ def apply_plan(ptx: str, plan: PtxPlan) -> str:
     return "\n".join(out) + "\n"
 
 
-def lower_to_ptx(module: ModuleOp, ptx: str, staged: bool = False, lanes: bool = False) -> str:
+def lower_to_ptx(module: ModuleOp, ptx: str, staged: bool = False) -> str:
     """The pass: a ``pikgpu`` module and the PTX it was collected from -> instrumented PTX;
-    ``staged``: a short kernel's pairs go through shared memory (``staging``); ``lanes``: else
-    a kernel's pairs wait in the warp's lanes (``lane_staging``)."""
+    ``staged``: a short kernel's pairs go through shared memory (``staging``)."""
     _, params = ptx_text.entry_params(ptx.splitlines())
     if not params:
         raise ValueError("the kernel has no parameters; Triton's profile_scratch must be the last one")
-    return apply_plan(ptx, plan_ptx(module, params[-1], staged, lanes))
+    return apply_plan(ptx, plan_ptx(module, params[-1], staged))

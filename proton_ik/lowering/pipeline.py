@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
-from proton_ik.lowering import lane_staging, ptx_text, staging
+from proton_ik.lowering import ptx_text, staging
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
@@ -111,10 +111,7 @@ def instrument(
         and most <= capacity.entries
         and staging_fits(units)
     )
-    lanes = mode.lanes and lane_staging.applies(capacity.entries, most)
-    return Instrumented(
-        lower_to_ptx(module, ptx, staged, lanes), convert.layout(), scopes, pik_text, capacity
-    )
+    return Instrumented(lower_to_ptx(module, ptx, staged), convert.layout(), scopes, pik_text, capacity)
 
 
 def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelMetadata:

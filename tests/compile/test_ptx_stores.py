@@ -155,8 +155,6 @@ class Thread:
     )
     inputs: dict[str, int] = field(default_factory=dict)  # the kernel's own registers that ours read
     stage: bytearray = field(default_factory=bytearray)  # the CTA's shared memory array of ours
-    line: int = 0  # the PTX line of the instruction running
-    clock_at: dict[int, int] = field(default_factory=dict)  # each %clock read by its PTX line
 
     def special(self, name: str) -> int:
         axis = "xyz".index(name[-1]) if name[-2] == "." else -1
@@ -168,8 +166,6 @@ class Thread:
             return self.nctaid[axis]
         if name == "%smid":
             return self.smid
-        if name == "%laneid":
-            return self.tid % 32
         if name in self.inputs:
             return self.inputs[name]
         if name in ("%clock64", "%clock"):
@@ -183,8 +179,6 @@ class Thread:
         value = counter if name in ("%clock64", "%globaltimer") else counter & 0xFFFFFFFF
         self.reads[name[1:]].append(value)
         self.counters[name[1:]].append(counter)
-        if name == "%clock":
-            self.clock_at[self.line] = value
         return value
 
     @property
@@ -252,7 +246,6 @@ def run_thread(
     while pc < len(program):
         ins = program[pc]
         pc += 1
-        thread.line = ins.line
         base, args = ins.op[0], ins.args
         if ins.guard is not None:
             if not ins.guard.startswith("%pik_"):
@@ -300,8 +293,7 @@ def run_thread(
                 raise PtxError(f"PTX line {ins.line}: cannot read the address {args[0]}")
             where = regs[address.group("reg")] + int(address.group("offset") or 0)
             elements = [value(e.strip()) for e in args[1].strip("{}").split(",")]
-            width = int(ins.op[2][1:]) if ins.op[2].startswith("v") else 1  # st.global.b32: a scalar
-            if len(elements) != width:
+            if len(elements) != int(ins.op[2][1:]):
                 raise PtxError(f"PTX line {ins.line}: {ins.op[2]} with {len(elements)} values")
             data = b"".join((e & mask).to_bytes(bits // 8, "little") for e in elements)
             memory.store(where, data, writer, ins)
