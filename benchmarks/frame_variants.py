@@ -257,8 +257,36 @@ def records_lane_copied(ptx: str) -> str:
     return _changed("records_lane_copied", ptx, _copied_every(edited, 8, copy))
 
 
+_SLOT = re.compile(r"^\tand\.b32 \t%pik_t, %pik_n, \d+;$", re.MULTILINE)
+
+
+def records_never_stored(ptx: str) -> str:
+    """Every record's store stays in the code, predicated off at run time by a test ptxas cannot
+    fold (the buffer's address is never 1): the record's instructions, issued, with no memory
+    request (the records are lost: a timing experiment). Whether a loop pays for a record's
+    instructions or for its write."""
+    never = "\tsetp.eq.and.u64 \t%pik_w, %pik_scratch, 1, %pik_w;\n"
+    edited = ptx.replace("\tmov.u32 \t%pik_n, 0;\n", never + "\tmov.u32 \t%pik_n, 0;\n", 1)
+    return _changed("records_never_stored", ptx, edited)
+
+
+def records_to_one_slot(ptx: str) -> str:
+    """Every record stored to its unit's first slot, over and over: the same global stores, all
+    hitting one line of L2, so nothing of ours reaches DRAM (the records are lost: a timing
+    experiment). Whether a loop pays for the writes' path through the SM or for their
+    partial sectors in DRAM."""
+    return _changed("records_to_one_slot", ptx, _SLOT.sub("\tmov.u32 \t%pik_t, 0;", ptx))
+
+
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
-    change.__name__: change for change in (records_to_shared, records_copied_every_16, records_lane_copied)
+    change.__name__: change
+    for change in (
+        records_to_shared,
+        records_copied_every_16,
+        records_lane_copied,
+        records_never_stored,
+        records_to_one_slot,
+    )
 }
 KERNELS = ("gelu", "layer_norm")
 ROUNDS = 7

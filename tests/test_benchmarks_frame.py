@@ -86,7 +86,12 @@ found = {}
 for problem in kernels.suite(False, 132):
     if problem.name not in ("gelu", "softmax"):
         continue
-    for part in ("full/records_to_shared", "full/records_copied_every_16"):
+    for part in (
+        "full/records_to_shared",
+        "full/records_copied_every_16",
+        "full/records_never_stored",
+        "full/records_to_one_slot",
+    ):
         with scope_parts.compiling(part, Mode(stage=False)) as knob:
             source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
             compiled = triton.compile(
@@ -97,6 +102,8 @@ for problem in kernels.suite(False, 132):
             "record_stores": ptx.count("st.global.v4.b32 \\t[%pik_a]"),
             "staged": ptx.count("st.shared.v4.b32 \\t[%pik_sh]"),
             "copies": ptx.count("cp.async.bulk.global.shared::cta.bulk_group"),
+            "never": ptx.count("setp.eq.and.u64 \\t%pik_w, %pik_scratch, 1, %pik_w;"),
+            "ring_slots": ptx.count("and.b32 \\t%pik_t, %pik_n,"),
             "cubin": len(compiled.asm["cubin"]),
         }
 print(json.dumps(found))
@@ -116,3 +123,9 @@ def test_the_records_experiment_sends_every_record_store_to_shared_memory() -> N
         assert edited["cubin"] > 0
         copied = found[f"{kernel} full/records_copied_every_16"]
         assert (copied["record_stores"], copied["staged"], copied["copies"]) == (0, pairs, pairs)
+        # The stores stay, turned off at run time by one test in the prologue; or all to slot 0.
+        never = found[f"{kernel} full/records_never_stored"]
+        assert (never["record_stores"], never["never"], never["ring_slots"]) == (pairs, 1, pairs)
+        one_slot = found[f"{kernel} full/records_to_one_slot"]
+        assert (one_slot["record_stores"], one_slot["never"], one_slot["ring_slots"]) == (pairs, 0, 0)
+        assert never["cubin"] > 0 and one_slot["cubin"] > 0
