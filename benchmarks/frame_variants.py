@@ -278,6 +278,53 @@ def records_to_one_slot(ptx: str) -> str:
     return _changed("records_to_one_slot", ptx, _SLOT.sub("\tmov.u32 \t%pik_t, 0;", ptx))
 
 
+_PAIR_STORE = re.compile(
+    r"^\t@%pik_w st\.global\.v4\.b32 \t\[%pik_a\], \{\w+, (?P<begin>%pik_b\d+), \w+, %pik_c\};$", re.MULTILINE
+)
+
+
+def _with_policy(ptx: str, name: str, priority: str) -> str:
+    """Every record's store with an L2 eviction ``priority`` for its line (``createpolicy``
+    beside each store, so that no 64-bit policy register lives across the kernel's code)."""
+    edited = RECORD_STORE.sub(
+        lambda m: (
+            f"\tcreatepolicy.fractional.L2::{priority}.b64 \t%pik_pol, 1.0;\n"
+            f"\t@%pik_w st.global.L2::cache_hint{m['shape']} \t[%pik_a], "
+        ),
+        ptx,
+    )
+    edited = re.sub(
+        r"(\t@%pik_w st\.global\.L2::cache_hint.*)\};$", r"\1}, %pik_pol;", edited, flags=re.MULTILINE
+    )
+    edited = edited.replace("\t.reg .pred \t%pik_w", "\t.reg .b64 \t%pik_pol;\n\t.reg .pred \t%pik_w", 1)
+    return _changed(name, ptx, edited)
+
+
+def records_evict_last(ptx: str) -> str:
+    """Every record's line kept in L2 before the kernel's own (``L2::evict_last``): whether the
+    records' DRAM writes can wait until the kernel's stream has passed."""
+    return _with_policy(ptx, "records_evict_last", "evict_last")
+
+
+def records_evict_first(ptx: str) -> str:
+    """Every record's line the first to leave L2 (``L2::evict_first``): whether the records'
+    lines cost the kernel its own lines in L2."""
+    return _with_policy(ptx, "records_evict_first", "evict_first")
+
+
+def records_half_bytes(ptx: str) -> str:
+    """Each pair written as 8 bytes (its two clocks, no tags) at an 8-byte stride: half the bytes
+    of a 16-byte entry, as a layout of 8-byte pairs would write (the records are lost: a timing
+    experiment). What halving the bytes would gain."""
+    edited = ptx.replace(
+        "\tmad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;", "\tmad.wide.u32 \t%pik_a, %pik_t, 8, %pik_rec;"
+    )
+    edited = _PAIR_STORE.sub(
+        lambda m: f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{m['begin']}, %pik_c}};", edited
+    )
+    return _changed("records_half_bytes", ptx, edited)
+
+
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
     change.__name__: change
     for change in (
@@ -286,6 +333,9 @@ RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         records_lane_copied,
         records_never_stored,
         records_to_one_slot,
+        records_evict_last,
+        records_evict_first,
+        records_half_bytes,
     )
 }
 KERNELS = ("gelu", "layer_norm")
