@@ -164,7 +164,9 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
     )
 }
 RECORD_STORE = re.compile(
-    r"^\t@%pik_w st\.global(?P<shape>\.v[24]\.(?:b32|u64)) \t\[%pik_a\], ", re.MULTILINE
+    r"^\t@%pik_w st\.global\.L2::cache_hint(?P<shape>\.v[24]\.(?:b32|u64)) \t\[%pik_a\], "
+    r"(?P<values>\{[^}]*\}), %pik_pol;$",
+    re.MULTILINE,
 )
 MAX_WARPS = 32
 _COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;\n"
@@ -173,7 +175,7 @@ _COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;\n"
 def _to_shared(ptx: str, warp_bytes: int, registers: str = "", slot: str = "[%pik_sh]") -> str:
     """Every record's store sent to shared memory, at ``slot`` in the warp's ``warp_bytes``
     (``%pik_sh``) of one static array, which ``registers`` (declarations) may address."""
-    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.shared{m['shape']} \t{slot}, ", ptx)
+    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.shared{m['shape']} \t{slot}, {m['values']};", ptx)
     edited = edited.replace(
         "\t.reg .pred \t%pik_w", f"\t.reg .b32 \t%pik_sh;\n{registers}\t.reg .pred \t%pik_w", 1
     )
@@ -279,37 +281,26 @@ def records_to_one_slot(ptx: str) -> str:
 
 
 _PAIR_STORE = re.compile(
-    r"^\t@%pik_w st\.global\.v4\.b32 \t\[%pik_a\], \{\w+, (?P<begin>%pik_b\d+), \w+, %pik_c\};$", re.MULTILINE
+    r"^\t@%pik_w st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], "
+    r"\{\w+, (?P<begin>%pik_b\d+), \w+, %pik_c\}, %pik_pol;$",
+    re.MULTILINE,
 )
+_POLICY = "createpolicy.fractional.L2::evict_last.b64"
 
 
-def _with_policy(ptx: str, name: str, priority: str) -> str:
-    """Every record's store with an L2 eviction ``priority`` for its line (``createpolicy``
-    beside each store, so that no 64-bit policy register lives across the kernel's code)."""
-    edited = RECORD_STORE.sub(
-        lambda m: (
-            f"\tcreatepolicy.fractional.L2::{priority}.b64 \t%pik_pol, 1.0;\n"
-            f"\t@%pik_w st.global.L2::cache_hint{m['shape']} \t[%pik_a], "
-        ),
-        ptx,
-    )
-    edited = re.sub(
-        r"(\t@%pik_w st\.global\.L2::cache_hint.*)\};$", r"\1}, %pik_pol;", edited, flags=re.MULTILINE
-    )
-    edited = edited.replace("\t.reg .pred \t%pik_w", "\t.reg .b64 \t%pik_pol;\n\t.reg .pred \t%pik_w", 1)
-    return _changed(name, ptx, edited)
-
-
-def records_evict_last(ptx: str) -> str:
-    """Every record's line kept in L2 before the kernel's own (``L2::evict_last``): whether the
-    records' DRAM writes can wait until the kernel's stream has passed."""
-    return _with_policy(ptx, "records_evict_last", "evict_last")
+def records_default_l2_policy(ptx: str) -> str:
+    """Every record's store without its L2 eviction policy (``stores_ptx``: ``evict_last``), as
+    before it: what the policy gains."""
+    edited = RECORD_STORE.sub(lambda m: f"\t@%pik_w st.global{m['shape']} \t[%pik_a], {m['values']};", ptx)
+    return _changed("records_default_l2_policy", ptx, edited)
 
 
 def records_evict_first(ptx: str) -> str:
-    """Every record's line the first to leave L2 (``L2::evict_first``): whether the records'
-    lines cost the kernel its own lines in L2."""
-    return _with_policy(ptx, "records_evict_first", "evict_first")
+    """Every record's line the first to leave L2 (``L2::evict_first``) instead of the last:
+    whether the records' lines cost the kernel its own lines in L2."""
+    return _changed(
+        "records_evict_first", ptx, ptx.replace(_POLICY, "createpolicy.fractional.L2::evict_first.b64")
+    )
 
 
 def records_half_bytes(ptx: str) -> str:
@@ -320,7 +311,10 @@ def records_half_bytes(ptx: str) -> str:
         "\tmad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;", "\tmad.wide.u32 \t%pik_a, %pik_t, 8, %pik_rec;"
     )
     edited = _PAIR_STORE.sub(
-        lambda m: f"\t@%pik_w st.global.v2.b32 \t[%pik_a], {{{m['begin']}, %pik_c}};", edited
+        lambda m: (
+            f"\t@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{m['begin']}, %pik_c}}, %pik_pol;"
+        ),
+        edited,
     )
     return _changed("records_half_bytes", ptx, edited)
 
@@ -333,7 +327,7 @@ RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         records_lane_copied,
         records_never_stored,
         records_to_one_slot,
-        records_evict_last,
+        records_default_l2_policy,
         records_evict_first,
         records_half_bytes,
     )

@@ -50,8 +50,16 @@ def empty_scopes(out, n):
     tl.store(out + tl.program_id(0), n)
 
 
+# A single record's store, its L2 policy and all (``lowering.stores_ptx``).
+_SINGLE_STORE = re.compile(
+    r"\t@%pik_w st\.global\.L2::cache_hint\.v2\.b32 \t\[%pik_a\], (?P<values>\{\d+, %pik_c\}), %pik_pol;\n"
+)
+
+
 def streaming_stores(ptx: str) -> str:
-    return ptx.replace("@%pik_w st.global.v2.b32", "@%pik_w st.global.cs.v2.b32")
+    return ptx.replace(
+        "@%pik_w st.global.L2::cache_hint.v2.b32", "@%pik_w st.global.cs.L2::cache_hint.v2.b32"
+    )
 
 
 def no_clock_read(ptx: str) -> str:
@@ -60,12 +68,8 @@ def no_clock_read(ptx: str) -> str:
 
 def no_store(ptx: str) -> str:
     # Keep the clock reads alive: sum them and write the sum where the epilogue writes a zero.
-    ptx = re.sub(
-        r"\t@%pik_w st.global.v2.b32 \t\[%pik_a\], \{\d+, %pik_c\};\n",
-        "\tadd.s32 \t%pik_lane, %pik_lane, %pik_c;\n",
-        ptx,
-    )
-    return ptx.replace("%pik_singles, 0};", "%pik_singles, %pik_lane};")
+    edited = _SINGLE_STORE.sub("\tadd.s32 \t%pik_lane, %pik_lane, %pik_c;\n", ptx)
+    return edited.replace("%pik_singles, 0};", "%pik_singles, %pik_lane};")
 
 
 def no_ring_mask(ptx: str) -> str:
@@ -90,7 +94,7 @@ def shared_memory(ptx: str) -> str:
         f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
         f"mad.lo.u32 \t%pik_t, %pik_t, {ENTRY_BYTES}, %pik_sm;",
     )
-    return ptx.replace("st.global.v2.b32 \t[%pik_a]", "st.shared.v2.b32 \t[%pik_t]")
+    return _SINGLE_STORE.sub(lambda m: f"\t@%pik_w st.shared.v2.b32 \t[%pik_t], {m['values']};\n", ptx)
 
 
 SINGLES = Mode(capacity=1 << 15, pairs=False)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
 from xdsl.ir import Operation
 
 from proton_ik.contract.layout import (
@@ -26,15 +25,13 @@ from proton_ik.contract.layout import (
     TAG_INDEX_MASK,
     TAG_INDEX_SHIFT,
     VALUE_ENTRY_DTYPE,
-    scalar_fields,
-    vector_fields,
 )
 from proton_ik.dialect.pikgpu_operands import GuardOp, RegisterOp, StoreEventOp, StoreValueOp
+from proton_ik.lowering import stores_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 TAG_REGISTER = "%pik_ev_tag"
 PREDICATE_REGISTER = "%pik_ev_on"
-_STORE_TYPES = {4: "b32", 8: "u64"}
 
 
 def declarations() -> list[str]:
@@ -50,16 +47,6 @@ def _register(value) -> str:
     if not isinstance(owner, RegisterOp):
         raise ValueError(f"{PASS_NAME}: an operand must come from a pikgpu.register, got {owner}")
     return owner.register.data
-
-
-def _store(dtype: np.dtype, values: dict[str, object]) -> str:
-    """One vector store of ``values`` into the entry at ``%pik_a``, fields named by ``dtype``."""
-    names = list(values)
-    offset = vector_fields(dtype, names)
-    size = scalar_fields(dtype)[names[0]][1]
-    address = f"%pik_a+{offset}" if offset else "%pik_a"
-    operands = "{" + ", ".join(map(str, values.values())) + "}"
-    return f"\t@%pik_w st.global.v{len(names)}.{_STORE_TYPES[size]} \t[{address}], {operands};"
 
 
 def _slot(capacity: int) -> list[str]:
@@ -81,7 +68,7 @@ def store_event(op: StoreEventOp, capacity: int) -> list[str]:
     ]
     work = tag + _slot(capacity)
     body = [_CLOCK, *work] if op.is_end else [*work, _CLOCK]
-    store = _store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"})
+    store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"})
     return ["\t// pik event record", *body, store, *_COUNT_SINGLE]
 
 
@@ -96,7 +83,7 @@ def store_value(op: StoreValueOp, capacity: int) -> list[str]:
         "\t// pik value record",
         *_slot(capacity),
         _CLOCK,
-        _store(VALUE_ENTRY_DTYPE, values),
+        stores_ptx.entry_store(VALUE_ENTRY_DTYPE, values),
         *_COUNT_SINGLE,
     ]
 

@@ -13,8 +13,6 @@ every vector store: each names the layout fields it writes (``vector``).
 
 from __future__ import annotations
 
-import numpy as np
-
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
@@ -25,29 +23,13 @@ from proton_ik.contract.layout import (
     VERSION,
     WARPS_PER_WARPGROUP,
     Granularity,
-    scalar_fields,
-    vector_fields,
 )
 from proton_ik.dialect.pikgpu import SegmentSetupOp
 from proton_ik.lowering import sampling as sampling_ptx
-from proton_ik.lowering import staging
+from proton_ik.lowering import staging, stores_ptx
+from proton_ik.lowering.stores_ptx import header_store
 
 EXIT_LABEL = "$pik_exit"
-_STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
-
-
-def vector(dtype: np.dtype, values: dict[str, object]) -> tuple[int, str, str]:
-    """One vector store of ``values`` into the scalars of ``dtype`` they name: its byte offset,
-    its shape (``v4.b32``) and its operands, in the layout's order (``vector_fields`` checks it)."""
-    names = list(values)
-    offset = vector_fields(dtype, names)
-    size = scalar_fields(dtype)[names[0]][1]
-    return offset, f"v{len(names)}.{_STORE_TYPES[size]}", "{" + ", ".join(map(str, values.values())) + "}"
-
-
-def header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:
-    offset, shape, operands = vector(dtype, values)
-    return f"\t@{guard} st.global.{shape} \t[{base}+{offset}], {operands};"
 
 
 def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
@@ -117,6 +99,7 @@ def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
         *_entries(setup, scratch_param),
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
+        stores_ptx.POLICY,
         *(staging.prologue(_writer(setup)[1]) if staged else []),
         "\tmov.u32 \t%pik_start_clock, %clock;",
         "\tmov.u32 \t%pik_start_time, %globaltimer_lo;",

@@ -20,7 +20,7 @@ In aggregate mode, ``aggregate_to_ptx`` adds its registers, prologue and begin a
 the guards of predicated records.
 
 All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
-every vector store: each names the layout fields it writes (``frame_ptx.vector``).
+every vector store: each names the layout fields it writes (``stores_ptx.vector``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,15 @@ from proton_ik.dialect.pikgpu import (
     StorePairOp,
     StoreRecordOp,
 )
-from proton_ik.lowering import aggregate_to_ptx, events_to_ptx, frame_ptx, placement, ptx_text, staging
+from proton_ik.lowering import (
+    aggregate_to_ptx,
+    events_to_ptx,
+    frame_ptx,
+    placement,
+    ptx_text,
+    staging,
+    stores_ptx,
+)
 from proton_ik.lowering import sampling as sampling_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
@@ -72,7 +80,18 @@ _REGS_32 = [
     "cta",
     "sm",
 ]
-_REGS_64 = ["scratch", "base", "unit_base", "rec", "a", "clk64", "gtime", "start_clock64", "start_time64"]
+_REGS_64 = [
+    "scratch",
+    "base",
+    "unit_base",
+    "rec",
+    "a",
+    "pol",
+    "clk64",
+    "gtime",
+    "start_clock64",
+    "start_time64",
+]
 _PREDS = ["w", "h"]
 
 
@@ -98,13 +117,6 @@ def _declarations(pairs: int) -> list[str]:
     ]
 
 
-def _entry_store(values: dict[str, object]) -> str:
-    """A store into the entry at ``%pik_a``: one record, or a begin/end pair."""
-    offset, shape, operands = frame_ptx.vector(ENTRY_DTYPE, values)
-    address = f"%pik_a+{offset}" if offset else "%pik_a"
-    return f"\t@%pik_w st.global.{shape} \t[{address}], {operands};"
-
-
 def _slot(capacity: int) -> list[str]:
     return [
         f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
@@ -115,7 +127,7 @@ def _slot(capacity: int) -> list[str]:
 def _single(store: StoreRecordOp, capacity: int) -> list[str]:
     clock = ["\tmov.u32 \t%pik_c, %clock;"]
     store_lines = [
-        _entry_store({"first.tag": store.tag.value.data, "first.clock": "%pik_c"}),
+        stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": store.tag.value.data, "first.clock": "%pik_c"}),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
         "\tadd.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -135,13 +147,14 @@ def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
         "\t// pik pair end",
         "\tmov.u32 \t%pik_c, %clock;",
         *_slot(capacity),
-        _entry_store(
+        stores_ptx.entry_store(
+            ENTRY_DTYPE,
             {
                 "first.tag": tags[0],
                 "first.clock": f"%pik_b{pair}",
                 "second.tag": tags[1],
                 "second.clock": "%pik_c",
-            }
+            },
         ),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
     ]

@@ -32,6 +32,7 @@ import re
 
 from proton_ik.contract.layout import ENTRY_BYTES
 from proton_ik.lowering.occupancy import SM_LIMITS, residency
+from proton_ik.lowering.stores_ptx import RECORD_POLICY
 
 STAGE_ENTRIES = 8  # the most entries a staged unit writes
 STAGE_BYTES = STAGE_ENTRIES * ENTRY_BYTES  # shared memory per unit
@@ -46,7 +47,9 @@ _WITHOUT_OPT_IN = 48 * 1024
 
 _SLOT = re.compile(r"^\tand\.b32 \t%pik_t, %pik_n, \d+;$")
 _ADDRESS = f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;"
-_STORE = re.compile(r"^\t@%pik_w st\.global\.v4\.b32 \t\[%pik_a\], ")
+_STORE = re.compile(
+    rf"^\t@%pik_w st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], (?P<values>\{{[^}}]*\}}), {RECORD_POLICY};$"
+)
 _COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;"
 
 
@@ -108,7 +111,7 @@ def staged_pair(lines: list[str], site: int) -> list[str]:
     at = out.index(_ADDRESS)
     out[at] = f"\tmad.lo.u32 \t%pik_ss, %pik_n, {ENTRY_BYTES}, %pik_sh;"
     store = out.index(lines[stores[0]])
-    out[store] = _STORE.sub("\t@%pik_w st.shared.v4.b32 \t[%pik_ss], ", lines[stores[0]])
+    out[store] = _STORE.sub(r"\t@%pik_w st.shared.v4.b32 \t[%pik_ss], \g<values>;", lines[stores[0]])
     return out
 
 

@@ -328,7 +328,7 @@ def single_instructions(scope: int, is_end: bool, capacity: int) -> list[str]:
     # An end reads the clock first, so that its own arithmetic is outside the scope.
     return [
         *(clock + slot if is_end else slot + clock),
-        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -347,7 +347,7 @@ def pair_end_instructions(pair: Pair, capacity: int, staged: bool = False) -> li
         "mov.u32 \t%pik_c, %clock;",
         f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
         f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
-        f"@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, {pair.register}, {tags[1]}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v4.b32 \t[%pik_a], {{{tags[0]}, {pair.register}, {tags[1]}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
     ]
 

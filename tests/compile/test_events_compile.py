@@ -95,7 +95,10 @@ def test_every_feature_compiles_to_a_cubin_with_its_name_table(compiled):
 
 def test_values_carry_their_type(compile_kernel):
     kernel = compile_kernel(triton_kernel, SIGNATURE, CONSTEXPRS, mode=Mode(), num_warps=4)
-    types = re.findall(r"st\.global\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, %\w+, (\d)\};", kernel.asm["ptx"])
+    types = re.findall(
+        r"st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, %\w+, (\d)\}, %pik_pol;",
+        kernel.asm["ptx"],
+    )
     # iteration and tile (i32), sum and half (f32), unsigned (u32): LLVM may unroll the loop,
     # and "never" was dropped.
     assert sorted(set(map(int, types))) == [0, 1, 2]

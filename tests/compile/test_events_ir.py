@@ -362,7 +362,7 @@ def test_an_event_index_register_goes_into_the_tags_index_bits():
     ]
     slot = ["and.b32 \t%pik_t, %pik_n, 7;", "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;"]
     store = [
-        "@%pik_w st.global.v2.b32 \t[%pik_a], {%pik_ev_tag, %pik_c};",
+        "@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {%pik_ev_tag, %pik_c}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -400,7 +400,7 @@ def test_a_value_is_one_sixteen_byte_entry_and_a_guard_branches_around_its_site(
         "and.b32 \t%pik_t, %pik_n, 7;",
         "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
         "mov.u32 \t%pik_c, %clock;",
-        f"@%pik_w st.global.v4.b32 \t[%pik_a], {{{tag}, %pik_c, %r4, {int(ValueType.UINT32)}}};",
+        f"@%pik_w st.global.L2::cache_hint.v4.b32 \t[%pik_a], {{{tag}, %pik_c, %r4, {int(ValueType.UINT32)}}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
         "$pik_skip_5:",

@@ -55,4 +55,4 @@ def test_each_event_starts_in_one_partition_and_ends_in_the_other(compiled):
     # slot_free's start and end are predicated (the last slots are never refilled).
     assert len(re.findall(r"setp\.ne\.b32 \t%pik_ev_on", ptx)) == 2
     value = make_tag(table["phase"], False, RecordKind.VALUE)
-    assert len(re.findall(rf"st\.global\.v4\.b32 \t\[%pik_a\], \{{{value}, ", ptx)) == 1
+    assert len(re.findall(rf"st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], \{{{value}, ", ptx)) == 1

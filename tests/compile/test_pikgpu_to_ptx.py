@@ -90,7 +90,7 @@ def single(scope: int, is_end: bool, capacity: int) -> list[str]:
     clock = ["mov.u32 \t%pik_c, %clock;"]
     return [
         *(clock + slot if is_end else slot + clock),
-        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -106,7 +106,7 @@ def pair_end(scope: int, register: int, capacity: int) -> list[str]:
         "mov.u32 \t%pik_c, %clock;",
         f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
         "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
-        f"@%pik_w st.global.v4.b32 \t[%pik_a], {{{tags[0]}, %pik_b{register}, {tags[1]}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v4.b32 \t[%pik_a], {{{tags[0]}, %pik_b{register}, {tags[1]}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
     ]
 
@@ -207,7 +207,7 @@ def test_a_single_record_costs_six_instructions(lowered: str):
         "and.b32 \t%pik_t, %pik_n, 1023;",
         "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
         "mov.u32 \t%pik_c, %clock;",
-        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(0, False)}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(0, False)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -216,7 +216,7 @@ def test_a_single_record_costs_six_instructions(lowered: str):
         "mov.u32 \t%pik_c, %clock;",
         "and.b32 \t%pik_t, %pik_n, 1023;",
         "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
-        f"@%pik_w st.global.v2.b32 \t[%pik_a], {{{make_tag(0, True)}, %pik_c}};",
+        f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(0, True)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
         "add.s32 \t%pik_singles, %pik_singles, 1;",
     ]

@@ -75,7 +75,9 @@ def kernel_registers(ptx: str) -> dict[str, list[str]]:
     return {
         "predicate": re.findall(r"setp\.ne\.b32 \t%pik_ev_on, (%\w+), 0;", ptx),
         "index": re.findall(r"shl\.b32 \t%pik_ev_tag, (%\w+), 16;", ptx),
-        "value": re.findall(r"st\.global\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, (%\w+), \d+\};", ptx),
+        "value": re.findall(
+            r"st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, (%\w+), \d+\}, %pik_pol;", ptx
+        ),
     }
 
 

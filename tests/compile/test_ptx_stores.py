@@ -12,7 +12,8 @@ clocks of its records, and no byte may be written by two threads, or outside the
 The interpreter knows only the instructions the lowering emits (``mov`` from special registers,
 ``shr``/``shl``/``and``/``or``/``add``/``sub``/``min``/``div``/``rem``/``not``/``bfind``/``cvt``/``mul``/
 ``mad``, ``and.pred``, ``setp``
-with ``eq``/``ne``/``lt`` and an optional ``and``, predicated vector ``st.global``,
+with ``eq``/``ne``/``lt`` and an optional ``and``, predicated vector ``st.global`` (with an L2
+cache hint from ``createpolicy``),
 ``red.global`` add and max, branches to its own labels, ``bar.warp.sync``). It runs the
 ``%pik_`` instructions of a straight-line kernel in text order and skips the kernel's own, which
 never touch a ``%pik_`` register; where ours read one of the kernel's registers (a predicate, an
@@ -59,6 +60,7 @@ CLOCK0 = (3 << 32) + 0xFFFF_F000  # clock64 near a 32-bit wrap, so %clock and %c
 TIME0 = 1_700_000_000_000_000_000  # %globaltimer, ns: far from any clock64 value
 SM_COUNT = 132
 CLOCK_STEP = 37  # cycles between a thread's clock reads, by default
+POLICY = 0xC0FFEE  # what createpolicy gives the interpreter: a value to hand on, nothing more
 
 
 @triton.jit
@@ -287,7 +289,18 @@ def run_thread(
             if ins.op[2] == "and":
                 result = result and bool(value(args[3]))
             regs[args[0]] = int(result)
+        elif base == "createpolicy":  # an L2 eviction policy: opaque, only handed to stores
+            regs[args[0]] = POLICY
         elif base == "st" and ins.op[1] == "global":
+            if ins.op[2] == "L2::cache_hint":  # the policy is the last operand, and no data
+                if value(args[-1]) != POLICY:
+                    raise PtxError(f"PTX line {ins.line}: a cache hint without createpolicy's policy")
+                ins = Instruction(
+                    ins.line, ins.text, ins.op[:2] + ins.op[3:], args[:-1], ins.guard, ins.negate
+                )
+                args = ins.args
+                bits = _BITS.get(ins.op[-1], 0)
+                mask = (1 << bits) - 1
             address = _ADDRESS.match(args[0])
             if address is None:
                 raise PtxError(f"PTX line {ins.line}: cannot read the address {args[0]}")
@@ -434,9 +447,12 @@ def warp_pairs(compile_kernel) -> Case:
 def test_a_short_kernels_pairs_are_staged_and_copied_once_at_the_exit(compile_kernel):
     staged = compile_case(compile_kernel, *MODES["warp-pairs"]).ptx
     unstaged = compile_case(compile_kernel, *MODES["warp-pairs-unstaged"]).ptx
-    assert staged.count("st.shared.v4.b32 \t[%pik_ss]") == 2 and "st.global.v4.b32 \t[%pik_a]" not in staged
+    assert (
+        staged.count("st.shared.v4.b32 \t[%pik_ss]") == 2
+        and "st.global.L2::cache_hint.v4.b32 \t[%pik_a]" not in staged
+    )
     assert staged.count("cp.async.bulk.global.shared::cta.bulk_group") == 1
-    assert "st.shared" not in unstaged and unstaged.count("st.global.v4.b32 \t[%pik_a]") == 2
+    assert "st.shared" not in unstaged and unstaged.count("st.global.L2::cache_hint.v4.b32 \t[%pik_a]") == 2
     # the singles of pairs=off never stage: a single's store is inside its scope
     singles = compile_case(compile_kernel, *MODES["warp-singles-ring"]).ptx
     assert "cp.async.bulk" not in singles
@@ -558,3 +574,16 @@ def test_the_interpreter_refuses_what_it_does_not_know():
     thread = Thread(0, (0, 0, 0), (1, 1, 1), 0, CLOCK0, TIME0)
     with pytest.raises(PtxError, match=r"line 3: the interpreter does not know 'xor.b32"):
         run_thread(program, labels, scratch, thread, Memory(64), 0)
+
+
+def test_every_record_store_keeps_its_line_in_l2_and_no_header_store_does(case: Case):
+    """Records' stores carry the L2 eviction policy made once in the prologue
+    (``stores_ptx.RECORD_POLICY``); the headers' stores, at the exit, keep the default."""
+    lines = [line.strip() for line in case.ptx.splitlines()]
+    records = [line for line in lines if line.startswith("@%pik_w st.global") and "[%pik_a" in line]
+    assert records or "st.shared.v4.b32" in case.ptx  # staged: no record store to the buffer
+    assert all(line.startswith("@%pik_w st.global.L2::cache_hint.") for line in records)
+    assert all(line.endswith(", %pik_pol;") for line in records)
+    assert sum(line.startswith("createpolicy.fractional.L2::evict_last.b64") for line in lines) == 1
+    headers = [line for line in lines if "st.global" in line and "[%pik_a" not in line]
+    assert headers and not any("cache_hint" in line for line in headers)

@@ -42,7 +42,7 @@ cta_bytes = {LAYOUT.cta_bytes} : i64, layout_version = {VERSION} : i64}}
   pikgpu.finalize
 }}"""
 STORE = re.compile(
-    r"st\.global\.v(?P<width>\d)\.(?P<type>b32|u64) \t\[(?P<base>%pik_\w+)(?:\+(?P<offset>\d+))?\], \{(?P<ops>[^}]*)\};"
+    r"st\.global(?:\.L2::cache_hint)?\.v(?P<width>\d)\.(?P<type>b32|u64) \t\[(?P<base>%pik_\w+)(?:\+(?P<offset>\d+))?\], \{(?P<ops>[^}]*)\}(?:, %pik_pol)?;"
 )
 TYPE_BYTES = {"b32": 4, "u64": 8}
 
