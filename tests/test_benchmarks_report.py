@@ -177,3 +177,28 @@ def test_the_committed_report_says_which_issue_10_sections_it_lacks() -> None:
         assert (section in results) != (
             f"Not measured in this run (`python -m benchmarks.run --only {section}`)" in text
         )
+
+
+KEPT_SCRIPT = """
+from benchmarks.report.targets import proton_records_kept
+occupancy = {"variants": {
+    "plain": {"warps": 8, "shared": 32, "profile_scratch_per_cta": 0},
+    "proton_shared": {"warps": 8, "shared": 8224, "profile_scratch_per_cta": 8320},
+    "proton_global": {"warps": 8, "shared": 32, "profile_scratch_per_cta": 131200},
+}}
+print(proton_records_kept("proton_shared", occupancy), proton_records_kept("proton_global", occupancy),
+      proton_records_kept("proton_shared", {"variants": {}}))
+"""
+
+
+def test_the_records_a_proton_buffer_keeps_per_warp_come_from_its_bytes() -> None:
+    """Proton's rings (../shared/ANCHORS.md): shared memory over the plain kernel's, or the
+    per-CTA scratch less a 40-byte header and 4 bytes per warp, split between the warps and
+    rounded down to a power of two, 8 bytes a record. (A subprocess from the repository root:
+    xdsl installs a package named ``benchmarks`` too.)"""
+    run = subprocess.run(
+        [sys.executable, "-c", KEPT_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    # 1 KiB per warp in shared memory, 16 KiB per warp in the global scratch
+    assert run.stdout.split() == ["128", "2048", "None"]

@@ -12,6 +12,9 @@ from benchmarks.report import event_cost
 
 OURS = "proton_ik"
 PROTON = ("proton_global", "proton_shared")
+# Proton's buffer (../shared/ANCHORS.md): a per-CTA header of 40 bytes and 4 per warp, then one
+# circular segment per warp, a power of two in bytes, of 8-byte records.
+PROTON_HEADER_BYTES, PROTON_HEADER_BYTES_PER_WARP, PROTON_RECORD_BYTES = 40, 4, 8
 HALF_OF_PROTON_KERNELS = ("matmul", "attention", "attention_causal")
 
 # No reason here is typed prose: each is computed from the same run's numbers (issue 13).
@@ -178,7 +181,7 @@ def occupancy_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         reverse=True,
     )[:2]
     return [
-        _proton_row(kernels),
+        _proton_row(kernels, results.get("occupancy", {}).get("kernels", {})),
         _row(
             "issue10_geomean",
             f"issue 10: kernel overhead geomean <= {ISSUE10_GEOMEAN_MAX:g}% (default mode)",
@@ -210,7 +213,26 @@ def occupancy_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _proton_row(kernels: dict[str, Any]) -> dict[str, Any]:
+def proton_records_kept(variant: str, occupancy: dict[str, Any]) -> int | None:
+    """The most records per warp that a Proton variant's circular buffer keeps, from a kernel's
+    occupancy entry: its buffer (the shared memory it adds, or its per-CTA scratch less the
+    header) split between the warps, rounded down to a power of two, 8 bytes a record."""
+    variants = occupancy.get("variants", {})
+    plain, theirs = variants.get("plain"), variants.get(variant)
+    if not plain or not theirs or not theirs.get("warps"):
+        return None
+    warps = theirs["warps"]
+    if variant == "proton_shared":
+        buffer = theirs["shared"] - plain["shared"]
+    else:
+        buffer = (
+            theirs["profile_scratch_per_cta"] - PROTON_HEADER_BYTES - PROTON_HEADER_BYTES_PER_WARP * warps
+        )
+    segment = buffer // warps
+    return (1 << segment.bit_length() - 1) // PROTON_RECORD_BYTES if segment > 0 else 0
+
+
+def _proton_row(kernels: dict[str, Any], occupancy: dict[str, dict[str, Any]]) -> dict[str, Any]:
     key, goal = (
         "issue10_vs_proton",
         "issue 10: on every suite kernel, the default mode costs no more than Proton's best mode",
@@ -224,7 +246,15 @@ def _proton_row(kernels: dict[str, Any]) -> dict[str, Any]:
         compared += 1
         if pct[OURS] > min(theirs):
             noise = _within_noise(kernel, pct[OURS], min(theirs))
-            over.append(f"{name} {pct[OURS]:+.1f}% against Proton's best {min(theirs):+.1f}%{noise}")
+            best = min((p for p in PROTON if p in pct), key=lambda p: pct[p])
+            kept = proton_records_kept(best, occupancy.get(name, {}))
+            most = kernel.get("records_per_warp", {}).get("max")
+            drops = (
+                f" ({best} keeps at most {kept} of a warp's {most} records; its circular buffer drops the rest)"
+                if kept is not None and most is not None and kept < most
+                else ""
+            )
+            over.append(f"{name} {pct[OURS]:+.1f}% against Proton's best {min(theirs):+.1f}%{noise}{drops}")
     if not compared:
         return _row(key, goal, "-", None, "not measured in this run")
     measured = f"{compared - len(over)} of {compared} kernels"
