@@ -319,6 +319,18 @@ def records_half_bytes(ptx: str) -> str:
     return _changed("records_half_bytes", ptx, edited)
 
 
+_RECORD_CLOCK = re.compile(r"^\tmov\.u32 \t(?P<register>%pik_(?:b\d+|c)), %clock;$", re.MULTILINE)
+
+
+def records_without_clocks(ptx: str) -> str:
+    """Every record's clock read replaced by a copy of the count, the stores kept: whether a loop
+    pays for its records' clock reads, which ptxas moves nothing across (the records are wrong:
+    a timing experiment)."""
+    return _changed(
+        "records_without_clocks", ptx, _RECORD_CLOCK.sub(r"\tmov.u32 \t\g<register>, %pik_n;", ptx)
+    )
+
+
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
     change.__name__: change
     for change in (
@@ -330,6 +342,7 @@ RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         records_default_l2_policy,
         records_evict_first,
         records_half_bytes,
+        records_without_clocks,
     )
 }
 KERNELS = ("gelu", "layer_norm")

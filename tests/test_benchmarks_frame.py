@@ -93,6 +93,7 @@ for problem in kernels.suite(False, 132):
         "full/records_to_one_slot",
         "full/records_default_l2_policy",
         "full/records_half_bytes",
+        "full/records_without_clocks",
     ):
         with scope_parts.compiling(part, Mode(stage=False)) as knob:
             source = compile_check.source(problem.fn, problem.signature, problem.constexprs)
@@ -108,6 +109,7 @@ for problem in kernels.suite(False, 132):
             "never": ptx.count("setp.eq.and.u64 \\t%pik_w, %pik_scratch, 1, %pik_w;"),
             "ring_slots": ptx.count("and.b32 \\t%pik_t, %pik_n,"),
             "half": ptx.count("st.global.L2::cache_hint.v2.b32 \\t[%pik_a]"),
+            "clock_reads": ptx.count(", %clock;"),
             "cubin": len(compiled.asm["cubin"]),
         }
 print(json.dumps(found))
@@ -136,5 +138,8 @@ def test_the_records_experiment_sends_every_record_store_to_shared_memory() -> N
         # The same stores without their L2 eviction policy; or 8 bytes each at an 8-byte stride.
         default = found[f"{kernel} full/records_default_l2_policy"]
         assert (default["record_stores"], default["unhinted"], default["cubin"] > 0) == (0, pairs, True)
+        # The records' clock reads gone (the unit's start read stays), their stores kept.
+        unclocked = found[f"{kernel} full/records_without_clocks"]
+        assert (unclocked["record_stores"], unclocked["clock_reads"]) == (pairs, 1)
         half = found[f"{kernel} full/records_half_bytes"]
         assert (half["record_stores"], half["half"], half["cubin"] > 0) == (0, pairs, True)
