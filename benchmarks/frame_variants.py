@@ -331,6 +331,23 @@ def records_without_clocks(ptx: str) -> str:
     )
 
 
+_PAIR_END = re.compile(
+    r"^(?P<clock>\tmov\.u32 \t%pik_c, %clock;\n)(?P<slot>\tand\.b32 \t%pik_t, %pik_n, \d+;\n"
+    r"\tmad\.wide\.u32 \t%pik_a, %pik_t, \d+, %pik_rec;\n)(?P<store>\t@%pik_w st\.global\S* \t\[%pik_a\], "
+    r"\{[^}]*%pik_c\}(?:, %pik_pol)?;\n)(?P<count>\tadd\.s32 \t%pik_n, %pik_n, 1;\n)",
+    re.MULTILINE,
+)
+
+
+def records_slot_before_end_clock(ptx: str) -> str:
+    """Each pair's slot, address and count computed before its end's clock read, not after: only
+    the store follows the clock read, where the kernel's next instructions wait behind whatever
+    comes after it (ptxas moves nothing across a clock read). The records are as before; the
+    slot arithmetic moves inside the scope's end."""
+    edited = _PAIR_END.sub(lambda m: m["slot"] + m["count"] + m["clock"] + m["store"], ptx)
+    return _changed("records_slot_before_end_clock", ptx, edited)
+
+
 RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
     change.__name__: change
     for change in (
@@ -343,6 +360,7 @@ RECORD_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         records_evict_first,
         records_half_bytes,
         records_without_clocks,
+        records_slot_before_end_clock,
     )
 }
 KERNELS = ("gelu", "layer_norm")
