@@ -14,10 +14,18 @@ carry-chain instruction. The begin's clock is then read before that arithmetic, 
 free to move into the scope, as it does in the plain kernel. What the kernel computes, the
 records and their counts are unchanged; a scope's begin is earlier by that pure arithmetic.
 
-A begin moves only if its lines read no register of the kernel's (the ``%pik_`` registers are
+An end goes the other way, below the run of such lines after its marker (``sunk``): ptxas
+moves nothing across its clock read either, and the arithmetic after an end marker is often
+what the plain kernel's schedule computes early, inside the scope. In flash attention that is
+the next iteration's addresses and counters. Behind the end's clock read they wait for it, and
+they come after the iteration's last matrix multiply, ahead of its barrier, costing about 5% of
+the kernel (docs/PERFORMANCE.md, issue 10). An end's clock is then read after that arithmetic,
+which ptxas is free to move into the scope, as it does in the plain kernel.
+
+A record moves only if its lines read no register of the kernel's (the ``%pik_`` registers are
 written nowhere else, so no kernel instruction can depend on them): a record with a predicate
-or a value stays where its register is defined. Ends stay where they are, so that a begin never
-passes the end of the scope before it.
+or a value stays where its register is defined. An end stays where the run after it ends at
+another marker: a begin there takes the run into its scope, and never passes the end before it.
 """
 
 from __future__ import annotations
@@ -80,3 +88,29 @@ def hoisted(lines: list[str], site: int, start: int) -> int:
     while top - 1 > start and _passable(lines[top - 1]):
         top -= 1
     return top
+
+
+def sunk(lines: list[str], site: int, end: int) -> int | None:
+    """The line before which an end marked at line ``site`` goes: below the run of passable lines
+    after its marker (and after the ``// end inline asm`` that closes it), never past the body's
+    closing line ``end``; None where it stays, because the run ends at another marker (inline
+    asm that holds nothing but a comment) or there is no run."""
+    bottom = site + 1 if lines[site + 1].strip() == ASM_END else site
+    after = bottom + 1
+    while after < end and _passable(lines[after]):
+        after += 1
+    if after == bottom + 1 or _is_marker(lines, after):
+        return None
+    return after
+
+
+def _is_marker(lines: list[str], index: int) -> bool:
+    """Whether an inline asm block opens at ``index`` with only comments in it: a marker."""
+    if lines[index].strip() != ASM_BEGIN:
+        return False
+    inside = index + 1
+    while inside < len(lines) and lines[inside].strip() != ASM_END:
+        if not lines[inside].strip().startswith("//"):
+            return False
+        inside += 1
+    return True

@@ -146,3 +146,52 @@ def test_hoisting_stops_at_labels_and_at_the_body_start():
     ]
     assert placement.hoisted(lines, 5, 1) == 3
     assert placement.hoisted(["{", "\tadd.s32 \t%r1, %r1, 1;", "\t// pik.marker"], 2, 0) == 1
+
+
+def test_an_end_goes_below_the_pure_arithmetic_after_its_marker_and_stops_at_memory():
+    lines = [
+        "{",
+        "\t// begin inline asm",
+        "\t// pik.marker end",  # 2: the end's marker
+        "\t// end inline asm",
+        "\t.loc\t1 12 4",
+        "\tadd.s32 \t%r1, %r1, 1;",
+        "\tmul.wide.s32 \t%rd2, %r1, 2;",
+        "\tbar.sync \t0;",  # 7: what stops it
+        "\tadd.s32 \t%r2, %r1, 1;",
+        "}",
+    ]
+    assert placement.sunk(lines, 2, len(lines) - 1) == 7
+    # The kernel's own inline asm (a load) stops it too; the end goes right above it.
+    with_load = [
+        *lines[:7],
+        "\t// begin inline asm",
+        "\tld.global.b32 %r3, [%rd2];",
+        "\t// end inline asm",
+        "}",
+    ]
+    assert placement.sunk(with_load, 2, len(with_load) - 1) == 7
+
+
+def test_an_end_stays_where_the_arithmetic_after_it_runs_into_another_marker_or_there_is_none():
+    before_a_begin = [
+        "{",
+        "\t// begin inline asm",
+        "\t// pik.marker end",
+        "\t// end inline asm",
+        "\tadd.s32 \t%r1, %r1, 1;",  # a begin's marker follows: the begin takes this into its scope
+        "\t// begin inline asm",
+        "\t// pik.marker begin",
+        "\t// end inline asm",
+        "}",
+    ]
+    assert placement.sunk(before_a_begin, 2, len(before_a_begin) - 1) is None
+    nothing_after = [
+        "{",
+        "\t// begin inline asm",
+        "\t// pik.marker end",
+        "\t// end inline asm",
+        "\tret;",
+        "}",
+    ]
+    assert placement.sunk(nothing_after, 2, len(nothing_after) - 1) is None
