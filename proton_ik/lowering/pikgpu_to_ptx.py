@@ -104,7 +104,7 @@ class PtxPlan:
     sites: dict[int, list[str]] = field(default_factory=dict)
     epilogue: list[str] = field(default_factory=list)
     begins: set[int] = field(default_factory=set)  # sites of begins: placed by ``placement``
-    ends: set[int] = field(default_factory=set)  # sites of pair ends and end records: likewise
+    pair_begins: dict[int, int] = field(default_factory=dict)  # a pair's end site -> its begin site
     module: list[str] = field(default_factory=list)  # module-scope lines, before the entry
 
 
@@ -210,7 +210,9 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxP
     if events_to_ptx.plan_sites(ops, plan.sites, capacity):
         plan.declarations += events_to_ptx.declarations()
     plan.begins = {site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
-    plan.ends = {site_of(op) for op in ops if _is_end(op)}
+    plan.pair_begins = {
+        site_of(op): site_of(op.begin_clock.owner) for op in ops if isinstance(op, StorePairOp)
+    }
     if staged:
         plan.module, registers = staging.declarations(setup.layout.units)
         plan.declarations += registers
@@ -221,12 +223,6 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxP
 def _is_entry_but_a_pair(op) -> bool:
     """A single record, an event's record or a value mark: an entry that is not a scope pair."""
     return isinstance(op, StoreRecordOp) or events_to_ptx.is_entry(op)
-
-
-def _is_end(op) -> bool:
-    """A scope's end: a pair's end or a single end record (not an aggregate end, whose lines
-    branch)."""
-    return isinstance(op, StorePairOp) or (isinstance(op, StoreRecordOp) and op.is_end)
 
 
 def _is_begin(op, pair_of_begin) -> bool:
@@ -253,8 +249,9 @@ def apply_plan(ptx: str, plan: PtxPlan) -> str:
     # Ends first: where an end and a begin arrive at one line, the end's lines come first.
     moved = {
         site: target
-        for site in sorted(plan.ends & movable)
-        if (target := placement.sunk(lines, site, end)) is not None
+        for site, begin in sorted(plan.pair_begins.items())
+        if site in movable
+        and (target := placement.sunk(lines, site, end, placement.written(lines[begin:site]))) is not None
     }
     moved |= {site: placement.hoisted(lines, site, last_decl) for site in sorted(plan.begins & movable)}
     arriving: dict[int, list[str]] = {}

@@ -26,6 +26,10 @@ A record moves only if its lines read no register of the kernel's (the ``%pik_``
 written nowhere else, so no kernel instruction can depend on them): a record with a predicate
 or a value stays where its register is defined. An end stays where the run after it ends at
 another marker: a begin there takes the run into its scope, and never passes the end before it.
+An end never passes an instruction that reads what its scope computed: that instruction waits
+for the scope's work (a spin's last clock read, a load), and the end's clock would measure the
+wait: the GPU tests' short spins measured over 20 cycles too long before this rule. So only a pair's end moves, whose scope's lines
+between its two markers are known.
 """
 
 from __future__ import annotations
@@ -90,18 +94,42 @@ def hoisted(lines: list[str], site: int, start: int) -> int:
     return top
 
 
-def sunk(lines: list[str], site: int, end: int) -> int | None:
+def sunk(lines: list[str], site: int, end: int, inside: set[str]) -> int | None:
     """The line before which an end marked at line ``site`` goes: below the run of passable lines
     after its marker (and after the ``// end inline asm`` that closes it), never past the body's
-    closing line ``end``; None where it stays, because the run ends at another marker (inline
-    asm that holds nothing but a comment) or there is no run."""
+    closing line ``end``, and never past a line that reads a register of ``inside``, the
+    registers its scope writes (``written``): that line waits for the scope's work, and the end
+    would measure the wait. None where it stays: the run ends at another marker (inline asm that
+    holds nothing but a comment), or there is no run."""
     bottom = site + 1 if lines[site + 1].strip() == ASM_END else site
     after = bottom + 1
-    while after < end and _passable(lines[after]):
+    while after < end and _passable(lines[after]) and not reads_any(lines[after], inside):
         after += 1
     if after == bottom + 1 or _is_marker(lines, after):
         return None
     return after
+
+
+def written(lines: list[str]) -> set[str]:
+    """The registers that ``lines`` write: each instruction's first operand, or the registers of
+    the vector it starts with (inline asm's, a wgmma's accumulators); none for stores, barriers
+    and branches, whose first operand is an address, a number or a label."""
+    found: set[str] = set()
+    for line in lines:
+        match = _INSTRUCTION.match(line.split("//", 1)[0].strip())
+        if match is None:
+            continue
+        first = match.group("args").strip()
+        first = first[: first.index("}") + 1] if first.startswith("{") else first.split(",", 1)[0]
+        if not first.startswith("["):
+            found.update(_REGISTER.findall(first))
+    return found
+
+
+def reads_any(line: str, registers: set[str]) -> bool:
+    """Whether the instruction on ``line`` names any of ``registers`` (as a source, or as a
+    destination that another reads: either way it belongs after the scope's work)."""
+    return any(register in registers for register in _REGISTER.findall(line.split("//", 1)[0]))
 
 
 def _is_marker(lines: list[str], index: int) -> bool:

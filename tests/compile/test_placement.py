@@ -161,7 +161,7 @@ def test_an_end_goes_below_the_pure_arithmetic_after_its_marker_and_stops_at_mem
         "\tadd.s32 \t%r2, %r1, 1;",
         "}",
     ]
-    assert placement.sunk(lines, 2, len(lines) - 1) == 7
+    assert placement.sunk(lines, 2, len(lines) - 1, set()) == 7
     # The kernel's own inline asm (a load) stops it too; the end goes right above it.
     with_load = [
         *lines[:7],
@@ -170,7 +170,7 @@ def test_an_end_goes_below_the_pure_arithmetic_after_its_marker_and_stops_at_mem
         "\t// end inline asm",
         "}",
     ]
-    assert placement.sunk(with_load, 2, len(with_load) - 1) == 7
+    assert placement.sunk(with_load, 2, len(with_load) - 1, set()) == 7
 
 
 def test_an_end_stays_where_the_arithmetic_after_it_runs_into_another_marker_or_there_is_none():
@@ -185,7 +185,7 @@ def test_an_end_stays_where_the_arithmetic_after_it_runs_into_another_marker_or_
         "\t// end inline asm",
         "}",
     ]
-    assert placement.sunk(before_a_begin, 2, len(before_a_begin) - 1) is None
+    assert placement.sunk(before_a_begin, 2, len(before_a_begin) - 1, set()) is None
     nothing_after = [
         "{",
         "\t// begin inline asm",
@@ -194,4 +194,27 @@ def test_an_end_stays_where_the_arithmetic_after_it_runs_into_another_marker_or_
         "\tret;",
         "}",
     ]
-    assert placement.sunk(nothing_after, 2, len(nothing_after) - 1) is None
+    assert placement.sunk(nothing_after, 2, len(nothing_after) - 1, set()) is None
+
+
+def test_an_end_never_passes_what_reads_its_scopes_work():
+    scope = [
+        "\tmov.u64 \t%rd7, %clock64;",  # the scope's work: a spin's last clock read
+        "\t// begin inline asm",
+        "\tmma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1}, {%r2}, {%f1, %f2, %f3, %f4};",
+        "\t// end inline asm",
+        "\tst.global.b32 \t[%rd1], %r9;",
+    ]
+    assert placement.written(scope) == {"%rd7", "%f1", "%f2", "%f3", "%f4"}
+    lines = [
+        "{",
+        "\t// begin inline asm",
+        "\t// pik.marker end",
+        "\t// end inline asm",
+        "\tadd.s32 \t%r1, %r1, 1;",  # passes: reads nothing of the scope's
+        "\tsub.s64 \t%rd8, %rd7, %rd6;",  # 5: waits for the spin's clock read; the end stops here
+        "\tbar.sync \t0;",
+        "}",
+    ]
+    assert placement.sunk(lines, 2, len(lines) - 1, placement.written(scope)) == 5
+    assert placement.sunk(lines, 2, len(lines) - 1, {"%r1"}) is None  # the first line reads it
