@@ -14,7 +14,8 @@ carry-chain instruction. The begin's clock is then read before that arithmetic, 
 free to move into the scope, as it does in the plain kernel. What the kernel computes, the
 records and their counts are unchanged; a scope's begin is earlier by that pure arithmetic.
 
-An end goes the other way, below the run of such lines after its marker (``sunk``): ptxas
+An end goes the other way, below the run of cheap integer arithmetic after its marker
+(``sunk``), none of it a special register's read or a slow instruction: ptxas
 moves nothing across its clock read either, and the arithmetic after an end marker is often
 what the plain kernel's schedule computes early, inside the scope. In flash attention that is
 the next iteration's addresses and counters. Behind the end's clock read they wait for it, and
@@ -95,19 +96,47 @@ def hoisted(lines: list[str], site: int, start: int) -> int:
 
 
 def sunk(lines: list[str], site: int, end: int, inside: set[str]) -> int | None:
-    """The line before which an end marked at line ``site`` goes: below the run of passable lines
-    after its marker (and after the ``// end inline asm`` that closes it), never past the body's
+    """The line before which an end marked at line ``site`` goes: below the run of cheap lines
+    (``sinkable``) after its marker (and after the ``// end inline asm`` that closes it), never past the body's
     closing line ``end``, and never past a line that reads a register of ``inside``, the
     registers its scope writes (``written``): that line waits for the scope's work, and the end
     would measure the wait. None where it stays: the run ends at another marker (inline asm that
     holds nothing but a comment), or there is no run."""
     bottom = site + 1 if lines[site + 1].strip() == ASM_END else site
     after = bottom + 1
-    while after < end and _passable(lines[after]) and not reads_any(lines[after], inside):
+    while after < end and sinkable(lines[after]) and not reads_any(lines[after], inside):
         after += 1
     if after == bottom + 1 or _is_marker(lines, after):
         return None
     return after
+
+
+# What an end may pass: integer and address arithmetic of a few cycles each. Not a special
+# register's read (``S2R``, 20 cycles and more), not a division, square root or transcendental:
+# the end's clock read is issued after what it passes, so a slow one would delay it.
+_CHEAP_OPCODES = frozenset(
+    (
+        *("abs", "add", "and", "bfe", "bfi", "brev", "clz", "cnot", "cvta", "lop3", "mad", "mad24"),
+        *("max", "min", "mov", "mul", "mul24", "neg", "not", "or", "popc", "prmt", "sad", "selp"),
+        *("set", "setp", "shf", "shl", "shr", "slct", "sub", "xor"),
+    )
+)
+_SPECIAL = re.compile(r"%(?!pik_)[a-z_]+(?:\.[xyz])?\b(?!\d)")
+
+
+def sinkable(line: str) -> bool:
+    """A line an end may move below: blank, a comment (but inline asm's), ``.loc``, or cheap
+    arithmetic that reads no special register."""
+    text = line.strip()
+    if text in (ASM_BEGIN, ASM_END):
+        return False
+    code = text.split("//", 1)[0].strip()
+    if not code or code.startswith(".loc"):
+        return True
+    match = _INSTRUCTION.match(code)
+    if match is None or not is_pure(code) or match.group("op").split(".")[0] not in _CHEAP_OPCODES:
+        return False
+    return not any(_SPECIAL.fullmatch(r) for r in _REGISTER.findall(match.group("args")))
 
 
 def written(lines: list[str]) -> set[str]:

@@ -218,3 +218,17 @@ def test_an_end_never_passes_what_reads_its_scopes_work():
     ]
     assert placement.sunk(lines, 2, len(lines) - 1, placement.written(scope)) == 5
     assert placement.sunk(lines, 2, len(lines) - 1, {"%r1"}) is None  # the first line reads it
+
+
+def test_an_end_stops_at_a_special_registers_read_and_at_slow_arithmetic():
+    """Its clock read is issued after what it passes: an S2R or a square root would delay it."""
+    head = [
+        "{",
+        "\t// begin inline asm",
+        "\t// pik.marker end",
+        "\t// end inline asm",
+        "\tadd.s32 \t%r1, %r1, 1;",
+    ]
+    for stop in ("\tmov.u32 \t%r2, %tid.x;", "\tsqrt.rn.f32 \t%r3, %r4;", "\tcvt.rn.f32.s64 \t%r5, %rd1;"):
+        lines = [*head, stop, "\tbar.sync \t0;", "}"]
+        assert placement.sunk(lines, 2, len(lines) - 1, set()) == 5, stop
