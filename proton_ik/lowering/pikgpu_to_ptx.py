@@ -251,6 +251,7 @@ def apply_plan(ptx: str, plan: PtxPlan) -> str:
         site: target
         for site, begin in sorted(plan.pair_begins.items())
         if site in movable
+        and placement.in_loop(lines, site, start, end)
         and (target := placement.sunk(lines, site, end, placement.written(lines[begin:site]))) is not None
     }
     moved |= {site: placement.hoisted(lines, site, last_decl) for site in sorted(plan.begins & movable)}

@@ -27,7 +27,9 @@ A record moves only if its lines read no register of the kernel's (the ``%pik_``
 written nowhere else, so no kernel instruction can depend on them): a record with a predicate
 or a value stays where its register is defined. An end stays where the run after it ends at
 another marker: a begin there takes the run into its scope, and never passes the end before it.
-An end never passes an instruction that reads what its scope computed: that instruction waits
+An end moves only inside a loop, where it costs the kernel once per iteration; in straight-line
+code the arithmetic it passes would delay its clock read for nothing (two back-to-back scopes
+measured more than 20 cycles long). An end never passes an instruction that reads what its scope computed: that instruction waits
 for the scope's work (a spin's last clock read, a load), and the end's clock would measure the
 wait: the GPU tests' short spins measured over 20 cycles too long before this rule. So only a pair's end moves, whose scope's lines
 between its two markers are known.
@@ -171,3 +173,17 @@ def _is_marker(lines: list[str], index: int) -> bool:
             return False
         inside += 1
     return True
+
+
+_LABEL = re.compile(r"^(?P<label>[$\w]+):")
+_BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+(?P<label>[$\w]+);")
+
+
+def in_loop(lines: list[str], site: int, start: int, end: int) -> bool:
+    """Whether line ``site`` of the body between ``start`` and ``end`` lies in a loop: a branch
+    after it goes back to a label before it."""
+    before = {m["label"] for line in lines[start:site] if (m := _LABEL.match(line.strip()))}
+    return any(
+        (m := _BRANCH_TARGET.search(line.split("//", 1)[0])) is not None and m["label"] in before
+        for line in lines[site:end]
+    )

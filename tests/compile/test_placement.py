@@ -232,3 +232,12 @@ def test_an_end_stops_at_a_special_registers_read_and_at_slow_arithmetic():
     for stop in ("\tmov.u32 \t%r2, %tid.x;", "\tsqrt.rn.f32 \t%r3, %r4;", "\tcvt.rn.f32.s64 \t%r5, %rd1;"):
         lines = [*head, stop, "\tbar.sync \t0;", "}"]
         assert placement.sunk(lines, 2, len(lines) - 1, set()) == 5, stop
+
+
+def test_an_end_moves_only_inside_a_loop():
+    body = ["{", "$L__BB0_2:", "\tadd.s32 \t%r1, %r1, 1;", "\t// pik.marker end", "\tadd.s32 \t%r2, %r1, 1;"]
+    assert placement.in_loop([*body, "\t@%p1 bra \t$L__BB0_2;", "}"], 3, 0, 6)
+    assert not placement.in_loop([*body, "\t@%p1 bra \t$L__BB0_9;", "$L__BB0_9:", "}"], 3, 0, 7)
+    assert not placement.in_loop(
+        ["{", "\t// pik.marker end", "\tbra.uni \t$L__BB0_1;", "$L__BB0_1:", "}"], 1, 0, 4
+    )
