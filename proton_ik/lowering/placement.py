@@ -1,4 +1,5 @@
-"""Where a begin's PTX goes: above the pure arithmetic that precedes its marker.
+"""Where a record's PTX goes: a begin above the pure arithmetic before its marker, and a loop's
+pair end below the cheap arithmetic after it.
 
 ptxas moves no instruction across a read of the SM clock (``CS2R SR_CLOCKLO``), not even pure
 arithmetic. LLVM places a scope's begin marker after whatever arithmetic it chose to compute
@@ -14,25 +15,24 @@ carry-chain instruction. The begin's clock is then read before that arithmetic, 
 free to move into the scope, as it does in the plain kernel. What the kernel computes, the
 records and their counts are unchanged; a scope's begin is earlier by that pure arithmetic.
 
-An end goes the other way, below the run of cheap integer arithmetic after its marker
-(``sunk``), none of it a special register's read or a slow instruction: ptxas
-moves nothing across its clock read either, and the arithmetic after an end marker is often
-what the plain kernel's schedule computes early, inside the scope. In flash attention that is
-the next iteration's addresses and counters. Behind the end's clock read they wait for it, and
-they come after the iteration's last matrix multiply, ahead of its barrier, costing about 5% of
-the kernel (docs/PERFORMANCE.md, issue 10). An end's clock is then read after that arithmetic,
-which ptxas is free to move into the scope, as it does in the plain kernel.
+In a loop, a pair's end goes the other way, below the run of cheap integer arithmetic after
+its marker (``sunk``). ptxas moves nothing across the end's clock read either, and the
+arithmetic after an end marker is often what the plain kernel computes early, inside the scope:
+in flash attention, the next iteration's addresses and counters. Behind the clock read they came
+after the iteration's last matrix multiply, ahead of its barrier, and cost about 3 points of the
+kernel (docs/PERFORMANCE.md, issue 10). Below it, ptxas is free to move them into the scope.
 
 A record moves only if its lines read no register of the kernel's (the ``%pik_`` registers are
 written nowhere else, so no kernel instruction can depend on them): a record with a predicate
-or a value stays where its register is defined. An end stays where the run after it ends at
-another marker: a begin there takes the run into its scope, and never passes the end before it.
-An end moves only inside a loop, where it costs the kernel once per iteration; in straight-line
-code the arithmetic it passes would delay its clock read for nothing (two back-to-back scopes
-measured more than 20 cycles long). An end never passes an instruction that reads what its scope computed: that instruction waits
-for the scope's work (a spin's last clock read, a load), and the end's clock would measure the
-wait: the GPU tests' short spins measured over 20 cycles too long before this rule. So only a pair's end moves, whose scope's lines
-between its two markers are known.
+or a value stays where its register is defined. The end's clock read is issued after what the
+end passes, so an end passes only what is cheap and never waits for the scope's work:
+- no special register's read, division, square root or transcendental (``sinkable``);
+- no instruction that reads a register its scope wrote (``written``): a spin's last clock read,
+  a load's value;
+- nothing in straight-line code, where the cost comes once and the delay would not pay for it;
+- nothing where the run ends at another marker: a begin there takes the run into its own scope.
+On the GPU, without the second rule short spins read more than 20 cycles long, and without the
+third two back-to-back scopes did.
 """
 
 from __future__ import annotations
@@ -99,11 +99,10 @@ def hoisted(lines: list[str], site: int, start: int) -> int:
 
 def sunk(lines: list[str], site: int, end: int, inside: set[str]) -> int | None:
     """The line before which an end marked at line ``site`` goes: below the run of cheap lines
-    (``sinkable``) after its marker (and after the ``// end inline asm`` that closes it), never past the body's
-    closing line ``end``, and never past a line that reads a register of ``inside``, the
-    registers its scope writes (``written``): that line waits for the scope's work, and the end
-    would measure the wait. None where it stays: the run ends at another marker (inline asm that
-    holds nothing but a comment), or there is no run."""
+    (``sinkable``) after its marker and its ``// end inline asm``, never past the body's closing
+    line ``end``, nor past a line that reads a register of ``inside`` (what its scope wrote).
+    None where it stays: the run ends at another marker (inline asm of comments only), or there
+    is no run."""
     bottom = site + 1 if lines[site + 1].strip() == ASM_END else site
     after = bottom + 1
     while after < end and sinkable(lines[after]) and not reads_any(lines[after], inside):
@@ -158,8 +157,7 @@ def written(lines: list[str]) -> set[str]:
 
 
 def reads_any(line: str, registers: set[str]) -> bool:
-    """Whether the instruction on ``line`` names any of ``registers`` (as a source, or as a
-    destination that another reads: either way it belongs after the scope's work)."""
+    """Whether the instruction on ``line`` names any of ``registers``."""
     return any(register in registers for register in _REGISTER.findall(line.split("//", 1)[0]))
 
 
