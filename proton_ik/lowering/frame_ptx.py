@@ -2,13 +2,13 @@
 
 The prologue (``pikgpu.segment_setup``) stores nothing: it finds the unit's entries in the
 ``profile_scratch`` parameter and its writer lane, and reads the low 32 bits of the start's
-clock and %globaltimer. The epilogue (``pikgpu.finalize``), which every ``ret`` branches to,
+clock and %globaltimer, and makes the records' L2 policy (``stores_ptx``). The epilogue (``pikgpu.finalize``), which every ``ret`` branches to,
 reads the end's clock64 and %globaltimer, rebuilds the start's, and writes the unit header and,
 in thread 0, the CTA header (docs/PERFORMANCE.md, issue 10: stores before the kernel's first
 loads cost short CTAs the most). Staged kernels (``staging``) copy their entries there too.
 
 All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
-every vector store: each names the layout fields it writes (``vector``).
+every vector store: each names the layout fields it writes (``stores_ptx.vector``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.dialect.pikgpu import SegmentSetupOp
 from proton_ik.lowering import sampling as sampling_ptx
-from proton_ik.lowering import staging, stores_ptx
-from proton_ik.lowering.stores_ptx import header_store
+from proton_ik.lowering import staging
+from proton_ik.lowering.stores_ptx import POLICY, header_store
 
 EXIT_LABEL = "$pik_exit"
 
@@ -99,7 +99,7 @@ def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
         *_entries(setup, scratch_param),
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
-        stores_ptx.POLICY,
+        POLICY,  # the L2 policy of the records' stores (``stores_ptx``)
         *(staging.prologue(_writer(setup)[1]) if staged else []),
         "\tmov.u32 \t%pik_start_clock, %clock;",
         "\tmov.u32 \t%pik_start_time, %globaltimer_lo;",
