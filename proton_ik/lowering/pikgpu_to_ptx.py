@@ -287,4 +287,10 @@ def lower_to_ptx(module: ModuleOp, ptx: str, staged: bool = False) -> str:
     _, params = ptx_text.entry_params(ptx.splitlines())
     if not params:
         raise ValueError("the kernel has no parameters; Triton's profile_scratch must be the last one")
-    return apply_plan(ptx, plan_ptx(module, params[-1], staged))
+    instrumented = apply_plan(ptx, plan_ptx(module, params[-1], staged))
+    sm = ptx_text.target_sm(ptx.splitlines())
+    return (
+        instrumented
+        if sm is None or sm >= stores_ptx.POLICY_MIN_SM
+        else stores_ptx.without_policy(instrumented)
+    )

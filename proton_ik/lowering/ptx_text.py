@@ -19,6 +19,15 @@ def kernel_name(ptx: str) -> str:
     return names[0]
 
 
+_TARGET = re.compile(r"^\s*\.target\s+sm_(?P<sm>\d+)")
+
+
+def target_sm(lines: list[str]) -> int | None:
+    """The SM version of the module's ``.target`` directive (``sm_90a`` -> 90), or None."""
+    found = next((m for line in lines if (m := _TARGET.match(line))), None)
+    return None if found is None else int(found["sm"])
+
+
 def entry_params(lines: list[str]) -> tuple[int, list[str]]:
     """The line index of the ``.entry`` and its parameter names, in order."""
     for index, line in enumerate(lines):

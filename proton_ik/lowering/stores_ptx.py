@@ -11,13 +11,20 @@ uniform register, so it costs the kernel no register.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from proton_ik.contract.layout import scalar_fields, vector_fields
 
-# The records' L2 eviction policy, set once in the prologue.
+# The records' L2 eviction policy, set once in the prologue; ``createpolicy`` and cache hints
+# need sm_80 and later (``without_policy``).
 RECORD_POLICY = "%pik_pol"
 POLICY = f"\tcreatepolicy.fractional.L2::evict_last.b64 \t{RECORD_POLICY}, 1.0;"
+POLICY_MIN_SM = 80
+_HINTED = re.compile(
+    rf"^(\t@%pik_w st\.global)\.L2::cache_hint(\.\S+ \t\[[^\]]+\], \{{[^}}]*\}}), {RECORD_POLICY};$", re.M
+)
 _STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
 
 
@@ -37,6 +44,11 @@ def entry_store(dtype: np.dtype, values: dict[str, object]) -> str:
     offset, shape, operands = vector(dtype, values)
     address = f"%pik_a+{offset}" if offset else "%pik_a"
     return f"\t@%pik_w st.global.L2::cache_hint.{shape} \t[{address}], {operands}, {RECORD_POLICY};"
+
+
+def without_policy(ptx: str) -> str:
+    """Instrumented PTX for a GPU before sm_80: the records' stores without their L2 policy."""
+    return _HINTED.sub(r"\1\2;", ptx.replace(POLICY + "\n", ""))
 
 
 def header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:

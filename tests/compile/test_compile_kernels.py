@@ -789,3 +789,19 @@ def test_call_sequences_keep_their_braces(compile_kernel):
     assert [p.scope for p in pairs(ptx)] == [0] and records(ptx) == []
     # The one pair is the only entry.
     assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=1).cta_bytes
+
+
+@pytest.mark.parametrize("sm", [75, 80, 90])
+def test_records_keep_their_lines_in_l2_from_sm_80_and_assemble_before_it(sm):
+    """``createpolicy`` and cache hints exist from sm_80 on (``stores_ptx``): before it the
+    records' stores go without their L2 policy, and the kernel still assembles."""
+    mode = Mode(stage=False)
+    with proton_ik.instrumented(mode):
+        source = ASTSource(add_kernel, signature=ADD_SIGNATURE, constexprs={"BLOCK": 1024})
+        options = {"instrumentation_mode": mode.knob, "num_warps": 4}
+        compiled = triton.compile(source, target=GPUTarget("cuda", sm, 32), options=options)
+    ptx = compiled.asm["ptx"]
+    hinted = ptx.count("st.global.L2::cache_hint.v4.b32 \t[%pik_a]")
+    plain = ptx.count("st.global.v4.b32 \t[%pik_a]")
+    assert (hinted, plain, "createpolicy" in ptx) == ((2, 0, True) if sm >= 80 else (0, 2, False))
+    assert compiled.asm["cubin"]
