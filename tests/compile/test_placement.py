@@ -1,6 +1,7 @@
-"""Where a begin's PTX goes (``lowering.placement``): above the pure arithmetic before its marker,
-never past memory, control flow, inline asm or a clock, and never when it reads the kernel's
-registers. Text in, text out, then ptxas on what came out."""
+"""Where a record's PTX goes (``lowering.placement``): a begin above the pure arithmetic before
+its marker, never past memory, control flow, inline asm or a clock, and never when it reads the
+kernel's registers; in a loop, a pair's end below the cheap arithmetic after its marker, never
+past what reads its scope's work. Text in, text out, then ptxas on what came out."""
 
 from __future__ import annotations
 
@@ -241,3 +242,68 @@ def test_an_end_moves_only_inside_a_loop():
     assert not placement.in_loop(
         ["{", "\t// pik.marker end", "\tbra.uni \t$L__BB0_1;", "$L__BB0_1:", "}"], 1, 0, 4
     )
+
+
+# A loop's scope in the shape of flash attention's KV loop (attention.py's JIT PTX): the scope's
+# work, its end, then the next iteration's counters and addresses, a barrier and a prefetch.
+LOOP_KERNEL = """\
+.version 8.7
+.target sm_90a
+.address_size 64
+
+.visible .entry k(
+	.param .u64 .ptr .global .align 1 k_param_0,
+	.param .u32 k_param_1,
+	.param .u64 .ptr .global .align 1 k_param_2
+)
+.reqntid 128
+{
+	.reg .pred 	%p<3>;
+	.reg .b32 	%r<12>;
+	.reg .b64 	%rd<5>;
+
+	ld.param.b64 	%rd1, [k_param_0];
+	ld.param.b32 	%r1, [k_param_1];
+	mov.b32 	%r2, 0;
+	mov.b32 	%r3, 0;
+$L__BB0_2:
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "begin", scope = "kv"}> : () -> ()
+	// end inline asm
+	ld.global.b32 	%r4, [%rd1];
+	mul.lo.s32 	%r5, %r4, 3;
+	// begin inline asm
+	// pik.marker "pik.record"() <{kind = "end", scope = "kv"}> : () -> ()
+	// end inline asm
+	add.s32 	%r6, %r3, 1;
+	setp.gt.s32 	%p1, %r6, 2;
+	selp.b32 	%r3, 0, %r6, %p1;
+	mul.wide.s32 	%rd2, %r3, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	add.s32 	%r7, %r5, %r2;
+	bar.sync 	0;
+	st.global.b32 	[%rd3], %r7;
+	add.s32 	%r2, %r2, 1;
+	setp.lt.s32 	%p2, %r2, %r1;
+	@%p2 bra 	$L__BB0_2;
+	ret;
+$L__func_end0:
+}
+"""
+
+
+def test_a_loops_end_goes_below_the_next_iterations_arithmetic_and_stops_at_the_scopes_work(
+    ptxas, tmp_path: Path
+):
+    result = instrument(LOOP_KERNEL, Mode(), num_warps=4)
+    assert result is not None
+    lines = [line.strip() for line in result.ptx.splitlines()]
+    end = lines.index("// pik pair end")
+    # The counters and the address computed for the next iteration come before the end; the
+    # add that reads the scope's work (%r5) stops it.
+    assert lines.index("selp.b32 \t%r3, 0, %r6, %p1;") < end
+    assert lines.index("add.s64 \t%rd3, %rd1, %rd2;") < end
+    assert lines.index("add.s32 \t%r7, %r5, %r2;") > end
+    assert lines.index("mul.lo.s32 \t%r5, %r4, 3;") < end
+    compiled = ptxas(result.ptx, tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
