@@ -77,6 +77,20 @@ MUTATIONS = [
         "the fitted time offset is dropped: each line goes through its earliest anchor",
     ),
     Mutation(
+        "end-passes-scope-work",
+        "proton_ik.lowering.placement",
+        "while after < end and sinkable(lines[after]) and not reads_any(lines[after], inside):",
+        "while after < end and sinkable(lines[after]):",
+        "a loop's end sinks past arithmetic that reads what its scope computed, and measures the wait",
+    ),
+    Mutation(
+        "records-lose-l2-policy",
+        "proton_ik.lowering.stores_ptx",
+        'return f"\\t@%pik_w st.global.L2::cache_hint.{shape} \\t[{address}], {operands}, {RECORD_POLICY};"',
+        'return f"\\t@%pik_w st.global.{shape} \\t[{address}], {operands};"',
+        "the records' stores go without their L2 policy: their lines leave L2 between entries",
+    ),
+    Mutation(
         "capacity-unbounded",
         "proton_ik.mode",
         "return 1 <= entries <= MAX_CAPACITY and",
