@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from proton_ik.lowering.stores_ptx import POLICY
 from proton_ik.mode import Mode
 
 EXIT = "$pik_exit:"
@@ -275,8 +276,8 @@ def records_never_stored(ptx: str) -> str:
 def records_to_one_slot(ptx: str) -> str:
     """Every record stored to its unit's first slot, over and over: the same global stores, all
     hitting one line of L2, so nothing of ours reaches DRAM (the records are lost: a timing
-    experiment). Whether a loop pays for the writes' path through the SM or for their
-    partial sectors in DRAM."""
+    experiment). Whether a loop pays for the writes' path through the SM or for their traffic
+    to DRAM."""
     return _changed("records_to_one_slot", ptx, _SLOT.sub("\tmov.u32 \t%pik_t, 0;", ptx))
 
 
@@ -285,7 +286,6 @@ _PAIR_STORE = re.compile(
     r"\{\w+, (?P<begin>%pik_b\d+), \w+, %pik_c\}, %pik_pol;$",
     re.MULTILINE,
 )
-_POLICY = "createpolicy.fractional.L2::evict_last.b64"
 
 
 def records_default_l2_policy(ptx: str) -> str:
@@ -299,7 +299,7 @@ def records_evict_first(ptx: str) -> str:
     """Every record's line the first to leave L2 (``L2::evict_first``) instead of the last:
     whether the records' lines cost the kernel its own lines in L2."""
     return _changed(
-        "records_evict_first", ptx, ptx.replace(_POLICY, "createpolicy.fractional.L2::evict_first.b64")
+        "records_evict_first", ptx, ptx.replace(POLICY, POLICY.replace("L2::evict_last", "L2::evict_first"))
     )
 
 
