@@ -40,7 +40,8 @@ def test_only_instructions_that_compute_registers_are_pure(line, pure):
     assert placement.is_pure(line) is pure
 
 
-KERNEL = """\
+# The module and entry of both hand-written kernels below, up to the body's opening brace.
+ENTRY = """\
 .version 8.7
 .target sm_90a
 .address_size 64
@@ -52,6 +53,11 @@ KERNEL = """\
 )
 .reqntid 128
 {
+"""
+
+KERNEL = (
+    ENTRY
+    + """\
 	.reg .pred 	%p<3>;
 	.reg .b32 	%r<8>;
 	.reg .b64 	%rd<3>;
@@ -83,6 +89,7 @@ KERNEL = """\
 $L__func_end0:
 }
 """
+)
 
 
 def _lowered(mode: Mode | None = None) -> list[str]:
@@ -246,18 +253,9 @@ def test_an_end_moves_only_inside_a_loop():
 
 # A loop's scope in the shape of flash attention's KV loop (attention.py's JIT PTX): the scope's
 # work, its end, then the next iteration's counters and addresses, a barrier and a prefetch.
-LOOP_KERNEL = """\
-.version 8.7
-.target sm_90a
-.address_size 64
-
-.visible .entry k(
-	.param .u64 .ptr .global .align 1 k_param_0,
-	.param .u32 k_param_1,
-	.param .u64 .ptr .global .align 1 k_param_2
-)
-.reqntid 128
-{
+LOOP_KERNEL = (
+    ENTRY
+    + """\
 	.reg .pred 	%p<3>;
 	.reg .b32 	%r<12>;
 	.reg .b64 	%rd<5>;
@@ -290,6 +288,7 @@ $L__BB0_2:
 $L__func_end0:
 }
 """
+)
 
 
 def test_a_loops_end_goes_below_the_next_iterations_arithmetic_and_stops_at_the_scopes_work(
