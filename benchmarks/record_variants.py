@@ -14,9 +14,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
 import triton
 import triton.language as tl
 from triton import knobs
@@ -66,10 +66,41 @@ def no_clock_read(ptx: str) -> str:
     return re.sub(r"mov.u32 \t%pik_c, %clock;", "add.u32 \t%pik_c, %pik_n, 7;", ptx)
 
 
+def _kept_alive(ptx: str, clocks: re.Pattern[str], replacement: str) -> str:
+    """``ptx`` with each store that ``clocks`` matches replaced by ``replacement``, which adds its
+    clocks into ``%pik_sum``; the epilogue writes the sum where it writes a zero, so that ptxas
+    cannot drop the clock reads (an unused ``mov %clock`` is dead code to it)."""
+    edited, stores = clocks.subn(replacement, ptx)
+    declared = edited.replace(".reg .b32 \t%pik_n,", ".reg .b32 \t%pik_sum, %pik_n,", 1)
+    zeroed = declared.replace("\tmov.u32 \t%pik_n, 0;", "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sum, 0;", 1)
+    result = zeroed.replace("%pik_singles, 0};", "%pik_singles, %pik_sum};")
+    if not stores or zeroed == declared or result == zeroed:
+        raise RuntimeError("the emitted PTX no longer holds the stores, registers or epilogue this edits")
+    return result
+
+
 def no_store(ptx: str) -> str:
-    # Keep the clock reads alive: sum them and write the sum where the epilogue writes a zero.
-    edited = _SINGLE_STORE.sub("\tadd.s32 \t%pik_lane, %pik_lane, %pik_c;\n", ptx)
-    return edited.replace("%pik_singles, 0};", "%pik_singles, %pik_lane};")
+    return _kept_alive(ptx, _SINGLE_STORE, "\tadd.s32 \t%pik_sum, %pik_sum, %pik_c;\n")
+
+
+# A pair's store (``lowering.stores_ptx``): its begin's clock in %pik_bN, its end's in %pik_c.
+_PAIR_STORE = re.compile(
+    r"\t@%pik_w st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], "
+    r"\{(?P<begin_tag>\d+), (?P<begin>%pik_b\d+), (?P<end_tag>\d+), %pik_c\}, %pik_pol;\n"
+)
+
+
+def pair_no_store(ptx: str) -> str:
+    return _kept_alive(
+        ptx,
+        _PAIR_STORE,
+        "\tadd.s32 \t%pik_sum, %pik_sum, \\g<begin>;\n\tadd.s32 \t%pik_sum, %pik_sum, %pik_c;\n",
+    )
+
+
+def pair_no_clock_read(ptx: str) -> str:
+    edited = re.sub(r"mov\.u32 \t(%pik_b\d+), %clock;", r"add.u32 \t\1, %pik_n, 3;", ptx)
+    return no_clock_read(edited)
 
 
 def no_ring_mask(ptx: str) -> str:
@@ -107,6 +138,8 @@ VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
     "%clock64": (SINGLES, clock64),
     "shared memory": (SINGLES, shared_memory),
     "pairs=on (default)": (Mode(capacity=1 << 15), None),
+    "pairs: no store": (Mode(capacity=1 << 15), pair_no_store),
+    "pairs: no clock read": (Mode(capacity=1 << 15), pair_no_clock_read),
     "granularity=cta, pairs=off": (Mode(granularity="cta", capacity=1 << 15, pairs=False), None),
     "granularity=cta, pairs=on": (Mode(granularity="cta", capacity=1 << 15), None),
 }
@@ -143,16 +176,20 @@ def compile_variant(mode: Mode, transform: Callable[[str], str] | None):
             knobs.compilation.always_compile = False
 
 
-_buffers: dict[int, torch.Tensor] = {}
+_buffers: dict[int, Any] = {}  # torch tensors; torch is imported where a GPU runs
 
 
-def _allocate(size: int, alignment: int, stream: int) -> torch.Tensor:
+def _allocate(size: int, alignment: int, stream: int) -> Any:
+    import torch
+
     if size not in _buffers:
         _buffers[size] = torch.zeros(size, dtype=torch.uint8, device="cuda")
     return _buffers[size]
 
 
 def median_lifetime(kernel, n: int) -> float:
+    import torch
+
     out = torch.zeros(CTAS, dtype=torch.int32, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(3):
