@@ -61,8 +61,8 @@ def breakdown(results: dict[str, Any]) -> list[str]:
             "## Where one record's cycles go",
             "",
             "`benchmarks/record_variants.py`: each variant changes one thing in the PTX emitted for single "
-            "records, in a loop of empty scopes (132 CTAs x 4 warps); cycles per record from the warps' "
-            "own clocks. See docs/PERFORMANCE.md.",
+            "records (or, where it says pairs, for pair entries), in a loop of empty scopes (132 CTAs x 4 "
+            "warps); cycles per record from the warps' own clocks. See docs/PERFORMANCE.md.",
             "",
         ]
         lines += table(
