@@ -77,7 +77,7 @@ def compare(ctx: Context, problems: list[Problem], variants: list[Variant], roun
             continue
         ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
         entry["profile_bytes_per_launch"] = {
-            label: ctas * ck.metadata.profile_scratch_size for label, ck in compiled.items()
+            label: allocated_bytes(ck, ctas) for label, ck in compiled.items()
         }
         entry["profile_bytes_written"] = {label: written_bytes(ck, ctas) for label, ck in compiled.items()}
         for variant in variants:
@@ -108,6 +108,20 @@ def compare(ctx: Context, problems: list[Problem], variants: list[Variant], roun
     del prepared
     torch.cuda.empty_cache()
     return results
+
+
+def allocated_bytes(compiled, ctas: int) -> int | str:
+    """The profile buffer a launch of ``ctas`` CTAs is handed: by proton_ik's allocator, the
+    sampled CTAs' regions (``Sampling.buffer_bytes``); by any other, what Triton's launcher asks
+    for (a region per CTA). The reason, where the kernel's metadata cannot say."""
+    ours = getattr(compiled.metadata, "proton_ik", None)
+    if not ours:
+        return ctas * compiled.metadata.profile_scratch_size
+    try:
+        layout = KernelMetadata.from_dict(ours, compiled.metadata.name).layout
+        return layout.sampling.buffer_bytes(ctas, layout.cta_bytes)
+    except (AttributeError, ValueError) as error:
+        return f"unknown: {error!r}"[:200]
 
 
 def written_bytes(compiled, ctas: int) -> int | str:

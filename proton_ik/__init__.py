@@ -203,7 +203,14 @@ def finalize(session: object = None, output_format: str | None = "", timeline: s
         current.formats = tuple(dict.fromkeys((*current.formats, *_formats(output_format))))
     _session = None
     result = current.finalize()
-    if not result.launches and current.runs_kernels:
+    refused = current.refused_launches
+    if not result.launches and refused:
+        warnings.warn(
+            f"proton_ik: session '{current.name}' recorded no launch, so no file was written: "
+            f"{len(refused)} launch(es) were refused before they ran. {refused[0]}",
+            stacklevel=2,
+        )
+    elif not result.launches and current.runs_kernels:
         warnings.warn(
             f"proton_ik: session '{current.name}' recorded no instrumented launch, so no file was "
             "written. Annotate kernels with pl.scope (or pl.enter_scope / pl.exit_scope) and "

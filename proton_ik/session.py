@@ -182,6 +182,11 @@ class Session:
         self._recorder, self._graphs, self._autotune = recorder, graphs, autotune
 
     @property
+    def refused_launches(self) -> list[str]:
+        """Why each launch that the profile allocator refused (and that never ran) was refused."""
+        return list(self._recorder.refused) if self._recorder is not None else []
+
+    @property
     def runs_kernels(self) -> bool:
         """Whether this session records launches (a GPU is here), not only compiles."""
         return self._recorder is not None

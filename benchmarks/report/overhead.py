@@ -132,8 +132,9 @@ def sampling(results: dict[str, Any]) -> list[str]:
         )
     lines += [
         f"{found['kernel']}, timed with plain in the overhead section's way. Allocated: the profile "
-        "buffer of one launch as Triton's launcher asks for it (CTAs x the per-CTA size); written: the "
-        "regions the launch writes and the runtime copies (the sampled CTAs').",
+        "buffer proton_ik's allocator hands one launch (the sampled CTAs' regions; Triton's launcher "
+        "asks for CTAs x the per-CTA size); written: the regions the launch writes and the runtime "
+        "copies.",
         "",
         *table(["variant", "mode", "overhead % (spread)", "bytes allocated", "bytes written"], rows),
     ]

@@ -7,9 +7,9 @@ belongs to linear CTA ``s * cta_stride``, or to ``cta_ids[s]``. Each CTA region 
 sampled units only, in unit order: segment ``u`` belongs to unit ``unit_ids[u]``. A CTA or unit
 that is not sampled writes nothing, not even a header.
 
-Triton's launcher allocates ``grid * cta_bytes`` whatever the kernel writes (it multiplies the
-per-CTA size by the grid before it calls the profile allocator). A launch writes only its first
-``cta_slots(grid)`` regions; the runtime copies no more, and what lies after them is never read.
+Triton's launcher asks the profile allocator for ``grid * cta_bytes`` whatever the kernel writes.
+A launch writes only its first ``cta_slots(grid)`` regions, so the runtime's allocator hands it
+``buffer_bytes`` where it knows which kernel is launching, and copies no more than those regions.
 """
 
 from __future__ import annotations
@@ -72,6 +72,11 @@ class Sampling:
         if self.cta_ids:
             return bisect.bisect_left(self.cta_ids, ctas)
         return -(-ctas // self.cta_stride)
+
+    def buffer_bytes(self, ctas: int, cta_bytes: int) -> int:
+        """The profile buffer a launch of ``ctas`` CTAs writes into: its sampled CTAs' regions, and
+        at least one region (a launch whose listed CTAs all lie past its grid writes none)."""
+        return max(1, self.cta_slots(ctas)) * cta_bytes
 
     def cta_of_slot(self, slots: np.ndarray) -> np.ndarray:
         """The linear CTA id that owns each CTA region (int64); -1 for a region no CTA owns."""

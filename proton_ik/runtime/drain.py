@@ -15,8 +15,8 @@ flushes (finalize, a graph capture). How a launch is copied depends on its segme
   headers and, per unit, only the ring slots below the largest count. The host keeps each
   unit's written slots: the session file's trimmed form (``contract.trimmed``).
 
-A launch that samples CTAs (``contract.sampling``) writes only its first CTA regions of the
-``grid * cta_bytes`` Triton allocates: either way only those are copied (``held_ctas``).
+A launch that samples CTAs (``contract.sampling``) writes only its first CTA regions, and only
+those are copied (``held_ctas``).
 
 Neither device nor host memory grows with the number of launches.
 """
@@ -214,7 +214,7 @@ class Drain:
             launch.launched.synchronize()
             return
         chunk = launch.chunk
-        meta, num_ctas = held_ctas(launch.meta, launch.layout, chunk.size)
+        meta, num_ctas = held_ctas(launch.meta, launch.layout)
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
             if launch.dense or launch.layout.aggregate:
@@ -280,12 +280,11 @@ class Drain:
         ).zero_()
 
 
-def held_ctas(meta: dict[str, Any], layout: BufferLayout, size: int) -> tuple[dict[str, Any], int]:
-    """The CTA regions a launch's ``size`` bytes hold something in, and its metadata as stored.
-    Triton allocates a region for every CTA of the grid; a launch that samples CTAs writes only
-    the first ``cta_slots`` (``contract.sampling``), and only those are copied: the stored
-    ``num_ctas`` says how many."""
-    launched = size // layout.cta_bytes
+def held_ctas(meta: dict[str, Any], layout: BufferLayout) -> tuple[dict[str, Any], int]:
+    """The CTA regions a launch of ``meta["num_ctas"]`` CTAs holds something in, and its metadata
+    as stored. A launch that samples CTAs writes only the first ``cta_slots`` regions
+    (``contract.sampling``), and only those are copied: the stored ``num_ctas`` says how many."""
+    launched = int(meta["num_ctas"])
     held = layout.sampling.cta_slots(launched)
     return (meta if held == launched else {**meta, "num_ctas": held}), held
 

@@ -6,6 +6,11 @@ launch, then the launch-exit hook. The allocator takes a chunk from the pool of 
 device, the enter hook ties it to the kernel, and the exit hook queues it on that device's
 drain: an event on the launch's stream and nothing more.
 
+The allocator is not told which kernel launches. ``CompiledKernel.launch_metadata``, which
+Triton calls just before the launch while an enter hook is set, is wrapped to say it (the
+kernel and its grid, per thread). A kernel that samples CTAs then gets only the regions its
+sampled CTAs write (``Sampling.buffer_bytes``), not a region for every CTA of the grid.
+
 A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's
 private memory pool, so that every replay writes there and never into a pool chunk that has
 since been handed to another launch; ``runtime.graphs`` copies it out after each replay.
@@ -22,13 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from triton import knobs
+from triton.compiler.compiler import CompiledKernel
 from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import SCRATCH_SIZE_KEY, KernelMetadata, read_compile_metadata
 from proton_ik.runtime.drain import Drain, Launch, Sink
-from proton_ik.runtime.pool import Chunk
+from proton_ik.runtime.pool import Chunk, PoolTooSmall
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,29 @@ def _on_kernel_load(module, function, name, metadata_group, hash) -> None:
         )
 
 
+def _ctas(allocation: _Allocation, kernel: KernelInfo) -> int:
+    """The launch's CTAs: as the allocator learned them, or from Triton's request, a region each."""
+    return allocation.ctas if allocation.ctas is not None else allocation.size // kernel.cta_bytes
+
+
+class _Announcing:
+    """The recorder that the wrapped ``CompiledKernel.launch_metadata`` tells of each launch."""
+
+    recorder: LaunchRecorder | None = None
+
+
+_announcing = _Announcing()
+_plain_launch_metadata = CompiledKernel.launch_metadata
+
+
+def _announced_launch_metadata(self: CompiledKernel, grid: Any, stream: int, *args: Any) -> Any:
+    data = _plain_launch_metadata(self, grid, stream, *args)  # loads the kernel: its handle is set
+    recorder = _announcing.recorder
+    if recorder is not None:
+        recorder.announce(self.function, grid)
+    return data
+
+
 def _launch_names(data: dict[str, Any]) -> dict[str, Any]:
     """The name and numeric metrics a kernel's ``launch_metadata`` gave a launch, as Proton's
     hook="triton" reads them."""
@@ -101,6 +130,7 @@ class _DevicePointer:
 @dataclass
 class _Allocation:
     size: int
+    ctas: int | None  # the grid's CTAs where the allocator knew them (a sampled buffer holds fewer)
     stream: int
     drain: Drain | None = None  # a pool chunk on this device's drain...
     chunk: Chunk | None = None
@@ -110,6 +140,7 @@ class _Allocation:
 class _Launching(threading.local):
     """What one thread's launch in progress holds between Triton's allocator and hook calls."""
 
+    upcoming: tuple[int, int] | None = None  # (function, CTAs): the kernel about to launch
     pending: _Allocation | None = None  # allocated, launch not yet entered
     current: tuple[_Allocation, KernelInfo | None, int, dict[str, Any]] | None = None
 
@@ -139,6 +170,7 @@ class LaunchRecorder:
         self._numbering = threading.Lock()
         self.recording = False
         self.unrecorded: Counter[tuple[str, str]] = Counter()  # (kernel, why) -> launches
+        self.refused: list[str] = []  # why each launch refused before it ran was refused
         # Set by runtime.graphs while a graph is being captured on this thread.
         self.on_captured: Callable[[CapturedLaunch], bool] | None = None
         # Set by runtime.autotune: the config an autotuner is launching, as plain data.
@@ -164,10 +196,12 @@ class LaunchRecorder:
         launching = self._launching
         if launching.pending is not None:
             self._abandon(launching.pending)  # the previous allocation never reached a launch
+        ctas, size = self._regions(size, launching.upcoming)
+        launching.upcoming = None
         # torch's C entry points: their Python wrappers cost microseconds on every launch.
         if torch._C._cuda_isCurrentStreamCapturing():
             buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
-            launching.pending = _Allocation(size, stream or 0, buffer=buffer)
+            launching.pending = _Allocation(size, ctas, stream or 0, buffer=buffer)
             return buffer
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
@@ -175,12 +209,31 @@ class LaunchRecorder:
             drain = self.drain_for(torch._C._cuda_getDevice())
             if stream:
                 self._drain_of_stream[stream] = drain
-        chunk = drain.allocate(size)
-        launching.pending = _Allocation(size, stream or 0, drain=drain, chunk=chunk)
+        try:
+            chunk = drain.allocate(size)
+        except PoolTooSmall as error:  # the launch does not run; finalize says why nothing was
+            self.refused.append(str(error))
+            raise
+        launching.pending = _Allocation(size, ctas, stream or 0, drain=drain, chunk=chunk)
         return _DevicePointer(drain.base + chunk.offset)
+
+    @staticmethod
+    def _regions(size: int, upcoming: tuple[int, int] | None) -> tuple[int | None, int]:
+        """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request
+        of ``size`` bytes: only the sampled CTAs' regions where the launching kernel samples
+        CTAs and Triton asked for a region for each CTA of the grid we were told of (anything
+        else, a cluster launch say, gets all ``size`` bytes, as Triton asked)."""
+        kernel = _kernels.get(upcoming[0]) if upcoming is not None else None
+        if kernel is None or upcoming is None or kernel.layout.sampling.every_cta:
+            return None, size
+        ctas = upcoming[1]
+        if size != ctas * kernel.cta_bytes:
+            return None, size
+        return ctas, kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes)
 
     def enter(self, launch) -> None:
         launching = self._launching
+        launching.upcoming = None  # told of this launch; never of the next, which tells its own
         allocation = launching.pending
         if allocation is None:
             return
@@ -206,16 +259,16 @@ class LaunchRecorder:
             drain = allocation.drain
             drain.submit(Launch(None, allocation.chunk, None, False, drain.event()), stream)
             return
-        meta = self.launch_meta(kernel, allocation.size, stream, allocation.drain.device, named)
+        meta = self.launch_meta(kernel, _ctas(allocation, kernel), stream, allocation.drain.device, named)
         drain = allocation.drain
         drain.submit(Launch(meta, allocation.chunk, kernel.layout, kernel.dense, drain.event()), stream)
 
     # --- helpers ---------------------------------------------------------------------------
     def launch_meta(
-        self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]
+        self, kernel: KernelInfo, ctas: int, stream: int, device: int, named: dict[str, Any]
     ) -> dict[str, Any]:
         """A launch's metadata for the session file; numbers it in the order launches are made."""
-        return {"launch": self.next_launch(), **self._described(kernel, size, stream, device, named)}
+        return {"launch": self.next_launch(), **self._described(kernel, ctas, stream, device, named)}
 
     def next_launch(self) -> int:
         """The next launch number: launches are numbered in the order they are made."""
@@ -225,7 +278,7 @@ class LaunchRecorder:
         return number
 
     def _described(
-        self, kernel: KernelInfo, size: int, stream: int, device: int, named: dict[str, Any]
+        self, kernel: KernelInfo, ctas: int, stream: int, device: int, named: dict[str, Any]
     ) -> dict[str, Any]:
         """What a launch's metadata says of it, but its number."""
         meta: dict[str, Any] = {
@@ -233,7 +286,7 @@ class LaunchRecorder:
             "stream": stream,
             "device": device,
             "num_warps": kernel.num_warps,
-            "num_ctas": size // kernel.cta_bytes,
+            "num_ctas": ctas,
             "profile": kernel.profile,
             **named,
         }
@@ -255,7 +308,7 @@ class LaunchRecorder:
         if kernel is None:
             return
         device = self._torch.cuda.current_device()
-        meta = self._described(kernel, allocation.size, stream, device, named)
+        meta = self._described(kernel, _ctas(allocation, kernel), stream, device, named)
         captured = CapturedLaunch(meta, kernel, allocation.buffer)
         if self.on_captured is not None and self.on_captured(captured):
             return
@@ -283,14 +336,31 @@ class LaunchRecorder:
         knobs.runtime.launch_enter_hook.add(self.enter)
         knobs.runtime.launch_exit_hook.add(self.exit)
         set_profile_allocator(self.allocate)
+        _announcing.recorder = self
+        CompiledKernel.launch_metadata = _announced_launch_metadata
         self.recording = True
 
     def uninstall(self) -> None:
         self.recording = False
+        _announcing.recorder = None
+        if CompiledKernel.launch_metadata is _announced_launch_metadata:  # nobody wrapped ours since
+            CompiledKernel.launch_metadata = _plain_launch_metadata
         knobs.runtime.kernel_load_end_hook.remove(_on_kernel_load)
         knobs.runtime.launch_enter_hook.remove(self.enter)
         knobs.runtime.launch_exit_hook.remove(self.exit)
         set_profile_allocator(None)
+
+    def announce(self, function: int, grid: Any) -> None:
+        """The kernel ``function`` is about to launch on ``grid`` (1 to 3 dimensions) in this
+        thread: the allocator, called next, sizes its buffer from it."""
+        try:
+            ctas = 1
+            for extent in grid:
+                ctas *= int(extent)
+        except (TypeError, ValueError):  # a grid we cannot read: Triton's size stands
+            self._launching.upcoming = None
+            return
+        self._launching.upcoming = (function, ctas)
 
     def close(self) -> None:
         """Copy everything off every device; stop the drain threads."""

@@ -98,11 +98,20 @@ def test_bad_sampling_in_metadata_is_a_schema_error_that_says_where(sampling, me
 
 
 def test_the_drain_keeps_only_the_regions_a_sampled_launch_writes():
-    """Triton allocates grid * cta_bytes; the drain copies and stores the written regions only,
-    and the stored num_ctas says how many."""
+    """The drain copies and stores the written regions only, and the stored num_ctas says how
+    many; the launch's buffer holds those regions and no more."""
     layout = BufferLayout(units=4, capacity=4, sampling=Sampling(cta_stride=4))
     meta = {"launch": 3, "num_ctas": 10}
-    stored, held = held_ctas(meta, layout, 10 * layout.cta_bytes)
+    stored, held = held_ctas(meta, layout)
     assert (held, stored["num_ctas"], meta["num_ctas"]) == (3, 3, 10)
+    assert layout.sampling.buffer_bytes(10, layout.cta_bytes) == 3 * layout.cta_bytes
     unsampled = BufferLayout(units=4, capacity=4)
-    assert held_ctas(meta, unsampled, 10 * unsampled.cta_bytes) == (meta, 10)
+    assert held_ctas(meta, unsampled) == (meta, 10)
+    assert unsampled.sampling.buffer_bytes(10, unsampled.cta_bytes) == 10 * unsampled.cta_bytes
+
+
+def test_a_launch_whose_listed_ctas_lie_past_its_grid_still_gets_one_region():
+    listed = Sampling(cta_ids=(40, 50))
+    assert listed.cta_slots(8) == 0
+    assert listed.buffer_bytes(8, 512) == 512
+    assert listed.buffer_bytes(45, 512) == 512 and listed.buffer_bytes(51, 512) == 1024

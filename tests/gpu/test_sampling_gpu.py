@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import proton_ik
+from proton_ik.runtime.pool import PoolTooSmall
 
 pytestmark = pytest.mark.gpu
 
@@ -81,6 +82,47 @@ def test_a_sampled_ring_launch_is_copied_and_counted_exactly(tmp_path):
     # Per warp: an "outer" begin and end (single records) around 700 "step" pairs: 1402 records,
     # of which the ring keeps the newest 2 * (ring - 1) + 1; 16 CTAs of 2 sampled warps.
     assert int(launches["overwritten"].sum()) == (ctas // 4) * 2 * (2 * iters + 2 - (2 * (ring - 1) + 1))
+
+
+def test_a_sampled_launch_takes_only_its_sampled_ctas_regions_from_the_pool(tmp_path):
+    """16384 CTAs of add_kernel ask for 8 MiB of profile buffer, a region of 512 bytes each. A
+    pool of 1 MiB refuses that launch. With ctas=64 it takes the 256 regions the sampled CTAs
+    write, and the kernel writes nothing past them: the rest of a larger (zeroed) pool stays
+    zero. A list whose CTAs all lie past the grid takes one region and writes none."""
+    n, block, region = 16384 * 1024, 1024, 512
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+
+    def launch():
+        kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+        torch.cuda.synchronize()
+        session = proton_ik._session
+        assert session is not None and session._recorder is not None
+        (drain,) = session._recorder.drains.values()
+        written_past = int(drain.arena[256 * region :].count_nonzero().item())  # the first chunk: offset 0
+        return out.clone(), drain.pool.high_water, written_past
+
+    kernels.add_kernel[(n // block,)](x, y, out, n, BLOCK=block)
+    plain = out.clone()
+    with (
+        pytest.raises(PoolTooSmall, match="needs 8388608 bytes"),
+        pytest.warns(UserWarning, match=r"1 launch\(es\) were refused before they ran\. one launch needs"),
+    ):
+        profiled(tmp_path / "all", "all", launch, pool_bytes=1 << 20)
+    (sampled, taken, written_past), result = profiled(
+        tmp_path / "sampled", "sampled", launch, pool_bytes=16 << 20, mode="instrumentation:ctas=64"
+    )
+    assert torch.equal(sampled, plain)
+    assert taken == 256 * region and written_past == 0
+    per_warp = result.events.groupby(["cta", "warp"]).size()
+    assert sorted({cta for cta, _ in per_warp.index}) == list(range(0, n // block, 64))
+    assert (per_warp == 3).all() and len(per_warp) == 256 * 4
+    assert result.trace.launches["ctas"].tolist() == [256]
+    (past, taken, written_past), result = profiled(
+        tmp_path / "past", "past", launch, pool_bytes=16 << 20, mode="instrumentation:ctas=20000,30000"
+    )
+    assert torch.equal(past, sampled) and taken == region and written_past == 0
+    assert result.events.empty
 
 
 def test_sampled_ctas_of_a_3d_grid_are_the_listed_linear_ids(tmp_path):
