@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -11,7 +12,8 @@ from xdsl.dialects.builtin import ModuleOp
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
-from proton_ik.lowering import ptx_text, staging
+from proton_ik.dialect.pik import RecordOp
+from proton_ik.lowering import ptx_text, staging, ttir_text
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
@@ -76,6 +78,8 @@ def instrument(
     ``staging_fits(units)``: whether that many units' stages fit the kernel's shared memory
     (``staging.fits``). A kernel whose units write at most a stage of pairs stages them there."""
     module = collect_markers(ptx)
+    if ttir is not None:
+        warn_of_lost_markers(ptx_text.kernel_name(ptx), ttir, module)
     if not any(True for _ in module.body.block.ops):
         return None
     context = make_context()
@@ -112,6 +116,32 @@ def instrument(
         and staging_fits(units)
     )
     return Instrumented(lower_to_ptx(module, ptx, staged), convert.layout(), scopes, pik_text, capacity)
+
+
+def warn_of_lost_markers(kernel: str, ttir: str, module: ModuleOp) -> None:
+    """Warn of each name whose markers the TTIR holds and the PTX lacks: Triton or LLVM removed
+    them after the TTIR stage, so it would be missing from the trace with no word said. Triton's
+    warp specialization of a loop (``tl.range(..., warp_specialize=True)``) is the known cause."""
+    kept = {op.scope.data for op in module.body.block.ops if isinstance(op, RecordOp)}
+    try:
+        found = ttir_text.markers(ttir)
+    except ValueError:  # TTIR this reader does not follow: nothing to compare against
+        return
+    lost: dict[str, ttir_text.TtirMarker] = {}
+    for marker in found:
+        if marker.name not in kept:
+            lost.setdefault(marker.name, marker)
+    for name, marker in lost.items():
+        where = f" ({marker.line})" if marker.line else ""
+        if marker.warp_specialized_loop is not None:
+            why = (
+                f"Triton's warp specialization of the loop at {marker.warp_specialized_loop} "
+                "(tl.range(..., warp_specialize=True)) removed its markers. Put the scope around "
+                "the loop, or profile the loop without warp_specialize=True"
+            )
+        else:
+            why = "Triton or LLVM removed its markers after the TTIR stage (is its code reachable?)"
+        warnings.warn(f"proton_ik: kernel '{kernel}': '{name}'{where} is not recorded: {why}.", stacklevel=2)
 
 
 def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelMetadata:

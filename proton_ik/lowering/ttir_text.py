@@ -17,6 +17,9 @@ _OP_NAME = re.compile(r'^(?:%[^=]*=\s*)?"?(?P<name>[A-Za-z_][\w.]*)')
 _ALIAS = re.compile(r"^(?P<alias>#loc\d*)\s*=\s*loc\((?P<loc>.*)\)\s*$")
 _CONSTANT = re.compile(r"^(?P<value>%[\w$.-]+)\s*=\s*arith\.constant\s+(?P<int>-?\d+)\s*:\s*(?:i\d+|index)\b")
 _LOC_ATOM = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+)(?::\d+)?|(?P<alias>#loc\d*)(?!\w)')
+# A marker's name as the TTIR prints its inline asm: quotes as \22 (names hold no quote or \).
+_MARKER_NAME = re.compile(r"pik\.marker .*?\bscope = \\22(?P<name>[^\\]*)\\22")
+WARP_SPECIALIZE_ATTRIBUTE = "tt.warp_specialize"
 
 
 @dataclass
@@ -113,3 +116,33 @@ def integer_constants(op: Op) -> dict[str, int]:
         if match is not None:
             constants[match.group("value")] = int(match.group("int"))
     return constants
+
+
+@dataclass(frozen=True)
+class TtirMarker:
+    """A proton_ik marker in the TTIR: its name, its source line, and the source line of the
+    warp-specialized loop it sits in (``tl.range(..., warp_specialize=True)``), if any."""
+
+    name: str
+    line: str | None
+    warp_specialized_loop: str | None
+
+
+def markers(text: str) -> list[TtirMarker]:
+    """Every proton_ik marker of a TTIR module, in program order."""
+    aliases = loc_aliases(text)
+    found: list[TtirMarker] = []
+
+    def visit(op: Op, loop: str | None) -> None:
+        match = _MARKER_NAME.search(op.text) if "pik.marker" in op.text else None
+        if match is not None:
+            found.append(TtirMarker(match.group("name"), source_line(op.loc, aliases), loop))
+        if op.regions and WARP_SPECIALIZE_ATTRIBUTE in op.last_line:
+            loop = source_line(op.loc, aliases) or "an unknown line"
+        for region in op.regions:
+            for inner in region:
+                visit(inner, loop)
+
+    for op in parse_ops(text):
+        visit(op, None)
+    return found

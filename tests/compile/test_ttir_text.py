@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from proton_ik.lowering.ttir_text import integer_constants, loc_aliases, parse_ops, source_line
+from proton_ik.lowering.ttir_text import (
+    TtirMarker,
+    integer_constants,
+    loc_aliases,
+    markers,
+    parse_ops,
+    source_line,
+)
 
 # The shapes Triton prints: an ``scf.for`` with iter_args and attributes after its region, an
 # ``scf.if`` with an else region, an ``scf.while`` with a ``do`` region and block arguments.
@@ -78,3 +85,44 @@ def test_integer_constants_are_read_and_tensors_are_not():
 def test_unbalanced_text_is_refused(text: str, problem: str):
     with pytest.raises(ValueError, match=problem):
         parse_ops(text)
+
+
+def _marker(kind: str, name: str, loc: str) -> str:
+    return (
+        f'%m = tt.elementwise_inline_asm "// pik.marker \\22pik.record\\22() <{{kind = \\22{kind}\\22, '
+        f'scope = \\22{name}\\22}}> : () -> ()" {{constraints = "=r", packed_element = 1 : i32, pure = false}} '
+        f"-> i32 loc({loc})"
+    )
+
+
+MARKED_TTIR = f"""\
+module {{
+  tt.func public @k(%n: i32) {{
+    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    scf.for %i = %c0_i32 to %n step %c0_i32  : i32 {{
+      {_marker("begin", "k step", "#loc2")}
+      {_marker("end", "k step", "#loc3")}
+    }} {{tt.warp_specialize}} loc(#loc4)
+    scf.for %i = %c0_i32 to %n step %c0_i32  : i32 {{
+      {_marker("begin", "plain (loop)", "#loc2")}
+    }} loc(#loc5)
+    {_marker("end", "tail", "#loc3")}
+    tt.return loc(#loc1)
+  }} loc(#loc1)
+}} loc(#loc1)
+#loc1 = loc(unknown)
+#loc2 = loc("/src/k.py":7:8)
+#loc3 = loc("/src/k.py":9:4)
+#loc4 = loc("/src/k.py":6:4)
+#loc5 = loc("/src/k.py":10:4)
+"""
+
+
+def test_markers_are_read_with_their_line_and_warp_specialized_loop():
+    assert markers(MARKED_TTIR) == [
+        TtirMarker("k step", "k.py:7", "k.py:6"),
+        TtirMarker("k step", "k.py:9", "k.py:6"),
+        TtirMarker("plain (loop)", "k.py:7", None),
+        TtirMarker("tail", "k.py:9", None),
+    ]
+    assert markers(TTIR) == []
