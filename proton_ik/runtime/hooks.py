@@ -170,7 +170,7 @@ class LaunchRecorder:
         self._numbering = threading.Lock()
         self.recording = False
         self.unrecorded: Counter[tuple[str, str]] = Counter()  # (kernel, why) -> launches
-        self.refused: list[str] = []  # why each launch refused before it ran was refused
+        self.refused: list[str] = []  # the pool's reason for each launch it refused (which never ran)
         # Set by runtime.graphs while a graph is being captured on this thread.
         self.on_captured: Callable[[CapturedLaunch], bool] | None = None
         # Set by runtime.autotune: the config an autotuner is launching, as plain data.
