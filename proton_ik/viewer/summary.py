@@ -93,7 +93,8 @@ def summarize(
     file = scopes["file"].astype(object)
     scopes["file"] = file.where(file.notna(), scopes.pop("file_unmatched").astype(object))
     for column in ("count", "total_ns", *LOSS_COLUMNS):
-        scopes[column] = scopes[column].fillna(0).astype(np.int64)
+        # An outer merge with an empty side leaves object columns; fillna on those is deprecated.
+        scopes[column] = pd.to_numeric(scopes[column]).fillna(0).astype(np.int64)
     scopes = scopes.reset_index()
     kernel_time = pd.Series(
         lifetime.reindex(pd.MultiIndex.from_frame(scopes[LAUNCH_KEYS])).to_numpy(), dtype=np.float64
@@ -165,6 +166,8 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
     if not len(launches):
         return pd.DataFrame()
     keys = ["host_scope", "kernel"]
+    # A launch with no time has no clock: numbers, so that an all-NaN median is NaN, not a warning.
+    launches = launches.assign(mhz=pd.to_numeric(launches["mhz"]))
     totals = launches.groupby(keys, sort=True).agg(
         launches=("launch", "size"),
         ctas=("ctas", "sum"),
