@@ -119,29 +119,43 @@ def instrument(
 
 
 def warn_of_lost_markers(kernel: str, ttir: str, module: ModuleOp) -> None:
-    """Warn of each name whose markers the TTIR holds and the PTX lacks: Triton or LLVM removed
-    them after the TTIR stage, so it would be missing from the trace with no word said. Triton's
-    warp specialization of a loop (``tl.range(..., warp_specialize=True)``) is the known cause."""
+    """Warn of each name the trace would get wrong with no word said. Triton's warp
+    specialization of a loop (``tl.range(..., warp_specialize=True)``) is the known cause: it
+    removes the markers inside the loop, and leaves the markers after it outside the warps that
+    run the loop and what follows it, so that a scope around or after the loop measures nothing.
+    Any other name whose markers the TTIR holds and the PTX lacks was removed by Triton or LLVM."""
     kept = {op.scope.data for op in module.body.block.ops if isinstance(op, RecordOp)}
     try:
         found = ttir_text.markers(ttir)
     except ValueError:  # TTIR this reader does not follow: nothing to compare against
         return
-    lost: dict[str, ttir_text.TtirMarker] = {}
+    why: dict[str, tuple[ttir_text.TtirMarker, str]] = {}
     for marker in found:
-        if marker.name not in kept:
-            lost.setdefault(marker.name, marker)
-    for name, marker in lost.items():
-        where = f" ({marker.line})" if marker.line else ""
-        if marker.warp_specialized_loop is not None:
-            why = (
-                f"Triton's warp specialization of the loop at {marker.warp_specialized_loop} "
-                "(tl.range(..., warp_specialize=True)) removed its markers. Put the scope around "
-                "the loop, or profile the loop without warp_specialize=True"
+        if marker.name in why:
+            continue
+        if marker.name not in kept and marker.warp_specialized_loop is not None:
+            why[marker.name] = (
+                marker,
+                f"is not recorded: Triton's warp specialization of the loop at {marker.warp_specialized_loop} "
+                "(tl.range(..., warp_specialize=True)) removed its markers. Profile this kernel without "
+                "warp_specialize=True",
             )
-        else:
-            why = "Triton or LLVM removed its markers after the TTIR stage (is its code reachable?)"
-        warnings.warn(f"proton_ik: kernel '{kernel}': '{name}'{where} is not recorded: {why}.", stacklevel=2)
+        elif marker.name not in kept:
+            why[marker.name] = (
+                marker,
+                "is not recorded: Triton or LLVM removed its markers after the TTIR stage (is its code reachable?)",
+            )
+        elif marker.after_warp_specialized_loop is not None:
+            why[marker.name] = (
+                marker,
+                f"cannot be trusted: Triton moves the loop at {marker.after_warp_specialized_loop} "
+                "(tl.range(..., warp_specialize=True)) and the code after it into warp-specialized "
+                "partitions and leaves the scope's markers outside them, so a scope around or after "
+                "that loop reads about 0 cycles. Profile this kernel without warp_specialize=True",
+            )
+    for name, (marker, reason) in why.items():
+        where = f" ({marker.line})" if marker.line else ""
+        warnings.warn(f"proton_ik: kernel '{kernel}': '{name}'{where} {reason}.", stacklevel=2)
 
 
 def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelMetadata:

@@ -120,28 +120,34 @@ def integer_constants(op: Op) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class TtirMarker:
-    """A proton_ik marker in the TTIR: its name, its source line, and the source line of the
-    warp-specialized loop it sits in (``tl.range(..., warp_specialize=True)``), if any."""
+    """A proton_ik marker in the TTIR: its name, its source line, the source line of the
+    warp-specialized loop it sits in (``tl.range(..., warp_specialize=True)``), if any, and of
+    the last such loop that comes before it in program order, if any."""
 
     name: str
     line: str | None
     warp_specialized_loop: str | None
+    after_warp_specialized_loop: str | None = None
 
 
 def markers(text: str) -> list[TtirMarker]:
     """Every proton_ik marker of a TTIR module, in program order."""
     aliases = loc_aliases(text)
     found: list[TtirMarker] = []
+    passed: str | None = None  # the last warp-specialized loop left behind, in program order
 
     def visit(op: Op, loop: str | None) -> None:
+        nonlocal passed
         match = _MARKER_NAME.search(op.text) if "pik.marker" in op.text else None
         if match is not None:
-            found.append(TtirMarker(match.group("name"), source_line(op.loc, aliases), loop))
-        if op.regions and WARP_SPECIALIZE_ATTRIBUTE in op.last_line:
-            loop = source_line(op.loc, aliases) or "an unknown line"
+            found.append(TtirMarker(match.group("name"), source_line(op.loc, aliases), loop, passed))
+        specialized = bool(op.regions) and WARP_SPECIALIZE_ATTRIBUTE in op.last_line
+        inner = (source_line(op.loc, aliases) or "an unknown line") if specialized else loop
         for region in op.regions:
-            for inner in region:
-                visit(inner, loop)
+            for nested in region:
+                visit(nested, inner)
+        if specialized:
+            passed = inner
 
     for op in parse_ops(text):
         visit(op, None)

@@ -118,11 +118,11 @@ module {{
 """
 
 
-def test_markers_are_read_with_their_line_and_warp_specialized_loop():
+def test_markers_are_read_with_their_line_and_the_warp_specialized_loop_they_follow():
     assert markers(MARKED_TTIR) == [
-        TtirMarker("k step", "k.py:7", "k.py:6"),
-        TtirMarker("k step", "k.py:9", "k.py:6"),
-        TtirMarker("plain (loop)", "k.py:7", None),
-        TtirMarker("tail", "k.py:9", None),
+        TtirMarker("k step", "k.py:7", "k.py:6", None),
+        TtirMarker("k step", "k.py:9", "k.py:6", None),
+        TtirMarker("plain (loop)", "k.py:7", None, "k.py:6"),
+        TtirMarker("tail", "k.py:9", None, "k.py:6"),
     ]
     assert markers(TTIR) == []

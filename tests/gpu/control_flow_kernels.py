@@ -99,3 +99,26 @@ def pipelined_rows_per_cta(n_rows: int, ctas: int) -> list[int]:
 def while_limit(pid: int) -> int:
     """``while_kernel``'s trip count for CTA ``pid``: 1 to 13, and 0 for every eleventh CTA."""
     return 0 if pid % 11 == 0 else 1 + (pid * 5) % 13
+
+
+@triton.jit
+def warp_specialized_matmul(
+    a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+):
+    """C = A @ B.T by TMA tiles in a loop that Triton warp-specializes: "k_step" inside the loop,
+    "mainloop" around it and "epilogue" after it are the scopes its compile warns of."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BN, BK])
+    acc = tl.zeros([BM, BN], tl.float32)
+    pl.enter_scope("mainloop")
+    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=True):
+        with pl.scope("k_step"):
+            a = a_desc.load([pid_m * BM, k * BK])
+            b = b_desc.load([pid_n * BN, k * BK])
+            acc = tl.dot(a, b.T, acc)
+    pl.exit_scope("mainloop")
+    with pl.scope("epilogue"):
+        rows = pid_m * BM + tl.arange(0, BM)
+        cols = pid_n * BN + tl.arange(0, BN)
+        tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(tl.float16))

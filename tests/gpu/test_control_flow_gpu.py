@@ -154,3 +154,33 @@ def test_a_while_loop_with_a_trip_count_per_cta(tmp_path):
     )
     assert_clean(result)
     assert "step" in str(result.summary())
+
+
+def test_a_warp_specialized_loop_runs_and_its_compile_names_the_scopes_it_takes(tmp_path):
+    """Triton's warp specialization drops the markers in the loop and leaves those around and
+    after it outside its partitions: the kernel still computes what it computes plain, the
+    compile warns of each such scope, and the trace is whole (every unit finished)."""
+    import triton
+
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    m = n = k = 1024
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+
+    def run():
+        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        kernels.warp_specialized_matmul[(m // 128, n // 128)](
+            a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=4
+        )
+        return [c]
+
+    plain = run()
+    torch.cuda.synchronize()
+    with pytest.warns(UserWarning) as caught:
+        instrumented, result = profiled(tmp_path, "warp_specialized", run)
+    assert torch.equal(plain[0], instrumented[0])
+    named = {str(w.message).split("'")[3] for w in caught if "warp_specialize=True" in str(w.message)}
+    assert named == {"k_step", "mainloop", "epilogue"}
+    stats = result.trace.launches
+    assert int(stats["units_unfinished"].sum()) == 0 and int(stats["unmatched_begin"].sum()) == 0
+    assert set(result.events.scope) == {"mainloop", "epilogue"}
