@@ -19,6 +19,7 @@ since been handed to another launch; ``runtime.graphs`` copies it out after each
 from __future__ import annotations
 
 import json
+import math
 import threading
 import warnings
 from collections import Counter
@@ -74,6 +75,33 @@ def _on_kernel_load(module, function, name, metadata_group, hash) -> None:
             metadata=kernel,
             profile=kernel.to_dict(),
         )
+
+
+def grid_ctas(grid: Any) -> int | None:
+    """The CTAs of a launch grid of 1 to 3 extents; None for a grid this cannot read (then
+    Triton's request stands)."""
+    try:
+        extents = [int(extent) for extent in grid]
+    except (TypeError, ValueError):
+        return None
+    if not 1 <= len(extents) <= 3 or min(extents) < 0:
+        return None
+    return math.prod(extents)
+
+
+def buffer_request(size: int, upcoming: tuple[int, int] | None) -> tuple[int | None, int]:
+    """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request of
+    ``size`` bytes when ``upcoming`` (function, CTAs) announced the launch: only the sampled
+    CTAs' regions where the launching kernel samples CTAs and Triton asked for a region for each
+    CTA of that grid; anything else (a cluster launch, a kernel not ours) gets all ``size``
+    bytes, as Triton asked."""
+    kernel = _kernels.get(upcoming[0]) if upcoming is not None else None
+    if kernel is None or upcoming is None or kernel.layout.sampling.every_cta:
+        return None, size
+    ctas = upcoming[1]
+    if size != ctas * kernel.cta_bytes:
+        return None, size
+    return ctas, kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes)
 
 
 def _ctas(allocation: _Allocation, kernel: KernelInfo) -> int:
@@ -196,7 +224,7 @@ class LaunchRecorder:
         launching = self._launching
         if launching.pending is not None:
             self._abandon(launching.pending)  # the previous allocation never reached a launch
-        ctas, size = self._regions(size, launching.upcoming)
+        ctas, size = buffer_request(size, launching.upcoming)
         launching.upcoming = None
         # torch's C entry points: their Python wrappers cost microseconds on every launch.
         if torch._C._cuda_isCurrentStreamCapturing():
@@ -216,20 +244,6 @@ class LaunchRecorder:
             raise
         launching.pending = _Allocation(size, ctas, stream or 0, drain=drain, chunk=chunk)
         return _DevicePointer(drain.base + chunk.offset)
-
-    @staticmethod
-    def _regions(size: int, upcoming: tuple[int, int] | None) -> tuple[int | None, int]:
-        """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request
-        of ``size`` bytes: only the sampled CTAs' regions where the launching kernel samples
-        CTAs and Triton asked for a region for each CTA of the grid we were told of (anything
-        else, a cluster launch say, gets all ``size`` bytes, as Triton asked)."""
-        kernel = _kernels.get(upcoming[0]) if upcoming is not None else None
-        if kernel is None or upcoming is None or kernel.layout.sampling.every_cta:
-            return None, size
-        ctas = upcoming[1]
-        if size != ctas * kernel.cta_bytes:
-            return None, size
-        return ctas, kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes)
 
     def enter(self, launch) -> None:
         launching = self._launching
@@ -351,16 +365,10 @@ class LaunchRecorder:
         set_profile_allocator(None)
 
     def announce(self, function: int, grid: Any) -> None:
-        """The kernel ``function`` is about to launch on ``grid`` (1 to 3 dimensions) in this
-        thread: the allocator, called next, sizes its buffer from it."""
-        try:
-            ctas = 1
-            for extent in grid:
-                ctas *= int(extent)
-        except (TypeError, ValueError):  # a grid we cannot read: Triton's size stands
-            self._launching.upcoming = None
-            return
-        self._launching.upcoming = (function, ctas)
+        """The kernel ``function`` is about to launch on ``grid`` in this thread: the allocator,
+        called next, sizes its buffer from it."""
+        ctas = grid_ctas(grid)
+        self._launching.upcoming = None if ctas is None else (function, ctas)
 
     def close(self) -> None:
         """Copy everything off every device; stop the drain threads."""
