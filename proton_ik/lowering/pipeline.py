@@ -79,7 +79,7 @@ def instrument(
     (``staging.fits``). A kernel whose units write at most a stage of pairs stages them there."""
     module = collect_markers(ptx)
     if ttir is not None:
-        warn_of_lost_markers(ptx_text.kernel_name(ptx), ttir, module)
+        warn_of_scopes_lost_or_emptied(ptx_text.kernel_name(ptx), ttir, module)
     if not any(True for _ in module.body.block.ops):
         return None
     context = make_context()
@@ -118,7 +118,7 @@ def instrument(
     return Instrumented(lower_to_ptx(module, ptx, staged), convert.layout(), scopes, pik_text, capacity)
 
 
-def warn_of_lost_markers(kernel: str, ttir: str, module: ModuleOp) -> None:
+def warn_of_scopes_lost_or_emptied(kernel: str, ttir: str, module: ModuleOp) -> None:
     """Warn of each name the trace would get wrong with no word said. Triton's warp
     specialization of a loop (``tl.range(..., warp_specialize=True)``) is the known cause: it
     removes the markers inside the loop, and leaves the markers after it outside the warps that

@@ -13,12 +13,14 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from proton_ik.dialect.markers import MARKER_PREFIX
+
 _OP_NAME = re.compile(r'^(?:%[^=]*=\s*)?"?(?P<name>[A-Za-z_][\w.]*)')
 _ALIAS = re.compile(r"^(?P<alias>#loc\d*)\s*=\s*loc\((?P<loc>.*)\)\s*$")
 _CONSTANT = re.compile(r"^(?P<value>%[\w$.-]+)\s*=\s*arith\.constant\s+(?P<int>-?\d+)\s*:\s*(?:i\d+|index)\b")
 _LOC_ATOM = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+)(?::\d+)?|(?P<alias>#loc\d*)(?!\w)')
 # A marker's name as the TTIR prints its inline asm: quotes as \22 (names hold no quote or \).
-_MARKER_NAME = re.compile(r"pik\.marker .*?\bscope = \\22(?P<name>[^\\]*)\\22")
+_MARKER_NAME = re.compile(re.escape(MARKER_PREFIX) + r".*?\bscope = \\22(?P<name>[^\\]*)\\22")
 WARP_SPECIALIZE_ATTRIBUTE = "tt.warp_specialize"
 
 
@@ -138,7 +140,7 @@ def markers(text: str) -> list[TtirMarker]:
 
     def visit(op: Op, loop: str | None) -> None:
         nonlocal passed
-        match = _MARKER_NAME.search(op.text) if "pik.marker" in op.text else None
+        match = _MARKER_NAME.search(op.text) if MARKER_PREFIX in op.text else None
         if match is not None:
             found.append(TtirMarker(match.group("name"), source_line(op.loc, aliases), loop, passed))
         specialized = bool(op.regions) and WARP_SPECIALIZE_ATTRIBUTE in op.last_line
