@@ -232,7 +232,7 @@ def occupancy_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             if cycles is None
             else f"{cycles:.1f} cycles per record over a loop of {longest} scopes" + record_parts(results),
         ),
-        _ctas_row(results.get("occupancy", {})),
+        _ctas_row(results.get("occupancy", {}), kernels, results.get("environment", {}).get("sms")),
     ]
 
 
@@ -284,7 +284,20 @@ def _proton_row(kernels: dict[str, Any], occupancy: dict[str, dict[str, Any]]) -
     return _row(key, goal, measured, not over, "; ".join(over))
 
 
-def _ctas_row(occupancy: dict[str, Any]) -> dict[str, Any]:
+def _grid_fits(grid: Any, sms: Any, ctas_per_sm: int) -> str:
+    """Where a launch's whole grid is resident at once with ``ctas_per_sm`` CTAs per SM: a clause
+    saying that the lost CTA slot holds none of its CTAs; else empty."""
+    if not isinstance(grid, list) or not isinstance(sms, int) or sms <= 0:
+        return ""
+    ctas = math.prod(int(extent) for extent in grid)
+    if ctas > sms * ctas_per_sm:
+        return ""
+    return f"; its grid of {ctas:,} CTAs is resident at once with {ctas_per_sm} per SM, so none of them waits"
+
+
+def _ctas_row(
+    occupancy: dict[str, Any], kernels: dict[str, Any] | None = None, sms: Any = None
+) -> dict[str, Any]:
     key, goal = "issue10_ctas", "issue 10: no suite kernel loses a resident CTA per SM to the default mode"
     if not occupancy.get("kernels"):
         return _unmeasured(key, goal, occupancy)
@@ -306,6 +319,7 @@ def _ctas_row(occupancy: dict[str, Any]) -> dict[str, Any]:
             else ""
         )
         + f"; limited by {ours['limited_by']})"
+        + _grid_fits((kernels or {}).get(name, {}).get("grid"), sms, ours["ctas"])
         for name, (plain, ours) in lost.items()
     )
     return _row(key, goal, measured, not lost, why)
