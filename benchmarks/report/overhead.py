@@ -105,8 +105,9 @@ def overhead_table(results: dict[str, Any]) -> list[str]:
 
 
 def sampling(results: dict[str, Any]) -> list[str]:
-    """'### Sampling modes' under the kernel overhead (the "sampling" section): gelu's overhead and
-    profile bytes per launch under each sampling mode, beside the default mode."""
+    """'### Sampling modes' under the kernel overhead (the "sampling" section): each sampled
+    kernel's overhead and profile bytes per launch under each sampling mode, beside the default
+    mode. A run before several kernels were sampled holds one kernel's entry at the top level."""
     lines = ["", "### Sampling modes (issue 10)", ""]
     found = results.get("sampling")
     if not found:
@@ -114,28 +115,37 @@ def sampling(results: dict[str, Any]) -> list[str]:
     if "error" in found:
         return [*lines, f"Failed in this run: {found['error'][:300]}"]
     modes = found["modes"]
+    per_kernel = found["kernels"] if "kernels" in found else {found["kernel"]: found}
     notes = [f"- `{text}` skipped: {m['skipped']}" for text, m in modes.items() if "skipped" in m]
-    notes += [f"- {label} failed: {error}" for label, error in found.get("errors", {}).items()]
-    timing = found.get("timing", {})
-    if not timing:
-        return [*lines, f"{found['kernel']}: no sampling mode was timed.", "", *notes]
-    labels = ["proton_ik", *(m["label"] for m in modes.values() if "label" in m)]
+    labels = list(dict.fromkeys(["proton_ik", *(m["label"] for m in modes.values() if "label" in m)]))
     rows = []
-    for label in dict.fromkeys(labels):
-        mode = next((text for text, m in modes.items() if m.get("label") == label), "default mode")
-        value = found.get("overhead_pct", {}).get(label)
-        spread = timing.get(label, {}).get("spread_pct")
-        measured = f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL"
-        allocated = fmt(found.get("profile_bytes_per_launch", {}).get(label))
-        rows.append(
-            [label, f"`{mode}`", measured, allocated, fmt(found.get("profile_bytes_written", {}).get(label))]
-        )
+    for kernel, entry in per_kernel.items():
+        notes += [f"- {kernel} {label} failed: {error}" for label, error in entry.get("errors", {}).items()]
+        timing = entry.get("timing", {})
+        for label in labels if timing else []:
+            mode = next((text for text, m in modes.items() if m.get("label") == label), "default mode")
+            value = entry.get("overhead_pct", {}).get(label)
+            spread = timing.get(label, {}).get("spread_pct")
+            measured = f"{fmt(value, '+.1f')} ({fmt(spread)}%)" if value is not None else "FAIL"
+            rows.append(
+                [
+                    kernel,
+                    label,
+                    f"`{mode}`",
+                    measured,
+                    fmt(entry.get("profile_bytes_per_launch", {}).get(label)),
+                    fmt(entry.get("profile_bytes_written", {}).get(label)),
+                ]
+            )
+    if not rows:
+        return [*lines, f"{', '.join(per_kernel) or 'No kernel'}: no sampling mode was timed.", "", *notes]
     lines += [
-        f"{found['kernel']}, timed with plain in the overhead section's way. Allocated: the profile "
-        "buffer proton_ik's allocator hands one launch (the sampled CTAs' regions; Triton's launcher "
-        "asks for CTAs x the per-CTA size); written: the regions the launch writes and the runtime "
-        "copies.",
+        "Timed with plain in the overhead section's way. Allocated: the profile buffer proton_ik's "
+        "allocator hands one launch (the sampled CTAs' regions; Triton's launcher asks for CTAs x the "
+        "per-CTA size); written: the regions the launch writes and the runtime copies.",
         "",
-        *table(["variant", "mode", "overhead % (spread)", "bytes allocated", "bytes written"], rows),
+        *table(
+            ["kernel", "variant", "mode", "overhead % (spread)", "bytes allocated", "bytes written"], rows
+        ),
     ]
     return lines + (["", *notes] if notes else [])

@@ -204,7 +204,7 @@ def occupancy_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         reverse=True,
     )[:2]
     return [
-        _proton_row(kernels, results.get("occupancy", {}).get("kernels", {})),
+        _proton_row(kernels, results.get("occupancy", {}).get("kernels", {}), results.get("sampling")),
         _row(
             "issue10_geomean",
             f"issue 10: kernel overhead geomean <= {ISSUE10_GEOMEAN_MAX:g}% (default mode)",
@@ -255,7 +255,21 @@ def proton_records_kept(variant: str, occupancy: dict[str, Any]) -> int | None:
     return (1 << segment.bit_length() - 1) // PROTON_RECORD_BYTES if segment > 0 else 0
 
 
-def _proton_row(kernels: dict[str, Any], occupancy: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _sampled_clause(name: str, sampling: dict[str, Any]) -> str:
+    """What the cheapest sampling mode measured on kernel ``name`` cost, where the run sampled it
+    (the "sampling" section): the choice a user has to pay less and keep fewer records."""
+    entry = sampling.get("kernels", {}).get(name, {})
+    labels = {m["label"]: text for text, m in sampling.get("modes", {}).items() if "label" in m}
+    measured = {label: pct for label, pct in entry.get("overhead_pct", {}).items() if label in labels}
+    if not measured:
+        return ""
+    label = min(measured, key=lambda key: measured[key])
+    return f"; sampled with `{labels[label].split(':', 1)[-1]}` it costs {measured[label]:+.1f}%"
+
+
+def _proton_row(
+    kernels: dict[str, Any], occupancy: dict[str, dict[str, Any]], sampling: dict[str, Any] | None = None
+) -> dict[str, Any]:
     key, goal = (
         "issue10_vs_proton",
         "issue 10: on every suite kernel, the default mode costs no more than Proton's best mode",
@@ -277,7 +291,10 @@ def _proton_row(kernels: dict[str, Any], occupancy: dict[str, dict[str, Any]]) -
                 if kept is not None and most is not None and kept < most
                 else ""
             )
-            over.append(f"{name} {pct[OURS]:+.1f}% against Proton's best {min(theirs):+.1f}%{noise}{drops}")
+            sampled = _sampled_clause(name, sampling or {})
+            over.append(
+                f"{name} {pct[OURS]:+.1f}% against Proton's best {min(theirs):+.1f}%{noise}{drops}{sampled}"
+            )
     if not compared:
         return _row(key, goal, "-", None, "not measured in this run")
     measured = f"{compared - len(over)} of {compared} kernels"
