@@ -183,7 +183,13 @@ def test_issue_10_sections_render_from_their_numbers(tmp_path: Path) -> None:
     )
     assert "| gelu | proton_ik | `default mode` | +4.0 (0.5%) | 8,388,608 | 8,388,608 |" in text
     # The committed run's add_rms_norm costs more than Proton's best; its sampled cost is named.
-    assert "add_rms_norm +2.6% against Proton's best +0.7%; sampled with `ctas=4` it costs +0.8%" in text
+    pct = results["overhead"]["kernels"]["add_rms_norm"]["overhead_pct"]
+    best = min(pct["proton_global"], pct["proton_shared"])
+    # (The fixture's occupancy holds no add_rms_norm, so no count of Proton's kept records.)
+    assert (
+        f"add_rms_norm {pct['proton_ik']:+.1f}% against Proton's best {best:+.1f}%; sampled with `ctas=4` it costs +0.8%"
+        in text
+    )
     assert "- `instrumentation:warps=x` skipped: bad mode option 'warps=x'" in text
     assert "resident CTAs per SM lost to the default mode: gelu 7->5" in run.stdout
 
