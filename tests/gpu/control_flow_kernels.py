@@ -103,16 +103,18 @@ def while_limit(pid: int) -> int:
 
 @triton.jit
 def warp_specialized_matmul(
-    a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
+    a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, WS: tl.constexpr
 ):
-    """C = A @ B.T by TMA tiles in a loop that Triton warp-specializes: "k_step" inside the loop,
-    "mainloop" around it and "epilogue" after it are the scopes its compile warns of."""
+    """C = A @ B.T by TMA tiles in a loop that Triton warp-specializes where WS: "k_step" inside
+    the loop, "mainloop" around it and "epilogue" after it are the scopes its compile then warns
+    of; "setup", before the loop, is recorded either way."""
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [K, 1], [BM, BK])
     b_desc = tl.make_tensor_descriptor(b_ptr, [N, K], [K, 1], [BN, BK])
-    acc = tl.zeros([BM, BN], tl.float32)
+    with pl.scope("setup"):
+        acc = tl.zeros([BM, BN], tl.float32)
     pl.enter_scope("mainloop")
-    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=True):
+    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=WS):
         with pl.scope("k_step"):
             a = a_desc.load([pid_m * BM, k * BK])
             b = b_desc.load([pid_n * BN, k * BK])

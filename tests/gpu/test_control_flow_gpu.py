@@ -170,7 +170,7 @@ def test_a_warp_specialized_loop_runs_and_its_compile_names_the_scopes_it_takes(
     def run():
         c = torch.empty(m, n, device="cuda", dtype=torch.float16)
         kernels.warp_specialized_matmul[(m // 128, n // 128)](
-            a, b, c, m, n, k, BM=128, BN=128, BK=64, num_warps=4
+            a, b, c, m, n, k, BM=128, BN=128, BK=64, WS=True, num_warps=4
         )
         return [c]
 
@@ -183,4 +183,4 @@ def test_a_warp_specialized_loop_runs_and_its_compile_names_the_scopes_it_takes(
     assert named == {"k_step", "mainloop", "epilogue"}
     stats = result.trace.launches
     assert int(stats["units_unfinished"].sum()) == 0 and int(stats["unmatched_begin"].sum()) == 0
-    assert set(result.events.scope) == {"mainloop", "epilogue"}
+    assert set(result.events.scope) == {"setup", "mainloop", "epilogue"}
