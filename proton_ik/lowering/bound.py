@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
-from proton_ik.dialect.markers import MARKER_PREFIX
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, ttir_text
 from proton_ik.lowering.pik_to_pikgpu import find_pairs
@@ -162,8 +161,6 @@ def _times(count: int) -> str:
 
 # --- on the TTIR -------------------------------------------------------------------------------
 
-_MARKER_ASM = re.compile(r'^(?:%[^=]*=\s*)?tt\.elementwise_inline_asm\s+"' + re.escape(MARKER_PREFIX))
-_MARKER_SCOPE = re.compile(r"scope = \\22(?P<name>[^\\]*)\\22")
 _FOR = re.compile(
     r"^(?:%[^=]*=\s*)?scf\.for\s+(?:unsigned\s+)?%[\w$.-]+\s*=\s*"
     r"(?P<lb>%[\w$.-]+)\s+to\s+(?P<ub>%[\w$.-]+)\s+step\s+(?P<step>%[\w$.-]+)"
@@ -197,7 +194,7 @@ class _RecordCounter:
         return sum(self.op(op) for op in ops)
 
     def op(self, op: ttir_text.Op) -> int:
-        if _MARKER_ASM.match(op.text):
+        if ttir_text.marker_name(op) is not None:
             return 1
         if not op.regions:
             return 0
@@ -240,11 +237,7 @@ class _RecordCounter:
 
 
 def _first_scope(op: ttir_text.Op) -> str:
-    for inner in op.walk():
-        if _MARKER_ASM.match(inner.text):
-            scope = _MARKER_SCOPE.search(inner.text)
-            return scope.group("name") if scope else "?"
-    return "?"
+    return next((name for inner in op.walk() if (name := ttir_text.marker_name(inner)) is not None), "?")
 
 
 def ttir_bound(ttir: str) -> EntryBound:

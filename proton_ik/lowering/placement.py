@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import re
 
+from proton_ik.lowering import ptx_text
+
 # PTX opcodes (the part before the first ".") that compute registers only: no memory, no
 # synchronization, no control flow, no effect on other threads.
 PURE_OPCODES = frozenset(
@@ -173,14 +175,13 @@ def _is_marker(lines: list[str], index: int) -> bool:
     return True
 
 
-_LABEL = re.compile(r"^(?P<label>[$\w]+):")
 _BRANCH_TARGET = re.compile(r"\bbra(?:\.uni)?\s+(?P<label>[$\w]+);")
 
 
 def in_loop(lines: list[str], site: int, start: int, end: int) -> bool:
     """Whether line ``site`` of the body between ``start`` and ``end`` lies in a loop: a branch
     after it goes back to a label before it."""
-    before = {m["label"] for line in lines[start:site] if (m := _LABEL.match(line.strip()))}
+    before = {m["name"] for line in lines[start:site] if (m := ptx_text.LABEL.match(line))}
     return any(
         (m := _BRANCH_TARGET.search(line.split("//", 1)[0])) is not None and m["label"] in before
         for line in lines[site:end]

@@ -63,7 +63,7 @@ def entry_body(lines: list[str]) -> tuple[int, int]:
     return start, end
 
 
-_LABEL = re.compile(r"^\s*(?P<name>[$\w]+):")
+LABEL = re.compile(r"^\s*(?P<name>[$\w]+):")  # a label at the start of a line
 _WORD = re.compile(r"[$\w]+")
 _CONTROL = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bra|ret|exit|brx\.idx|call)\b")
 
@@ -79,14 +79,14 @@ def straight_line_blocks(lines: list[str], start: int, end: int) -> list[int]:
     referenced: set[str] = set()
     for index in range(start, end + 1):
         code = lines[index].split("//", 1)[0]
-        label = _LABEL.match(code)
+        label = LABEL.match(code)
         # A label's own name is no reference, but what follows it is: `$L_brx_0: .branchtargets A, B;`
         referenced.update(_WORD.findall(code[label.end() :] if label else code))
     blocks = [0] * len(lines)
     block = 0
     for index, depth in brace_depths(lines, start, end):
         code = lines[index].split("//", 1)[0]
-        label = _LABEL.match(code)
+        label = LABEL.match(code)
         if depth == 1 and label and label.group("name") in referenced:
             block += 1
         blocks[index] = block
@@ -146,7 +146,7 @@ def control_flow(lines: list[str], start: int, end: int) -> ControlFlow:
     transfers: dict[int, int] = {}
     for index, depth in brace_depths(lines, start, end):
         code = lines[index].split("//", 1)[0]
-        label = _LABEL.match(code)
+        label = LABEL.match(code)
         if depth == 1 and label:
             labels.setdefault(label.group("name"), blocks[index])
         if depth == 1 and _TRANSFER.match(code):

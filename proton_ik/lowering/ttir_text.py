@@ -19,8 +19,10 @@ _OP_NAME = re.compile(r'^(?:%[^=]*=\s*)?"?(?P<name>[A-Za-z_][\w.]*)')
 _ALIAS = re.compile(r"^(?P<alias>#loc\d*)\s*=\s*loc\((?P<loc>.*)\)\s*$")
 _CONSTANT = re.compile(r"^(?P<value>%[\w$.-]+)\s*=\s*arith\.constant\s+(?P<int>-?\d+)\s*:\s*(?:i\d+|index)\b")
 _LOC_ATOM = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+)(?::\d+)?|(?P<alias>#loc\d*)(?!\w)')
-# A marker's name as the TTIR prints its inline asm: quotes as \22 (names hold no quote or \).
-_MARKER_NAME = re.compile(re.escape(MARKER_PREFIX) + r".*?\bscope = \\22(?P<name>[^\\]*)\\22")
+# A proton_ik marker as the TTIR prints it: an inline asm op whose text starts with the marker
+# prefix, quotes printed as \22 (names hold no quote or \).
+_MARKER_ASM = re.compile(r'^(?:%[^=]*=\s*)?tt\.elementwise_inline_asm\s+"' + re.escape(MARKER_PREFIX))
+_MARKER_SCOPE = re.compile(r"\bscope = \\22(?P<name>[^\\]*)\\22")
 WARP_SPECIALIZE_ATTRIBUTE = "tt.warp_specialize"
 
 
@@ -120,6 +122,15 @@ def integer_constants(op: Op) -> dict[str, int]:
     return constants
 
 
+def marker_name(op: Op) -> str | None:
+    """The scope, event or mark name of a proton_ik marker op ("?" where it cannot be read);
+    None for any other op."""
+    if not _MARKER_ASM.match(op.text):
+        return None
+    scope = _MARKER_SCOPE.search(op.text)
+    return scope.group("name") if scope else "?"
+
+
 @dataclass(frozen=True)
 class TtirMarker:
     """A proton_ik marker in the TTIR: its name, its source line, the source line of the
@@ -140,9 +151,9 @@ def markers(text: str) -> list[TtirMarker]:
 
     def visit(op: Op, loop: str | None) -> None:
         nonlocal passed
-        match = _MARKER_NAME.search(op.text) if MARKER_PREFIX in op.text else None
-        if match is not None:
-            found.append(TtirMarker(match.group("name"), source_line(op.loc, aliases), loop, passed))
+        name = marker_name(op)
+        if name is not None:
+            found.append(TtirMarker(name, source_line(op.loc, aliases), loop, passed))
         specialized = bool(op.regions) and WARP_SPECIALIZE_ATTRIBUTE in op.last_line
         inner = (source_line(op.loc, aliases) or "an unknown line") if specialized else loop
         for region in op.regions:
