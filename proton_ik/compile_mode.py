@@ -8,7 +8,12 @@ block.
 
 The switch is per process, as Triton's knobs are: while a mode is set, kernels compiled in every
 thread are instrumented. ``set_mode`` is atomic, but blocks restore what they found, so blocks
-opened in several threads at once must close in the reverse order.
+opened in several threads at once must close in the reverse order. ``plain()`` is the one
+exception, and per thread: inside it, kernels compiled by that thread are plain whatever the
+mode (a compiler's analysis of a kernel, a launch path that cannot record).
+
+Integrations that must follow the switch (``proton_ik.torch_compile``) register a listener with
+``on_change``, so that this module imports none of them.
 
 This module imports neither the lowering nor xDSL, so that the language can read the switch
 cheaply; the lowering is imported the first time a mode is set.
@@ -18,21 +23,45 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from triton import knobs
 
 from proton_ik.mode import Mode
 
-__all__ = ["active_mode", "compiling", "set_mode"]
+__all__ = ["active_mode", "compiling", "on_change", "plain", "set_mode"]
 
 _mode: Mode | None = None
 _switching = threading.Lock()
+_listeners: list[Callable[[Mode | None], None]] = []
+
+
+class _PlainHere(threading.local):
+    depth = 0
+
+
+_plain_here = _PlainHere()
 
 
 def active_mode() -> Mode | None:
-    """The mode kernels compile under now, or None while they compile plain."""
-    return _mode
+    """The mode kernels compile under now in this thread, or None while they compile plain."""
+    return None if _plain_here.depth else _mode
+
+
+def on_change(listener: Callable[[Mode | None], None]) -> None:
+    """Call ``listener(mode)`` after every change of the mode (None: plain), from now on."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+@contextlib.contextmanager
+def plain() -> Iterator[None]:
+    """Kernels compiled by this thread inside the block are plain, whatever the mode."""
+    _plain_here.depth += 1
+    try:
+        yield
+    finally:
+        _plain_here.depth -= 1
 
 
 def set_mode(mode: Mode | None) -> Mode | None:
@@ -51,6 +80,9 @@ def set_mode(mode: Mode | None) -> Mode | None:
                 triton_hook.install()
         _mode = mode
         knobs.compilation.instrumentation_mode = "" if mode is None else mode.knob
+        if mode != previous:
+            for listener in _listeners:
+                listener(mode)
     return previous
 
 

@@ -98,7 +98,9 @@ class Event(tl.base_value):
         return
 
     def __repr__(self) -> str:
-        return f"pl.event({self.name!r}, instances={self.instances})"
+        # Code that makes this handle anew, whatever the module imported proton_ik.language as:
+        # Inductor writes a kernel's constexpr globals into the source it compiles from their repr.
+        return f"proton_ik.language.Event({self.name!r}, instances={self.instances})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Event) and (other.name, other.instances) == (self.name, self.instances)
@@ -299,16 +301,22 @@ class scope:
     """``with pl.scope("name"):`` records a begin before the body and an end after it (both only
     where ``predicate`` holds)."""
 
-    def __init__(self, name: tl.constexpr, predicate=None, _semantic=None):
+    def __init__(self, name: tl.constexpr, predicate=None, _semantic=None, _generator=None):
         self.name = name
         self.predicate = predicate
         self.semantic = _semantic
+        self.generator = _generator
 
     def __enter__(self) -> None:
-        _record("begin", self.name, self.semantic, self.predicate)
+        _record("begin", self.name, self.semantic, self.predicate, self.generator)
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
-        _record("end", self.name, self.semantic, self.predicate)
+        _record("end", self.name, self.semantic, self.predicate, self.generator)
+
+
+# Triton admits as a kernel's globals only modules, JIT functions, constexprs and builtins:
+# marked so, `from proton_ik.language import scope` works as `pl.scope` does.
+setattr(scope, tl.TRITON_BUILTIN, True)
 
 
 def _event_record(kind: str, handle: object, index, predicate, semantic, generator) -> None:

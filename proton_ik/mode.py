@@ -29,6 +29,12 @@ MAX_CAPACITY = 1 << 24
 
 _SWITCHES = {"on": True, "off": False}
 OCCUPANCY = ("free", "keep")
+UNSCOPED = ("plain", "kernel")  # what a kernel with no scope of its own records
+_UNSCOPED_HELP = (
+    "use unscoped=kernel to record one scope per warp, named after the kernel, in every kernel "
+    "that has no scope of its own (Inductor's, a library's), or unscoped=plain (the default) to "
+    "leave those kernels plain"
+)
 _CTAS_HELP = (
     "use ctas=N for every N-th CTA by linear id (ctas=4: CTAs 0, 4, 8, ...) or list them with "
     "commas (ctas=0,5,9; one CTA: ctas=5,)"
@@ -75,6 +81,8 @@ def _option_value(key: str, value: str) -> object:
         return _ids(value, "warps", "list warp ids with commas, e.g. warps=0,4")
     if key == "occupancy" and value not in OCCUPANCY:
         raise ValueError(f"occupancy={value!r}: use occupancy=free or occupancy=keep")
+    if key == "unscoped" and value not in UNSCOPED:
+        raise ValueError(f"unscoped={value!r}: {_UNSCOPED_HELP}")
     if key in ("pairs", "aggregate", "stage"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
@@ -121,6 +129,11 @@ class Mode:
     the buffer once, at its exit (``lowering.staging``), on sm_90 and later, where the kernel's
     shared memory leaves room without costing a resident CTA. ``stage=off`` stores every entry
     straight to the buffer. The buffer's bytes are the same.
+
+    ``unscoped=kernel``: a kernel with no scope, event or mark of its own (Inductor's generated
+    kernels, a library's) records one scope per unit, named after the kernel, from the unit's
+    start to its exit (``lowering.kernel_scope``). ``unscoped=plain`` (the default) compiles
+    such kernels plain.
     """
 
     granularity: Granularity = Granularity.WARP
@@ -131,12 +144,15 @@ class Mode:
     warps: tuple[int, ...] = ()  # the warps whose units record; all when empty
     occupancy: Literal["free", "keep"] = "free"
     stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
+    unscoped: Literal["plain", "kernel"] = "plain"  # kernels with no scope: plain, or one scope
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
         self._check_sampling()
         if self.occupancy not in OCCUPANCY:
             raise ValueError(f"occupancy={self.occupancy!r}: use occupancy=free or occupancy=keep")
+        if self.unscoped not in UNSCOPED:
+            raise ValueError(f"unscoped={self.unscoped!r}: {_UNSCOPED_HELP}")
         if self.aggregate and (self.capacity != AUTO or not self.pairs):
             option = f"capacity={self.capacity}" if self.capacity != AUTO else "pairs=off"
             raise ValueError(
@@ -206,6 +222,8 @@ class Mode:
             text += f":occupancy={self.occupancy}"
         if not self.stage:
             text += ":stage=off"
+        if self.unscoped != "plain":
+            text += f":unscoped={self.unscoped}"
         return text
 
     @property

@@ -18,6 +18,7 @@ from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
+from proton_ik.lowering.kernel_scope import around_kernel
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, scope_count, unit_count
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
 from proton_ik.lowering.sampling import layout_sampling
@@ -71,7 +72,8 @@ def instrument(
     ttir: str | None = None,
     staging_fits: Callable[[int], bool] | None = None,
 ) -> Instrumented | None:
-    """Instrument a kernel's PTX, or return None if it has no scopes (then the PTX is untouched).
+    """Instrument a kernel's PTX, or return None if it has no scopes (then the PTX is untouched;
+    under ``unscoped=kernel`` such a kernel gets one scope around its body instead).
 
     ``ttir`` is the kernel's TTIR text where the compile had one: it bounds the entries of
     scopes inside loops with a constant trip count, which the PTX alone cannot.
@@ -81,7 +83,10 @@ def instrument(
     if ttir is not None:
         warn_of_scopes_lost_or_emptied(ptx_text.kernel_name(ptx), ttir, module)
     if not any(True for _ in module.body.block.ops):
-        return None
+        wrapped = around_kernel(ptx) if mode.unscoped == "kernel" else None
+        if wrapped is None:
+            return None
+        ptx, module = wrapped, collect_markers(wrapped)
     context = make_context()
     AssignScopeIds().apply(context, module)
     CheckScopes().apply(context, module)

@@ -10,12 +10,19 @@ instrumented binaries never mix. This works with no GPU: inside ``proton_ik.inst
 ``triton.compile(src, target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin. Under
 ``occupancy=keep`` the hook also caps the instrumented kernel's registers from a ptxas run of
 the plain PTX (``lowering.occupancy``).
+
+A direct ``triton.compile(src, target, options)`` (how Inductor and other libraries compile)
+does not copy the knob into its options, so its cache key would not tell a plain binary from
+an instrumented one. While the hook is installed, ``triton.compile`` is wrapped to stamp the
+mode of the compiling thread (``compile_mode.active_mode``) into the options it is given,
+unless they name an ``instrumentation_mode`` of their own.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import triton
 from triton import knobs
 
 from proton_ik import compile_mode
@@ -114,11 +121,27 @@ class _Chained:
         _stages_hook(backend, stages, options, language, capability)
 
 
+class _Stamping:
+    """``triton.compile`` as installed: the options it passes on carry the compiling thread's mode."""
+
+    def __init__(self, compile):
+        self.compile = compile
+
+    def __call__(self, src, target=None, options=None, _env_vars=None):
+        options = dict(options or {})
+        if not options.get("instrumentation_mode"):
+            mode = compile_mode.active_mode()
+            options["instrumentation_mode"] = "" if mode is None else mode.knob
+        return self.compile(src, target=target, options=options, _env_vars=_env_vars)
+
+
 def install() -> None:
     """Put the stage hook into Triton's compiles; a second call changes nothing."""
     current = knobs.runtime.add_stages_inspection_hook
     if not isinstance(current, _Chained):
         knobs.runtime.add_stages_inspection_hook = _Chained(current)
+    if not isinstance(triton.compile, _Stamping):
+        triton.compile = _Stamping(triton.compile)
 
 
 def uninstall() -> None:
@@ -126,3 +149,5 @@ def uninstall() -> None:
     current = knobs.runtime.add_stages_inspection_hook
     if isinstance(current, _Chained):
         knobs.runtime.add_stages_inspection_hook = current.previous
+    if isinstance(triton.compile, _Stamping):
+        triton.compile = triton.compile.compile

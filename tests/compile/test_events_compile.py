@@ -13,6 +13,7 @@ from triton.compiler.errors import CompilationError
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
+import proton_ik
 import proton_ik.language as pl
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.lowering.errors import ScopeError
@@ -281,7 +282,9 @@ def test_an_event_outside_a_kernel_is_checked_at_once():
     with pytest.raises(ValueError, match=re.escape("an event name must not be empty")):
         pl.event("")
     assert pl.event("x", instances=3).value == pl.Event("x", 3)
-    assert repr(pl.Event("x", 3)) == "pl.event('x', instances=3)"
+    # The repr is code that makes the handle anew (Inductor copies constexpr globals by it).
+    assert repr(pl.Event("x", 3)) == "proton_ik.language.Event('x', instances=3)"
+    assert eval(repr(pl.Event("x", 3)), {"proton_ik": proton_ik}) == pl.Event("x", 3)
 
 
 @triton.jit

@@ -1,0 +1,423 @@
+"""The ``torch.compile`` integration: scoped kernels compile under Inductor, and what a
+compiled program launches is recorded inside a session and plain outside it.
+
+Everything here patches PyTorch's internals, so it lives in this one module and checks what it
+patches before it patches it (``_missing``): where the internals moved, it warns once, naming
+the torch version, and the compiled program runs plain.
+
+**Permanent: Inductor's copy of a user kernel's source.** Inductor compiles a user's
+``@triton.jit`` kernel from source it writes anew (``codegen.wrapper.
+user_defined_triton_kernel_transitive_closure_source_code``), with Triton's imports only: the
+kernel's ``import proton_ik.language as pl`` (any alias), ``from proton_ik.language import
+scope`` and event handles held in globals are lost, and the kernel fails with ``NameError``.
+The patch adds the imports the kernel and its ``@triton.jit`` helpers use, right after the
+kernel. It must hold whether or not a session runs (outside one the kernel compiles plain, but
+it must compile), so it is installed when Inductor's module is imported and never removed.
+
+**With the mode** (installed when a mode is set, removed when none is):
+
+- *Dynamo's mutation analysis* (``triton_kernel_wrap.generate_ttir``) reads the kernel's TTIR
+  to find the tensors it stores to; our markers are inline asm it cannot follow, after which it
+  assumes every input is mutated. The TTIR is made with the markers off (``compile_mode.plain``).
+- *Which binary a compiled kernel runs.* Inductor's caches (the FX graph cache, its in-memory
+  kernel cache, compiled Dynamo frames) hold Python source and ``CachingAutotuner`` objects,
+  never the mode; only the autotuner's launchers hold binaries. So the autotuner is the one
+  place the mode is decided: ``_precompile_config`` compiles under the mode where the kernel
+  records (a user kernel, or every kernel under ``unscoped=kernel``; ``lowering.triton_hook``
+  stamps the mode into ``triton.compile``'s options, and so into Triton's cache key) and plain
+  otherwise, and ``run`` switches an autotuner whose launchers were built under another mode to
+  the launchers of the current one (kept from before, or compiled on the spot for the configs
+  it had settled on). A program compiled before a session records inside it; when the mode is
+  removed, every autotuner switched goes back to plain launchers, so a program compiled inside a
+  session runs plain after it.
+- *Compile workers.* Inductor compiles in worker processes that never see the mode: a kernel
+  compiled there comes back plain, and ``run`` switches it. Only a user's scoped kernels need
+  that, so the workers are kept for everything else; under ``unscoped=kernel`` every kernel
+  records, so compiles stay in this process (``AsyncCompile.use_process_pool``), compiling each
+  kernel once rather than twice.
+- *Launch paths.* Inductor's static launcher refuses a kernel with a profile buffer and falls
+  back to its Python launcher, which goes through Triton's (the allocator and launch hooks of
+  ``runtime.hooks``). The C++ wrapper (``cpp_wrapper``, AOTInductor) launches kernels on its own
+  and would give a whole grid one CTA's buffer: kernels compiled for it are compiled plain, with
+  a warning that names the option.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import sys
+import threading
+import types
+import warnings
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton_ik import compile_mode
+from proton_ik.mode import Mode
+
+__all__ = ["follow", "proton_ik_imports"]
+
+TESTED_TORCH = ("2.11", "2.13")  # what this module was checked against, on a GPU or in CI
+_WRAPPER = "torch._inductor.codegen.wrapper"
+_HEURISTICS = "torch._inductor.runtime.triton_heuristics"
+_KERNEL_WRAP = "torch._higher_order_ops.triton_kernel_wrap"
+_ASYNC_COMPILE = "torch._inductor.async_compile"
+_PACKAGE = "proton_ik"
+
+
+# --- running code when a module is imported ---------------------------------------------------
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs callbacks right after a module is imported: the patches here must reach modules
+    that PyTorch imports only when ``torch.compile`` first runs."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, list[Callable[[types.ModuleType], None]]] = {}
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in self.waiting:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_patch(module: types.ModuleType) -> None:
+            exec_module(module)
+            for callback in self.waiting.pop(fullname, []):
+                callback(module)
+
+        loader.exec_module = exec_then_patch  # this spec's own loader: no other import sees it
+        return spec
+
+
+_after_import = _AfterImport()
+
+
+def _when_imported(name: str, callback: Callable[[types.ModuleType], None]) -> None:
+    """``callback(module)`` now if ``name`` is imported, else right after it is."""
+    module = sys.modules.get(name)
+    if module is not None:
+        callback(module)
+        return
+    _after_import.waiting.setdefault(name, []).append(callback)
+    if _after_import not in sys.meta_path:
+        sys.meta_path.insert(0, _after_import)
+
+
+def _cancel(name: str, callback: Callable[[types.ModuleType], None]) -> None:
+    waiting = _after_import.waiting.get(name, [])
+    if callback in waiting:
+        waiting.remove(callback)
+
+
+# --- the checks of what is patched ------------------------------------------------------------
+
+_warned: set[str] = set()
+
+
+def _torch_version() -> str:
+    torch = sys.modules.get("torch")
+    return str(getattr(torch, "__version__", "unknown"))
+
+
+def _missing(module: types.ModuleType, *names: str) -> bool:
+    """True (with a warning, once per module) when ``module`` lacks any of ``names``."""
+    absent = []
+    for name in names:
+        target: Any = module
+        for part in name.split("."):
+            target = getattr(target, part, None)
+        if target is None:
+            absent.append(name)
+    if absent and module.__name__ not in _warned:
+        _warned.add(module.__name__)
+        warnings.warn(
+            f"proton_ik: torch {_torch_version()}: {module.__name__} has no {', '.join(absent)} "
+            f"(checked with torch {' and '.join(TESTED_TORCH)}), so kernels that torch.compile "
+            "runs are not recorded, or scoped kernels do not compile under it. Run the kernels "
+            "outside torch.compile, or use a torch version named here",
+            stacklevel=3,
+        )
+    return bool(absent)
+
+
+# --- permanent: the imports of a user kernel's source as Inductor writes it ------------------
+
+
+def _is_ours(value: object) -> bool:
+    if isinstance(value, types.ModuleType):
+        return value.__name__ == _PACKAGE or value.__name__.startswith(_PACKAGE + ".")
+    module = getattr(value, "__module__", None)
+    return isinstance(module, str) and (module == _PACKAGE or module.startswith(_PACKAGE + "."))
+
+
+def _import_line(name: str, value: object) -> str | None:
+    """The statement that binds ``name`` to ``value`` in a new module, if ``value`` is ours."""
+    from triton.language import constexpr
+
+    if isinstance(value, constexpr):
+        # Inductor writes the global itself from the value's repr (pl.Event's names its module).
+        return "import proton_ik.language" if _is_ours(value.value) else None
+    if not _is_ours(value):
+        return None
+    if isinstance(value, types.ModuleType):
+        return f"import {value.__name__} as {name}"
+    owner, attribute = getattr(value, "__module__", ""), getattr(value, "__name__", None)
+    if attribute and getattr(sys.modules.get(owner), attribute, None) is value:
+        return f"from {owner} import {attribute} as {name}"
+    return None
+
+
+def proton_ik_imports(kernel) -> list[str]:
+    """The import statements that a copy of ``kernel``'s source, and of the ``@triton.jit``
+    functions it calls, needs for the names of proton_ik it uses (as Inductor finds names: the
+    functions' global names, followed through the JIT functions among them)."""
+    from triton.runtime.jit import JITFunction
+
+    lines = ["import proton_ik.language"]  # binds `proton_ik`, which pl.Event's repr names
+    seen: set[int] = set()
+    pending = [kernel]
+    while pending:
+        function = pending.pop()
+        if id(function) in seen or getattr(function, "fn", None) is None:
+            continue
+        seen.add(id(function))
+        scope = function.fn.__globals__
+        for name in function.fn.__code__.co_names:
+            value = scope.get(name)
+            if isinstance(value, JITFunction):
+                pending.append(value)
+            elif (line := _import_line(name, value)) is not None and line not in lines:
+                lines.append(line)
+    return lines if len(lines) > 1 else []
+
+
+def _with_imports(source: str, imports: list[str]) -> str:
+    """``source`` (the kernel's definition first) with ``imports`` right after the kernel, before
+    the globals Inductor writes after it."""
+    if not imports:
+        return source
+    try:
+        first = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return source + "\n" + "\n".join(imports) + "\n"
+    lines = source.splitlines()
+    end = first.end_lineno or len(lines)
+    return "\n".join([*lines[:end], *imports, *lines[end:]]) + "\n"
+
+
+def _patch_kernel_source(wrapper: types.ModuleType) -> None:
+    name = "user_defined_triton_kernel_transitive_closure_source_code"
+    if _missing(wrapper, name):
+        return
+    write_source = getattr(wrapper, name)
+    if getattr(write_source, "_proton_ik", False):
+        return
+
+    def source_with_imports(kernel, *args, **kwargs):
+        return _with_imports(write_source(kernel, *args, **kwargs), proton_ik_imports(kernel))
+
+    source_with_imports._proton_ik = True  # type: ignore[attr-defined]
+    setattr(wrapper, name, source_with_imports)
+
+
+# --- with the mode: which binary each compiled kernel runs -----------------------------------
+
+
+@dataclass
+class _Launchers:
+    """What one Inductor autotuner runs: the mode its launchers were built under ("" plain),
+    and the launchers (with their compile results) it had under other modes."""
+
+    built_under: str = ""
+    kept: dict[str, tuple[list, list]] = field(default_factory=dict)
+
+
+class _State:
+    mode: Mode | None = None
+    knob: str = ""  # the mode's knob: what an autotuner's launchers are built under
+    installed: bool = False
+    warned_cpp_wrapper: bool = False
+
+
+_state = _State()
+_autotuners: weakref.WeakKeyDictionary[Any, _Launchers] = weakref.WeakKeyDictionary()
+_switching = threading.Lock()
+_originals: dict[tuple[str, str], Any] = {}  # (module, attribute) -> what was there
+
+
+def _wanted(autotuner) -> str:
+    """The mode ``autotuner``'s launchers should be built under now: the mode where the kernel
+    records (a user's kernel, which may have scopes, or any under unscoped=kernel), else plain."""
+    mode = compile_mode.active_mode()
+    if mode is None:
+        return ""
+    if mode.unscoped == "kernel" or getattr(autotuner, "custom_kernel", False):
+        return _state.knob
+    return ""
+
+
+def _cpp_wrapper() -> bool:
+    """Whether Inductor compiles for its C++ wrapper now (AOTInductor turns it on too)."""
+    config = sys.modules.get("torch._inductor.config")
+    return getattr(config, "cpp_wrapper", False) is True
+
+
+def _precompile_config(original):
+    def precompile_config(self, config):
+        knob = _wanted(self)
+        if knob and _cpp_wrapper():
+            knob = ""
+            if not _state.warned_cpp_wrapper:
+                _state.warned_cpp_wrapper = True
+                warnings.warn(
+                    "proton_ik: Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, or "
+                    "AOTInductor) launches kernels without Triton's profile allocator, so the "
+                    "kernels it compiles run plain and are not recorded. Set "
+                    "torch._inductor.config.cpp_wrapper = False to record them",
+                    stacklevel=2,
+                )
+        with _switching:
+            _autotuners.setdefault(self, _Launchers()).built_under = knob
+        if knob:
+            return original(self, config)
+        with compile_mode.plain():
+            return original(self, config)
+
+    return precompile_config
+
+
+def _switch(autotuner, knob: str) -> None:
+    """Give ``autotuner`` the launchers built under ``knob``: those it had before, or none, with
+    the configs it had settled on, which its ``run`` then compiles."""
+    launchers = _autotuners.setdefault(autotuner, _Launchers())
+    if launchers.built_under == knob:
+        return
+    if autotuner.launchers or autotuner.compile_results:
+        launchers.kept[launchers.built_under] = (autotuner.launchers, autotuner.compile_results)
+    kept = launchers.kept.pop(knob, None)
+    if kept is not None:
+        autotuner.launchers, autotuner.compile_results = kept
+    else:
+        configs = (
+            [launcher.config for launcher in autotuner.launchers]
+            or [result.config for result in autotuner.compile_results]
+            or list(autotuner.configs or [])
+        )
+        if getattr(autotuner.fn, "fn", None) is None:  # compiled in a worker: the parent reloads it
+            autotuner.fn = autotuner._reload_kernel().fn
+        autotuner.launchers, autotuner.compile_results, autotuner.configs = [], [], configs
+    if hasattr(autotuner, "_cached_launcher"):
+        autotuner._cached_launcher = None  # the fast path keeps the launcher it last ran
+    launchers.built_under = knob
+
+
+def _run(original):
+    def run(self, *args, **kwargs):
+        knob = _wanted(self)
+        launchers = _autotuners.get(self)
+        if (launchers.built_under if launchers is not None else "") != knob:
+            with _switching:
+                _switch(self, knob)
+        return original(self, *args, **kwargs)
+
+    return run
+
+
+def _mutation_analysis(original):
+    def generate_ttir(*args, **kwargs):
+        with compile_mode.plain():  # markers are inline asm, which the analysis cannot follow
+            return original(*args, **kwargs)
+
+    return generate_ttir
+
+
+def _compile_workers(original):
+    def use_process_pool(cls):
+        if _state.mode is not None and _state.mode.unscoped == "kernel":
+            return False  # every kernel records: compile each once, here, under the mode
+        return original.__func__(cls)
+
+    return classmethod(use_process_pool)
+
+
+def _replace(module: types.ModuleType, owner_name: str, attribute: str, make) -> None:
+    owner = getattr(module, owner_name) if owner_name else module
+    key = (f"{module.__name__}.{owner_name}", attribute)
+    if key in _originals:
+        return
+    original = owner.__dict__[attribute] if isinstance(owner, type) else getattr(owner, attribute)
+    _originals[key] = (owner, original)
+    setattr(owner, attribute, make(original))
+
+
+def _patch_heuristics(module: types.ModuleType) -> None:
+    names = ("CachingAutotuner.run", "CachingAutotuner._precompile_config")
+    if _state.installed and not _missing(module, *names):
+        _replace(module, "CachingAutotuner", "_precompile_config", _precompile_config)
+        _replace(module, "CachingAutotuner", "run", _run)
+
+
+def _patch_kernel_wrap(module: types.ModuleType) -> None:
+    if _state.installed and not _missing(module, "generate_ttir"):
+        _replace(module, "", "generate_ttir", _mutation_analysis)
+
+
+def _patch_async_compile(module: types.ModuleType) -> None:
+    if _state.installed and not _missing(module, "AsyncCompile.use_process_pool"):
+        _replace(module, "AsyncCompile", "use_process_pool", _compile_workers)
+
+
+_WITH_THE_MODE = (
+    (_HEURISTICS, _patch_heuristics),
+    (_KERNEL_WRAP, _patch_kernel_wrap),
+    (_ASYNC_COMPILE, _patch_async_compile),
+)
+
+
+def _install() -> None:
+    _state.installed = True
+    for name, patch in _WITH_THE_MODE:
+        _when_imported(name, patch)
+
+
+def _uninstall() -> None:
+    """Every autotuner back to plain launchers, then every patch undone."""
+    _state.installed = False
+    for name, patch in _WITH_THE_MODE:
+        _cancel(name, patch)
+    with _switching:
+        for autotuner, launchers in list(_autotuners.items()):
+            if launchers.built_under:
+                _switch(autotuner, "")
+    for (_, attribute), (owner, original) in _originals.items():
+        setattr(owner, attribute, original)
+    _originals.clear()
+
+
+def _on_mode_change(mode: Mode | None) -> None:
+    _state.mode, _state.knob = mode, "" if mode is None else mode.knob
+    if mode is not None and not _state.installed:
+        _install()
+    elif mode is None and _state.installed:
+        _uninstall()
+
+
+def follow() -> None:
+    """Patch Inductor's copy of kernel sources whenever Inductor is imported, and follow the
+    compile mode from now on; a second call changes nothing."""
+    _when_imported(_WRAPPER, _patch_kernel_source)
+    compile_mode.on_change(_on_mode_change)
