@@ -8,6 +8,7 @@ with Triton's Proton, in one process, following ../shared/BENCHMARKING.md. From 
     python -m benchmarks.run --only buffers     # issue 7 alone (benchmarks/buffers/)
     python -m benchmarks.run --ik-mode instrumentation:granularity=warpgroup   # another mode of ours
     python -m benchmarks.run --report-only      # the report again from --out's results.json, no GPU
+    python -m benchmarks.run --only compiled --merge   # one section anew; the others kept from --out
 
 Sections, each measured by its own module (the shared harness: benchmarks/harness.py):
 
@@ -38,6 +39,10 @@ Sections, each measured by its own module (the shared harness: benchmarks/harnes
 - buffers (buffers/): buffers sized from the code (issue 7): the default mode on every kernel,
   device bytes against bytes written, host time per launch, end to end on a 16384-CTA grid,
   finalize rate, CUDA graph replays and autotuning.
+- compiled (compiled.py): torch.compile (issue 22): a compiled transformer block, its attention
+  a scoped user kernel and the rest Inductor's kernels, recorded with unscoped=kernel: every
+  launch against torch.profiler's, exact counts, the step in a session against the plain step
+  and PyTorch's Proton integration, and the first compile in a session against a plain one.
 - sampling (overhead.py): gelu under the sampling modes (--sample-mode; by default ctas=4,
   ctas=16 and warps=0) beside the default mode, timed as in overhead; a mode that does not parse
   is skipped and reported. Last, so that a new mode's fault takes no other section with it.
@@ -72,6 +77,7 @@ SECTIONS = (
     "counts",
     "host",
     "buffers",
+    "compiled",
     "sampling",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -123,6 +129,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--keep-traces", action="store_true", help="keep the traces and session files")
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the sections of --out's results.json that this run does not measure; the report "
+        "names the run (date, device, command) each kept section came from",
+    )
+    parser.add_argument(
         "--report-only",
         action="store_true",
         help="measure nothing: write results.md (and --benchmarks-md) again from --out's results.json",
@@ -144,6 +156,7 @@ def parse_args() -> argparse.Namespace:
                 ("--rounds", args.rounds),
                 ("--reuse-cache", args.reuse_cache),
                 ("--keep-traces", args.keep_traces),
+                ("--merge", args.merge),
             )
             if given
         ]
@@ -160,6 +173,24 @@ def write_report(out_dir: Path, benchmarks_md: str) -> dict[str, Any]:
     if benchmarks_md:
         Path(benchmarks_md).write_text(text)
     return results
+
+
+def merge_kept_sections(results: dict[str, Any], earlier: dict[str, Any], measured: list[str]) -> None:
+    """Into ``results``, the sections of ``earlier`` (an earlier results.json) that were not
+    ``measured`` now, each with the run it came from under ``kept_sections``."""
+    provenance = {
+        "date_utc": earlier["environment"]["date_utc"],
+        "device": earlier["environment"]["device"],
+        "command": earlier["command"],
+    }
+    kept = results.setdefault("kept_sections", {})
+    for name in SECTIONS:
+        if name in measured or name not in earlier:
+            continue
+        results[name] = earlier[name]
+        kept[name] = earlier.get("kept_sections", {}).get(name, provenance)
+    if "overhead" in kept or "sampling" in kept:  # their tables are labelled by the variants compared
+        results["variants"] = earlier["variants"]
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -182,6 +213,7 @@ def measure(args: argparse.Namespace) -> int:
     from benchmarks import (
         accuracy,
         buffers,
+        compiled,
         counts,
         decomposition,
         event_cost,
@@ -205,6 +237,7 @@ def measure(args: argparse.Namespace) -> int:
         "counts": counts.measure,
         "host": host.measure,
         "buffers": buffers.measure,
+        "compiled": compiled.measure,
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -238,6 +271,9 @@ def measure(args: argparse.Namespace) -> int:
     finally:
         ctx.clock.stop()
         ctx.results["wall_s"] = time.perf_counter() - ctx.started
+        earlier = out_dir / "results.json"
+        if args.merge and earlier.exists():
+            merge_kept_sections(ctx.results, json.loads(earlier.read_text()), args.sections)
         ctx.results["smi_mhz_all_samples_median"] = (
             float(np.median([mhz for _, mhz in ctx.clock.samples])) if ctx.clock.samples else None
         )

@@ -12,6 +12,7 @@ from typing import Any
 from benchmarks.report import (
     accuracy,
     buffers,
+    compiled,
     counts,
     decomposition,
     event_cost,
@@ -43,6 +44,7 @@ def render(results: dict[str, Any]) -> str:
         *host.markdown(results),
         *record_cost.breakdown(results),
         *buffers.markdown(results.get("buffers", {})),
+        *compiled.markdown(results),
         *failed_sections(results),
     ]
     return "\n".join(lines) + "\n"

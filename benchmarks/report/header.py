@@ -22,6 +22,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
         f"- Command: `{results['command']}`",
         f"- proton_ik modes: {', '.join(v['mode'] for v in variants if v['profiler'] == 'proton_ik')}; "
         f"Proton modes: {', '.join(v['mode'] for v in variants if v['profiler'] == 'proton')}",
+        *_kept_sections(results),
         "",
         "Method: ../shared/BENCHMARKING.md. Every variant compiles from the same source "
         "(benchmarks/kernels.py, scopes from benchmarks/scopes.py) before any timing; device time "
@@ -29,4 +30,15 @@ def markdown(results: dict[str, Any]) -> list[str]:
         f"{results.get('overhead', {}).get('rounds', '-')} interleaved rounds of "
         "`triton.testing.do_bench(return_mode='median')`; we report the median of the round medians "
         "and, in parentheses, the spread (max - min) / median of the rounds.",
+    ]
+
+
+def _kept_sections(results: dict[str, Any]) -> list[str]:
+    """One line per earlier run whose sections this report keeps (run.py --merge)."""
+    runs: dict[tuple[str, str, str], list[str]] = {}
+    for name, run in results.get("kept_sections", {}).items():
+        runs.setdefault((run["date_utc"], run["device"], run["command"]), []).append(name)
+    return [
+        f"- Kept from the run of {date} on {device} (`{command}`): {', '.join(names)}"
+        for (date, device, command), names in sorted(runs.items())
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.report import event_cost
+from benchmarks.report import compiled, event_cost
 
 OURS = "proton_ik"
 PROTON = ("proton_global", "proton_shared")
@@ -149,7 +149,13 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         f"{_fmt(host.get('finalize_s'))} s for {host.get('records', 0):,} records "
         "(where the time goes: docs/PERFORMANCE.md)",
     )
-    return rows + occupancy_rows(results) + event_rows(results) + buffer_rows(results.get("buffers", {}))
+    return (
+        rows
+        + occupancy_rows(results)
+        + event_rows(results)
+        + buffer_rows(results.get("buffers", {}))
+        + compiled.target_rows(results)
+    )
 
 
 def _within_noise(kernel: dict[str, Any], ours: float, best: float) -> str:

@@ -147,6 +147,8 @@ def test_compute_sanitizer_memcheck_is_clean_on_a_compiled_program(tmp_path):
         PYTORCH_NO_CUDA_MEMORY_CACHING="1",
         PROTON_IK_OUT=str(tmp_path),
         TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+        # The target imports proton_ik and compiled_kernels (beside it) as a user's program would.
+        PYTHONPATH=os.pathsep.join([str(HERE.parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]),
     )
     run = subprocess.run(
         [

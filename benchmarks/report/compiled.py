@@ -1,0 +1,126 @@
+"""torch.compile (issue 22): the compiled transformer block's section and its targets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.report.format import fmt, table
+
+STEP_RATIO_GOAL = 1.5  # a compiled step in a session, finalize excluded, against the plain step
+FIRST_CALL_RATIO_GOAL = 1.5  # the first call (trace, compile, run) in a session against plain
+
+
+def _ratio(compiled: dict[str, Any], key: str) -> float | None:
+    numbers = compiled.get(key, {})
+    plain, session = numbers.get("plain"), numbers.get("session")
+    return None if not plain or session is None else session / plain
+
+
+GOALS = {
+    "compiled_exact": "issue 22: a torch.compile'd transformer block (attention a scoped user kernel, the "
+    "rest Inductor's), unscoped=kernel: every launch recorded, counts exact",
+    "compiled_step": f"issue 22: a compiled step in a session at most {STEP_RATIO_GOAL}x the unprofiled "
+    "step (finalize excluded)",
+    "compiled_first": f"issue 22: the first compile in a session at most {FIRST_CALL_RATIO_GOAL}x the "
+    "unprofiled first compile",
+}
+
+
+def target_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of issue 22, one row each."""
+    compiled = results.get("compiled", {})
+    if not compiled or "error" in compiled:
+        why = f"failed: {compiled['error'][:200]}" if "error" in compiled else "not measured in this run"
+        return [{"key": k, "goal": g, "measured": "-", "met": None, "why_not": why} for k, g in GOALS.items()]
+    exact = compiled["exact"]
+    problems = [
+        ""
+        if exact["same_kernels"]
+        else f"{exact['launches']} launches recorded, CUPTI saw {exact['cupti_triton_launches']}",
+        f"inexact: {', '.join(exact['inexact_kernels'])}" if exact["inexact_kernels"] else "",
+        f"{exact['overwritten']:,} overwritten" if exact["overwritten"] else "",
+        f"{exact['unmatched']:,} unmatched" if exact["unmatched"] else "",
+        "" if compiled["outputs_equal"] else "outputs differ from the unprofiled step",
+    ]
+    step_ratio, first_ratio = _ratio(compiled, "step_ms"), _ratio(compiled, "first_call_s")
+    steps, first = compiled["step_ms"], compiled["first_call_s"]
+    proton = compiled.get("proton_integration", {})
+    proton_text = (
+        f"; PyTorch's Proton integration {fmt(proton['step_ms'], '.2f')} ms ({proton['step_ms'] / steps['plain']:.1f}x)"
+        if proton.get("step_ms") and steps.get("plain")
+        else ""
+    )
+    return [
+        {
+            "key": "compiled_exact",
+            "goal": GOALS["compiled_exact"],
+            "measured": f"{exact['launches']} launches of {len(exact['kernels'])} kernels, CUPTI saw "
+            f"{exact['cupti_triton_launches']}; {exact['records']:,} records",
+            "met": not any(problems),
+            "why_not": "; ".join(p for p in problems if p),
+        },
+        {
+            "key": "compiled_step",
+            "goal": GOALS["compiled_step"],
+            "measured": f"{fmt(steps['session'], '.3f')} ms against {fmt(steps['plain'], '.3f')} ms "
+            f"({fmt(step_ratio, '.2f')}x){proton_text}",
+            "met": step_ratio is not None and step_ratio <= STEP_RATIO_GOAL,
+            "why_not": f"{fmt(step_ratio, '.2f')}x",
+        },
+        {
+            "key": "compiled_first",
+            "goal": GOALS["compiled_first"],
+            "measured": f"{fmt(first['session'], '.1f')} s against {fmt(first['plain'], '.1f')} s "
+            f"({fmt(first_ratio, '.2f')}x)",
+            "met": first_ratio is not None and first_ratio <= FIRST_CALL_RATIO_GOAL,
+            "why_not": f"{fmt(first_ratio, '.2f')}x",
+        },
+    ]
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+    """'## torch.compile'; empty when the section did not run."""
+    compiled = results.get("compiled", {})
+    if not compiled or "error" in compiled:
+        return []
+    from benchmarks.kernels.compiled_block import BATCH, HEADS, SEQ, WIDTH
+
+    exact, steps, first = compiled["exact"], compiled["step_ms"], compiled["first_call_s"]
+    proton = compiled.get("proton_integration", {})
+    rows = [
+        ["unprofiled", fmt(steps["plain"], ".3f"), "1.0", "-", fmt(first["plain"], ".1f")],
+        [
+            f"proton_ik, {compiled['mode']}",
+            fmt(steps["session"], ".3f"),
+            fmt(steps["session"] / steps["plain"], ".2f"),
+            fmt(steps["finalize_s"], ".2f"),
+            fmt(first["session"], ".1f"),
+        ],
+        [
+            "PyTorch's Proton integration (config.triton.proton_profiling)",
+            fmt(proton.get("step_ms"), ".3f"),
+            fmt(proton["step_ms"] / steps["plain"], ".1f") if proton.get("step_ms") else "-",
+            "in every step",
+            "-",
+        ],
+    ]
+    lines = [
+        "",
+        "## torch.compile",
+        "",
+        f"A transformer block (batch {BATCH}, sequence {SEQ}, width {WIDTH}, {HEADS} heads, fp16) under "
+        "`torch.compile`: attention is a user kernel with scopes (benchmarks/kernels/compiled_block.py), "
+        "the rest Inductor's own kernels, recorded with one scope per warp. Step times are the median "
+        f"of {compiled['rounds']} interleaved rounds of {compiled['steps']} steps, synchronized once per "
+        "round; the first call is trace, compile and run in a fresh process with empty caches.",
+        "",
+        *table(["profiler", "step ms", "x unprofiled", "finalize s", "first call s"], rows),
+        "",
+        f"One profiled step: {exact['launches']} launches recorded ({', '.join(exact['kernels'])}); "
+        f"torch.profiler saw {exact['cupti_triton_launches']} Triton launches; same kernels: "
+        f"{fmt(exact['same_kernels'])}; outputs bitwise equal to the unprofiled step: "
+        f"{fmt(compiled['outputs_equal'])}.",
+    ]
+    if proton.get("error"):
+        lines.append(f"PyTorch's Proton integration failed: {proton['error']}")
+    return lines
