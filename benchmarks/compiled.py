@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 MODE = "instrumentation:unscoped=kernel"
-STEPS = 50
+# The sessions timed: the user's scoped kernel alone records, or every kernel does.
+SESSION_MODES = {"session_user": "instrumentation", "session": MODE}
+STEPS = 50  # steps of a round: the records of the later ones leave the device pool as they run
+SHORT_STEPS = 10  # the first steps of a session, whose records all stay in the device pool
+# First calls in a fresh process: plain, in a session (compiles in this process: every kernel
+# records), and in a session with Inductor's compile workers kept (each kernel compiled plain in
+# a worker, then again under the mode here): the measurement behind compiling in the process.
+FIRST_CALL_KINDS = ("plain", "session", "session_workers")
 PROTON_STEPS = 10  # PyTorch's Proton integration synchronizes and writes a trace every step
 
 
@@ -80,47 +87,33 @@ def _exact(compiled, x, out_dir: Path) -> dict[str, Any]:
     }
 
 
-def _proton_integration(block, x, out_dir: Path) -> dict[str, Any]:
-    """PyTorch's Proton integration on the same block: its own compile, its step time."""
-    import torch
+def _fresh_process(task: str, kind: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``python -m benchmarks.compiled TASK KIND DIR`` in a fresh process with empty Inductor and
+    Triton caches: what it printed last, as JSON."""
+    with tempfile.TemporaryDirectory(prefix="pik_compiled_") as scratch:
+        env = dict(
+            os.environ,
+            TORCHINDUCTOR_CACHE_DIR=str(Path(scratch) / "inductor"),
+            TRITON_CACHE_DIR=str(Path(scratch) / "triton"),
+            PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path]),
+            **(env or {}),
+        )
+        run = subprocess.run(
+            [sys.executable, "-m", "benchmarks.compiled", task, kind, scratch],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"{task} ({kind}) failed: {run.stderr[-2000:]}")
+        return json.loads(run.stdout.strip().splitlines()[-1])
 
-    config = torch._inductor.config.triton
-    torch._dynamo.reset()
-    previous = (config.proton_profiling, config.proton_output_dir)
-    config.proton_profiling, config.proton_output_dir = True, str(out_dir)
-    try:
-        compiled = torch.compile(block)
-        with torch.no_grad():
-            compiled(x)
-            per_step = _steps(compiled, x, PROTON_STEPS)
-        return {"step_ms": 1e3 * per_step, "traces": len(list(out_dir.rglob("*")))}
-    finally:
-        config.proton_profiling, config.proton_output_dir = previous
-        torch._dynamo.reset()
 
-
-def _first_compile(kind: str, rounds: int) -> list[float]:
-    """Seconds of the first call in fresh processes with empty caches, one per round."""
-    seconds = []
-    for _ in range(rounds):
-        with tempfile.TemporaryDirectory(prefix="pik_first_") as scratch:
-            env = dict(
-                os.environ,
-                TORCHINDUCTOR_CACHE_DIR=str(Path(scratch) / "inductor"),
-                TRITON_CACHE_DIR=str(Path(scratch) / "triton"),
-                PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path]),
-            )
-            run = subprocess.run(
-                [sys.executable, "-m", "benchmarks.compiled", "first", kind, scratch],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=600,
-            )
-            if run.returncode != 0:
-                raise RuntimeError(f"first compile ({kind}) failed: {run.stderr[-2000:]}")
-            seconds.append(json.loads(run.stdout.strip().splitlines()[-1])["first_call_s"])
-    return seconds
+def _proton_integration() -> dict[str, Any]:
+    """PyTorch's Proton integration on the same block, in a process of its own: Inductor reads
+    its switch when it first writes a kernel's imports, so it must be on from the start."""
+    return _fresh_process("steps", "proton", {"TORCHINDUCTOR_TRITON_PROTON_PROFILING": "1"})
 
 
 def measure(ctx) -> dict[str, Any]:
@@ -137,49 +130,61 @@ def measure(ctx) -> dict[str, Any]:
     block, x = compiled_block.make_block()
     torch._dynamo.reset()
     compiled = torch.compile(block)
-    results: dict[str, Any] = {"mode": MODE, "steps": STEPS, "rounds": rounds}
+    results: dict[str, Any] = {"mode": MODE, "steps": STEPS, "short_steps": SHORT_STEPS, "rounds": rounds}
     with torch.no_grad():
         expected = compiled(x)  # compiled plain, outside any session
-        _exact_result = _exact(compiled, x, out_dir)
-        results["exact"] = _exact_result
+        results["exact"] = _exact(compiled, x, out_dir)
         proton_ik.start("equal", mode=MODE, out_dir=str(out_dir))
         profiled = compiled(x)
         torch.cuda.synchronize()
         proton_ik.finalize()
         results["outputs_equal"] = bool(torch.equal(profiled, expected))
-        plain, session, finalize = [], [], []
+        timed: dict[str, list[float]] = {"plain": []}
+        finalize: dict[str, list[float]] = {}
         for round_ in range(rounds):
-            plain.append(_steps(compiled, x, STEPS))
-            proton_ik.start(f"steps{round_}", mode=MODE, out_dir=str(out_dir))
-            session.append(_steps(compiled, x, STEPS))
-            began = time.perf_counter()
-            proton_ik.finalize()
-            finalize.append(time.perf_counter() - began)
-        results["step_ms"] = {
-            "plain": 1e3 * float(np.median(plain)),
-            "session": 1e3 * float(np.median(session)),
-            "plain_rounds": [1e3 * s for s in plain],
-            "session_rounds": [1e3 * s for s in session],
-            "finalize_s": float(np.median(finalize)),
-        }
+            timed["plain"].append(_steps(compiled, x, STEPS))
+            for label, mode in SESSION_MODES.items():
+                proton_ik.start(f"steps_{round_}", mode=mode, out_dir=str(out_dir))
+                compiled(x)  # the launchers for this mode: compiled in the first round, kept after
+                timed.setdefault(f"{label}_short", []).append(_steps(compiled, x, SHORT_STEPS))
+                timed.setdefault(label, []).append(_steps(compiled, x, STEPS))
+                began = time.perf_counter()
+                proton_ik.finalize()
+                finalize.setdefault(label, []).append(time.perf_counter() - began)
+        results["step_ms"] = {label: 1e3 * float(np.median(seconds)) for label, seconds in timed.items()}
+        results["step_ms"]["rounds"] = {label: [1e3 * s for s in seconds] for label, seconds in timed.items()}
+        results["step_ms"]["finalize_s"] = {label: float(np.median(s)) for label, s in finalize.items()}
+        results["session_modes"] = SESSION_MODES
         log(
-            f"compiled step: plain {results['step_ms']['plain']:.3f} ms, session {results['step_ms']['session']:.3f} ms"
+            f"compiled step (ms): {', '.join(f'{k} {v:.3f}' for k, v in results['step_ms'].items() if isinstance(v, float))}"
         )
     try:
-        results["proton_integration"] = _proton_integration(block, x, out_dir / "proton")
+        results["proton_integration"] = _proton_integration()
     except Exception as error:  # it is theirs: a failure is reported, not fatal
         results["proton_integration"] = {"error": f"{error!r}"[:500]}
-    first_plain, first_session = [], []
+    first: dict[str, list[float]] = {kind: [] for kind in FIRST_CALL_KINDS}
     for _ in range(rounds - 1):
-        first_plain += _first_compile("plain", 1)
-        first_session += _first_compile("session", 1)
-    results["first_call_s"] = {
-        "plain": float(np.median(first_plain)),
-        "session": float(np.median(first_session)),
-        "plain_rounds": first_plain,
-        "session_rounds": first_session,
-    }
+        for kind in FIRST_CALL_KINDS:
+            first[kind].append(_fresh_process("first", kind)["first_call_s"])
+    results["first_call_s"] = {kind: float(np.median(seconds)) for kind, seconds in first.items()}
+    results["first_call_s"]["rounds"] = first
     return results
+
+
+def _proton_steps(out_dir: str) -> dict[str, Any]:
+    """In a process started with TORCHINDUCTOR_TRITON_PROTON_PROFILING=1: the compiled block's
+    step under PyTorch's Proton integration, which profiles and writes a trace in every step."""
+    import torch
+
+    from benchmarks.kernels import compiled_block
+
+    torch._inductor.config.triton.proton_output_dir = out_dir
+    block, x = compiled_block.make_block()
+    compiled = torch.compile(block)
+    with torch.no_grad():
+        compiled(x)
+        per_step = _steps(compiled, x, PROTON_STEPS)
+    return {"step_ms": 1e3 * per_step, "steps": PROTON_STEPS}
 
 
 def _first_call(kind: str, out_dir: str) -> float:
@@ -191,19 +196,33 @@ def _first_call(kind: str, out_dir: str) -> float:
 
     block, x = compiled_block.make_block()
     torch.cuda.synchronize()
-    if kind == "session":
+    if kind != "plain":
+        from torch._inductor.async_compile import AsyncCompile
+
+        workers = AsyncCompile.__dict__["use_process_pool"]
         proton_ik.start("first", mode=MODE, out_dir=out_dir)
+        if kind == "session_workers":  # undo proton_ik's choice of compiling in this process
+            AsyncCompile.use_process_pool = workers
     began = time.perf_counter()
     with torch.no_grad():
         torch.compile(block)(x)
     torch.cuda.synchronize()
     first = time.perf_counter() - began
-    if kind == "session":
+    if kind != "plain":
         proton_ik.finalize()
     return first
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "first" or sys.argv[2] not in ("plain", "session"):
-        sys.exit("usage: python -m benchmarks.compiled first plain|session OUT_DIR")
-    print(json.dumps({"first_call_s": _first_call(sys.argv[2], sys.argv[3])}))
+    task = tuple(sys.argv[1:3])
+    if len(sys.argv) != 4 or task not in {
+        *(("first", kind) for kind in FIRST_CALL_KINDS),
+        ("steps", "proton"),
+    }:
+        sys.exit(
+            "usage: python -m benchmarks.compiled (first plain|session|session_workers)|(steps proton) DIR"
+        )
+    if task[0] == "first":
+        print(json.dumps({"first_call_s": _first_call(task[1], sys.argv[3])}))
+    else:
+        print(json.dumps(_proton_steps(sys.argv[3])))

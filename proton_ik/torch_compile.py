@@ -45,17 +45,15 @@ it must compile), so it is installed when Inductor's module is imported and neve
 from __future__ import annotations
 
 import ast
-import importlib.abc
 import sys
 import threading
 import types
 import warnings
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik import compile_mode
+from proton_ik import after_import, compile_mode
 from proton_ik.mode import Mode
 
 __all__ = ["follow", "proton_ik_imports"]
@@ -68,64 +66,11 @@ _ASYNC_COMPILE = "torch._inductor.async_compile"
 _PACKAGE = "proton_ik"
 
 
-# --- running code when a module is imported ---------------------------------------------------
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs callbacks right after a module is imported: the patches here must reach modules
-    that PyTorch imports only when ``torch.compile`` first runs."""
-
-    def __init__(self) -> None:
-        self.waiting: dict[str, list[Callable[[types.ModuleType], None]]] = {}
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname not in self.waiting:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_then_patch(module: types.ModuleType) -> None:
-            exec_module(module)
-            for callback in self.waiting.pop(fullname, []):
-                callback(module)
-
-        loader.exec_module = exec_then_patch  # this spec's own loader: no other import sees it
-        return spec
-
-
-_after_import = _AfterImport()
-
-
-def _when_imported(name: str, callback: Callable[[types.ModuleType], None]) -> None:
-    """``callback(module)`` now if ``name`` is imported, else right after it is."""
-    module = sys.modules.get(name)
-    if module is not None:
-        callback(module)
-        return
-    _after_import.waiting.setdefault(name, []).append(callback)
-    if _after_import not in sys.meta_path:
-        sys.meta_path.insert(0, _after_import)
-
-
-def _cancel(name: str, callback: Callable[[types.ModuleType], None]) -> None:
-    waiting = _after_import.waiting.get(name, [])
-    if callback in waiting:
-        waiting.remove(callback)
-
-
 # --- the checks of what is patched ------------------------------------------------------------
 
 _warned: set[str] = set()
+_NOT_RECORDED = "kernels that torch.compile runs are not recorded"
+_NOT_COMPILED = "a kernel with scopes fails to compile under torch.compile (NameError)"
 
 
 def _torch_version() -> str:
@@ -133,8 +78,9 @@ def _torch_version() -> str:
     return str(getattr(torch, "__version__", "unknown"))
 
 
-def _missing(module: types.ModuleType, *names: str) -> bool:
-    """True (with a warning, once per module) when ``module`` lacks any of ``names``."""
+def _missing(module: types.ModuleType, *names: str, then: str = _NOT_RECORDED) -> bool:
+    """True (with a warning, once per module, saying ``then``: what the user loses) when
+    ``module`` lacks any of ``names``."""
     absent = []
     for name in names:
         target: Any = module
@@ -146,9 +92,8 @@ def _missing(module: types.ModuleType, *names: str) -> bool:
         _warned.add(module.__name__)
         warnings.warn(
             f"proton_ik: torch {_torch_version()}: {module.__name__} has no {', '.join(absent)} "
-            f"(checked with torch {' and '.join(TESTED_TORCH)}), so kernels that torch.compile "
-            "runs are not recorded, or scoped kernels do not compile under it. Run the kernels "
-            "outside torch.compile, or use a torch version named here",
+            f"(proton_ik was checked with torch {' and '.join(TESTED_TORCH)}), so {then}. Run the "
+            "kernels outside torch.compile, or use a torch version named here",
             stacklevel=3,
         )
     return bool(absent)
@@ -221,7 +166,7 @@ def _with_imports(source: str, imports: list[str]) -> str:
 
 def _patch_kernel_source(wrapper: types.ModuleType) -> None:
     name = "user_defined_triton_kernel_transitive_closure_source_code"
-    if _missing(wrapper, name):
+    if _missing(wrapper, name, then=_NOT_COMPILED):
         return
     write_source = getattr(wrapper, name)
     if getattr(write_source, "_proton_ik", False):
@@ -391,14 +336,14 @@ _WITH_THE_MODE = (
 def _install() -> None:
     _state.installed = True
     for name, patch in _WITH_THE_MODE:
-        _when_imported(name, patch)
+        after_import.call(name, patch)
 
 
 def _uninstall() -> None:
     """Every autotuner back to plain launchers, then every patch undone."""
     _state.installed = False
     for name, patch in _WITH_THE_MODE:
-        _cancel(name, patch)
+        after_import.cancel(name, patch)
     with _switching:
         for autotuner, launchers in list(_autotuners.items()):
             if launchers.built_under:
@@ -419,5 +364,5 @@ def _on_mode_change(mode: Mode | None) -> None:
 def follow() -> None:
     """Patch Inductor's copy of kernel sources whenever Inductor is imported, and follow the
     compile mode from now on; a second call changes nothing."""
-    _when_imported(_WRAPPER, _patch_kernel_source)
+    after_import.call(_WRAPPER, _patch_kernel_source)
     compile_mode.on_change(_on_mode_change)

@@ -26,6 +26,14 @@ FORBIDDEN = {
         "proton_ik.session",
     ],
     "proton_ik.runtime": ["proton_ik.lowering", "proton_ik.viewer"],
+    # Patches of PyTorch's internals: they follow the compile mode and touch nothing else of ours.
+    "proton_ik.torch_compile": [
+        "proton_ik.lowering",
+        "proton_ik.runtime",
+        "proton_ik.viewer",
+        "proton_ik.session",
+    ],
+    "proton_ik.after_import": ["proton_ik."],
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
 }
 # The one crossing that does work rather than fetch a constant: calibration decodes its own

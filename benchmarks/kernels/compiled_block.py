@@ -21,7 +21,7 @@ BLOCK_M, BLOCK_N, ATTENTION_WARPS = 64, 64, 4
 
 @triton.jit
 def block_attention_kernel(
-    Q, K, V, Out, sm_scale, stride_b, stride_h, stride_s, N_CTX,
+    Q, K, V, Out, stride_b, stride_h, stride_s, N_CTX, SM_SCALE: tl.constexpr,
     HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):  # fmt: skip
     """Non-causal flash attention over [batch, heads, seq, head_dim] tensors of one layout."""
@@ -35,7 +35,7 @@ def block_attention_kernel(
     m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.44269504
+    qk_scale = SM_SCALE * 1.44269504  # a constexpr: Inductor would pass a float argument as fp64
     for start_n in range(0, N_CTX, BLOCK_N):
         with pl.scope("kv_block"):
             k = tl.load(K + base + (start_n + offs_n)[None, :] * stride_s + offs_d[:, None])
@@ -57,7 +57,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     batch, heads, seq, head_dim = q.shape
     out = torch.empty_like(q)
     block_attention_kernel[(seq // BLOCK_M, batch * heads)](
-        q, k, v, out, head_dim**-0.5, q.stride(0), q.stride(1), q.stride(2), seq,
+        q, k, v, out, q.stride(0), q.stride(1), q.stride(2), seq, SM_SCALE=head_dim**-0.5,
         HEADS=heads, HEAD_DIM=head_dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=ATTENTION_WARPS,
     )  # fmt: skip
     return out

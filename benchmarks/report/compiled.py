@@ -10,9 +10,9 @@ STEP_RATIO_GOAL = 1.5  # a compiled step in a session, finalize excluded, agains
 FIRST_CALL_RATIO_GOAL = 1.5  # the first call (trace, compile, run) in a session against plain
 
 
-def _ratio(compiled: dict[str, Any], key: str) -> float | None:
+def _ratio(compiled: dict[str, Any], key: str, label: str = "session") -> float | None:
     numbers = compiled.get(key, {})
-    plain, session = numbers.get("plain"), numbers.get("session")
+    plain, session = numbers.get("plain"), numbers.get(label)
     return None if not plain or session is None else session / plain
 
 
@@ -63,18 +63,38 @@ def target_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "key": "compiled_step",
             "goal": GOALS["compiled_step"],
             "measured": f"{fmt(steps['session'], '.3f')} ms against {fmt(steps['plain'], '.3f')} ms "
-            f"({fmt(step_ratio, '.2f')}x){proton_text}",
+            f"({fmt(step_ratio, '.2f')}x); the first {compiled['short_steps']} steps of a session "
+            f"{fmt(_ratio(compiled, 'step_ms', 'session_short'), '.2f')}x; the user kernel alone recording "
+            f"{fmt(_ratio(compiled, 'step_ms', 'session_user'), '.2f')}x{proton_text}",
             "met": step_ratio is not None and step_ratio <= STEP_RATIO_GOAL,
-            "why_not": f"{fmt(step_ratio, '.2f')}x",
+            "why_not": f"{fmt(step_ratio, '.2f')}x over rounds of {compiled['steps']} steps, "
+            f"{fmt(_ratio(compiled, 'step_ms', 'session_short'), '.2f')}x over the first "
+            f"{compiled['short_steps']}, with {exact['launches']} profiled launches a step",
         },
         {
             "key": "compiled_first",
             "goal": GOALS["compiled_first"],
             "measured": f"{fmt(first['session'], '.1f')} s against {fmt(first['plain'], '.1f')} s "
-            f"({fmt(first_ratio, '.2f')}x)",
+            f"({fmt(first_ratio, '.2f')}x); with Inductor's compile workers kept "
+            f"{fmt(_ratio(compiled, 'first_call_s', 'session_workers'), '.2f')}x",
             "met": first_ratio is not None and first_ratio <= FIRST_CALL_RATIO_GOAL,
             "why_not": f"{fmt(first_ratio, '.2f')}x",
         },
+    ]
+
+
+def _row(label: str, steps: dict[str, Any], key: str, finalize: str, first: str) -> list[str]:
+    plain = steps.get("plain")
+    ratio = lambda ms: fmt(ms / plain, ".2f") if ms is not None and plain else "-"  # noqa: E731
+    short = steps.get(f"{key}_short")
+    return [
+        label,
+        fmt(steps.get(key), ".3f"),
+        ratio(steps.get(key)),
+        fmt(short, ".3f"),
+        ratio(short),
+        finalize,
+        first,
     ]
 
 
@@ -87,22 +107,31 @@ def markdown(results: dict[str, Any]) -> list[str]:
 
     exact, steps, first = compiled["exact"], compiled["step_ms"], compiled["first_call_s"]
     proton = compiled.get("proton_integration", {})
+    finalize = steps["finalize_s"]
+    modes = compiled["session_modes"]
     rows = [
-        ["unprofiled", fmt(steps["plain"], ".3f"), "1.0", "-", fmt(first["plain"], ".1f")],
+        _row("unprofiled", steps, "plain", "-", fmt(first["plain"], ".1f")),
+        _row(f"proton_ik, `{modes['session_user']}` (the user kernel records)", steps, "session_user",
+             fmt(finalize["session_user"], ".2f"), "-"),
+        _row(f"proton_ik, `{modes['session']}` (every kernel records)", steps, "session",
+             fmt(finalize["session"], ".2f"), fmt(first["session"], ".1f")),
+        ["proton_ik, every kernel, Inductor's compile workers kept", "-", "-", "-", "-", "-",
+         fmt(first.get("session_workers"), ".1f")],
         [
-            f"proton_ik, {compiled['mode']}",
-            fmt(steps["session"], ".3f"),
-            fmt(steps["session"] / steps["plain"], ".2f"),
-            fmt(steps["finalize_s"], ".2f"),
-            fmt(first["session"], ".1f"),
-        ],
-        [
-            "PyTorch's Proton integration (config.triton.proton_profiling)",
+            "PyTorch's Proton integration (`TORCHINDUCTOR_TRITON_PROTON_PROFILING=1`)",
             fmt(proton.get("step_ms"), ".3f"),
             fmt(proton["step_ms"] / steps["plain"], ".1f") if proton.get("step_ms") else "-",
-            "in every step",
-            "-",
+            "-", "-", "in every step", "-",
         ],
+    ]  # fmt: skip
+    header = [
+        "profiler",
+        "step ms",
+        "x unprofiled",
+        "first steps ms",
+        "x unprofiled",
+        "finalize s",
+        "first call s",
     ]
     lines = [
         "",
@@ -110,16 +139,18 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "",
         f"A transformer block (batch {BATCH}, sequence {SEQ}, width {WIDTH}, {HEADS} heads, fp16) under "
         "`torch.compile`: attention is a user kernel with scopes (benchmarks/kernels/compiled_block.py), "
-        "the rest Inductor's own kernels, recorded with one scope per warp. Step times are the median "
-        f"of {compiled['rounds']} interleaved rounds of {compiled['steps']} steps, synchronized once per "
-        "round; the first call is trace, compile and run in a fresh process with empty caches.",
+        "the rest Inductor's own kernels. Step times are medians over "
+        f"{compiled['rounds']} interleaved rounds of {compiled['steps']} steps, synchronized once per "
+        f"round; 'first steps' are the {compiled['short_steps']} steps that open each session, whose "
+        "records all stay in the device pool (later steps wait for the drain as the pool fills). The "
+        "first call is trace, compile and run in a fresh process with empty Inductor and Triton caches.",
         "",
-        *table(["profiler", "step ms", "x unprofiled", "finalize s", "first call s"], rows),
+        *table(header, rows),
         "",
-        f"One profiled step: {exact['launches']} launches recorded ({', '.join(exact['kernels'])}); "
-        f"torch.profiler saw {exact['cupti_triton_launches']} Triton launches; same kernels: "
-        f"{fmt(exact['same_kernels'])}; outputs bitwise equal to the unprofiled step: "
-        f"{fmt(compiled['outputs_equal'])}.",
+        f"One profiled step, every kernel recording: {exact['launches']} launches recorded "
+        f"({', '.join(exact['kernels'])}); torch.profiler saw {exact['cupti_triton_launches']} launches of "
+        f"Triton kernels; same kernels: {fmt(exact['same_kernels'])}; {exact['records']:,} records; outputs "
+        f"bitwise equal to the unprofiled step: {fmt(compiled['outputs_equal'])}.",
     ]
     if proton.get("error"):
         lines.append(f"PyTorch's Proton integration failed: {proton['error']}")

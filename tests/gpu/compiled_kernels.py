@@ -34,6 +34,7 @@ def scaled_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     exit_scope("compute")
     pl.end_event(HANDOFF, index=0)
     pl.mark("tile", value=tl.program_id(0))
+    pl.mark("even_tile", predicate=tl.program_id(0) % 2 == 0)
     tl.store(out_ptr + offsets, y, mask=offsets < n)
 
 
@@ -43,7 +44,7 @@ def scaled(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-SCALED_SCOPES = ("load", "compute", "helper")  # each once per warp, with one event and one mark
+SCALED_SCOPES = ("load", "compute", "helper")  # each once per warp, with one event and two marks
 
 
 @triton.jit

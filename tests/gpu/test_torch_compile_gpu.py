@@ -59,8 +59,8 @@ def test_scoped_user_kernel_records_under_torch_compile(tmp_path, fullgraph, tra
     events, eager_events = result.trace.async_events, eager.trace.async_events
     assert len(events) == len(eager_events) > 0 and (events["status"] == "matched").all()
     assert (events["event"] == "handoff").all()
-    marks = len(result.trace.marks) + len(result.trace.values)  # a mark with a value is a value
-    assert marks == len(eager.trace.marks) + len(eager.trace.values) == 65 * 4
+    assert len(result.trace.values) == len(eager.trace.values) == 65 * 4  # a mark with a value
+    assert len(result.trace.marks) == len(eager.trace.marks) == 33 * 4  # even CTAs, by predicate
     assert torch.equal(compiled(x), expected)  # plain again: no profile allocator is set now
 
 
@@ -136,6 +136,31 @@ def test_inductor_kernels_record_on_request(tmp_path):
         assert len(per_warp) == units
     _clean(result)
     assert (events["dur_cycles"] > 0).all()
+
+
+def test_cpp_wrapper_kernels_run_plain_with_a_warning(tmp_path):
+    x = torch.randn(8 * compiled_kernels.BLOCK, device="cuda")
+    expected = compiled_kernels.scaled(x)
+    with torch._inductor.config.patch(cpp_wrapper=True):
+        compiled = torch.compile(compiled_kernels.scaled, fullgraph=True)
+        with pytest.warns(UserWarning, match="cpp_wrapper = False"):
+            out, result = profiled(tmp_path, "cpp", lambda: compiled(x))
+    assert torch.equal(out, expected)
+    assert result.launches == 0
+
+
+def test_cuda_graphs_of_reduce_overhead_are_recorded(tmp_path):
+    x = torch.randn(8 * compiled_kernels.BLOCK, device="cuda")
+    expected = compiled_kernels.scaled(x)
+    compiled = torch.compile(compiled_kernels.scaled, mode="reduce-overhead")
+
+    def replays():
+        return [compiled(x).clone() for _ in range(4)][-1]
+
+    out, result = profiled(tmp_path, "graphs", replays)
+    assert torch.equal(out, expected)
+    scopes = result.events.groupby(["launch", "cta", "warp", "scope"]).size()
+    assert result.launches >= 1 and (scopes == 1).all()
 
 
 def test_compute_sanitizer_memcheck_is_clean_on_a_compiled_program(tmp_path):

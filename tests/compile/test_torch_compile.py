@@ -1,0 +1,244 @@
+"""torch.compile on the CPU (torch's CPU build, Triton compiling to sm_90 cubins): Inductor's
+copy of a user kernel's source compiles in every import style of proton_ik.language, its compile
+path keys plain and instrumented binaries apart, Dynamo's mutation analysis sees only the
+kernel's stores, and an autotuner follows the mode in and out of a session."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import triton
+from triton.backends.compiler import GPUTarget
+
+import proton_ik
+from proton_ik import after_import, torch_compile
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parents[1] / "gpu"))
+import compiled_kernels  # noqa: E402  (the GPU tests' kernels: every import style)
+
+wrapper = pytest.importorskip("torch._inductor.codegen.wrapper")
+TARGET = GPUTarget("cuda", 90, 32)
+SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+
+
+def _inductor_source(kernel) -> str:
+    return wrapper.user_defined_triton_kernel_transitive_closure_source_code(kernel)
+
+
+def _load(source: str, name: str):
+    """The kernel ``name`` of a module made from ``source`` with the imports Inductor writes."""
+    from torch._inductor.codecache import PyCodeCache
+
+    header = "import triton\nimport triton.language as tl\n@triton.jit\n"
+    return getattr(PyCodeCache.load(header + source), name)
+
+
+def test_inductors_copy_of_a_kernel_keeps_every_import_of_proton_ik():
+    source = _inductor_source(compiled_kernels.scaled_kernel)
+    assert "import proton_ik.language as pl" in source
+    assert "import proton_ik.language as prof" in source  # the helper's alias
+    for name in ("scope", "enter_scope", "exit_scope"):
+        assert f"from proton_ik.language import {name} as {name}" in source
+    assert "HANDOFF = tl.constexpr(proton_ik.language.Event('handoff', instances=2))" in source
+    # The imports follow the kernel and precede the globals Inductor writes after it.
+    assert source.index("def scaled_kernel") < source.index("import proton_ik.language as pl")
+    assert source.index("import proton_ik.language\n") < source.index("HANDOFF =")
+
+
+def test_a_kernel_that_uses_nothing_of_ours_is_copied_as_inductor_copies_it():
+    source = _inductor_source(compiled_kernels.autotuned_kernel.fn)
+    assert source.count("proton_ik") == 3  # pl.scope, and the two imports it needs
+    plain = types.SimpleNamespace(fn=None)
+    assert torch_compile.proton_ik_imports(plain) == []
+
+
+def test_the_copy_compiles_instrumented_in_a_session_and_plain_outside():
+    from triton.compiler import ASTSource
+
+    kernel = _load(_inductor_source(compiled_kernels.scaled_kernel), "scaled_kernel")
+    source = ASTSource(kernel, SIGNATURE, {"BLOCK": 1024})
+    plain = triton.compile(source, target=TARGET)
+    with proton_ik.instrumented():
+        instrumented = triton.compile(source, target=TARGET)
+    assert plain.metadata.profile_scratch_size == 0
+    assert instrumented.metadata.profile_scratch_size > 0
+    scopes = {s["name"] for s in instrumented.metadata.proton_ik["scopes"]}
+    assert scopes >= {"load", "compute", "helper", "handoff", "tile", "even_tile"}
+
+
+def test_from_import_of_scope_works_in_a_plain_jit_kernel():
+    """Triton admits only builtins among a kernel's globals: ``scope`` is marked as one."""
+    from triton.compiler import ASTSource
+
+    with proton_ik.instrumented():
+        binary = triton.compile(
+            ASTSource(compiled_kernels.scaled_kernel, SIGNATURE, {"BLOCK": 1024}), target=TARGET
+        )
+    assert "load" in {s["name"] for s in binary.metadata.proton_ik["scopes"]}
+
+
+@pytest.fixture
+def inductor_autotuner(monkeypatch):
+    """A user kernel's autotuner as Inductor builds it, compiling for sm_90 with no GPU."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime import triton_helpers
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
+    device = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, warp_size=32)
+    meta = {"signature": SIGNATURE, "device": device, "constants": {"BLOCK": 1024}, "configs": [{}]}
+    meta["device_type"] = "cuda"
+    body = _inductor_source(compiled_kernels.scaled_kernel)
+    source = (
+        "import triton\nimport triton.language as tl\n"
+        "from torch._inductor.runtime import triton_heuristics\n"
+        "from torch._inductor.runtime.hints import DeviceProperties\n"
+        f"@triton_heuristics.user_autotune(configs=[], inductor_meta={{}}, triton_meta={meta!r}, "
+        "filename=__file__, custom_kernel=True)\n@triton.jit\n" + body
+    )
+    from torch._inductor.codecache import PyCodeCache
+
+    with inductor_config.patch(use_static_triton_launcher=False):
+        yield PyCodeCache.load(source).scaled_kernel
+
+
+def test_inductors_compile_path_keys_plain_and_instrumented_binaries_apart(inductor_autotuner):
+    config = inductor_autotuner.configs[0]
+    plain = inductor_autotuner._precompile_config(config).kernel
+    with proton_ik.instrumented():
+        instrumented = inductor_autotuner._precompile_config(config).kernel
+    again = inductor_autotuner._precompile_config(config).kernel
+    assert plain.hash != instrumented.hash and again.hash == plain.hash
+    assert plain.metadata.profile_scratch_size == again.metadata.profile_scratch_size == 0
+    assert instrumented.metadata.profile_scratch_size > 0
+
+
+def test_cpp_wrapper_compiles_plain_inside_a_session_with_a_warning(inductor_autotuner, monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    config = inductor_autotuner.configs[0]
+    plain = inductor_autotuner._precompile_config(config).kernel
+    monkeypatch.setattr(torch_compile._state, "warned_cpp_wrapper", False)
+    with (
+        inductor_config.patch(cpp_wrapper=True),
+        proton_ik.instrumented(),
+        pytest.warns(UserWarning, match=r"cpp_wrapper = False"),
+    ):
+        binary = inductor_autotuner._precompile_config(config).kernel
+    assert binary.hash == plain.hash and binary.metadata.profile_scratch_size == 0
+
+
+def test_inductors_own_kernels_compile_plain_unless_every_kernel_records(inductor_autotuner):
+    inductor_autotuner.custom_kernel = False  # as for a kernel Inductor wrote
+    config = inductor_autotuner.configs[0]
+    plain = inductor_autotuner._precompile_config(config).kernel
+    with proton_ik.instrumented():
+        assert inductor_autotuner._precompile_config(config).kernel.hash == plain.hash
+    with proton_ik.instrumented("instrumentation:unscoped=kernel"):
+        every = inductor_autotuner._precompile_config(config).kernel
+    assert every.hash != plain.hash and every.metadata.profile_scratch_size > 0
+
+
+class _Launcher:
+    def __init__(self, config):
+        self.config = config
+
+
+class _Autotuner:
+    """What the switch reads and writes of an Inductor autotuner."""
+
+    custom_kernel = True
+
+    def __init__(self):
+        self.configs = None
+        self.launchers = [_Launcher("best")]
+        self.compile_results = ["compiled plain"]
+        self.fn = types.SimpleNamespace(fn=object())
+        self._cached_launcher = self.launchers[0]
+
+
+def test_an_autotuner_switches_to_the_modes_launchers_and_back():
+    tuner = _Autotuner()
+    plain_launchers = tuner.launchers
+    torch_compile._switch(tuner, "knob")
+    # Nothing compiled under the mode yet: its run compiles the config it had settled on.
+    assert tuner.launchers == [] and tuner.compile_results == [] and tuner.configs == ["best"]
+    assert tuner._cached_launcher is None
+    tuner.launchers, tuner.compile_results = [_Launcher("best")], ["compiled instrumented"]
+    instrumented = tuner.launchers
+    torch_compile._switch(tuner, "")
+    assert tuner.launchers is plain_launchers and tuner.compile_results == ["compiled plain"]
+    torch_compile._switch(tuner, "knob")
+    assert tuner.launchers is instrumented  # kept from the first session: nothing recompiles
+
+
+def test_the_patches_come_with_the_mode_and_go_with_it():
+    from torch._inductor.runtime import triton_heuristics
+
+    from proton_ik import compile_mode
+
+    run = triton_heuristics.CachingAutotuner.__dict__["run"]
+    with proton_ik.instrumented():
+        assert compile_mode.active_mode() is not None
+        assert triton_heuristics.CachingAutotuner.__dict__["run"] is not run
+    assert triton_heuristics.CachingAutotuner.__dict__["run"] is run
+
+
+class _FakeDriver:
+    def get_current_target(self):
+        return TARGET
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+def test_mutation_analysis_of_a_scoped_kernel_finds_exactly_its_stores(monkeypatch, caplog):
+    from torch._higher_order_ops import triton_kernel_wrap
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver())
+    analyse = getattr(triton_kernel_wrap, "identify_accessed_tensors", None)
+    x, out = torch.empty(4096), torch.empty(4096)
+    kwargs = {"x_ptr": x, "out_ptr": out, "n": 4096, "BLOCK": 1024}
+    with proton_ik.instrumented(), caplog.at_level(logging.WARNING):
+        if analyse is not None:
+            writes = {
+                dep.name
+                for dep in analyse(compiled_kernels.scaled_kernel, dict(kwargs), {}).read_writes.writes
+            }
+        else:
+            writes = set(
+                triton_kernel_wrap.identify_mutated_tensors(compiled_kernels.scaled_kernel, dict(kwargs), {})
+            )
+    assert writes == {"out_ptr"}
+    assert "assuming every input is mutated" not in caplog.text
+
+
+def test_a_moved_internal_is_named_with_the_torch_version():
+    module = types.ModuleType("torch._inductor.somewhere")
+    expected = rf"torch {re.escape(torch.__version__)}: torch\._inductor\.somewhere has no Gone\.away"
+    with pytest.warns(UserWarning, match=expected + r" .*are not recorded"):
+        assert torch_compile._missing(module, "Gone.away")
+    assert not torch_compile._missing(torch, "compile")
+
+
+def test_after_import_calls_back_once_the_module_is_imported(tmp_path, monkeypatch):
+    (tmp_path / "pik_after_import_probe.py").write_text("VALUE = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    after_import.call("pik_after_import_probe", lambda module: seen.append(module.VALUE))
+    assert seen == []
+    import pik_after_import_probe  # noqa: F401
+
+    assert seen == [7]
+    after_import.call("pik_after_import_probe", lambda module: seen.append(-module.VALUE))
+    assert seen == [7, -7]  # already imported: at once
+    assert not any(type(f).__name__ == "_AfterImport" for f in sys.meta_path)
