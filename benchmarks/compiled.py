@@ -106,7 +106,8 @@ def _fresh_process(task: str, kind: str, env: dict[str, str] | None = None) -> d
             timeout=600,
         )
         if run.returncode != 0:
-            raise RuntimeError(f"{task} ({kind}) failed: {run.stderr[-2000:]}")
+            said = (run.stderr.strip() or run.stdout.strip())[-2000:]
+            raise RuntimeError(f"{task} ({kind}) exited with {run.returncode}: {said}")
         return json.loads(run.stdout.strip().splitlines()[-1])
 
 
@@ -144,7 +145,8 @@ def measure(ctx) -> dict[str, Any]:
         for round_ in range(rounds):
             timed["plain"].append(_steps(compiled, x, STEPS))
             for label, mode in SESSION_MODES.items():
-                proton_ik.start(f"steps_{round_}", mode=mode, out_dir=str(out_dir))
+                # No trace rendered at finalize: the finalize timed is the session file's alone.
+                proton_ik.start(f"steps_{round_}", mode=mode, out_dir=str(out_dir), formats=())
                 compiled(x)  # the launchers for this mode: compiled in the first round, kept after
                 timed.setdefault(f"{label}_short", []).append(_steps(compiled, x, SHORT_STEPS))
                 timed.setdefault(label, []).append(_steps(compiled, x, STEPS))

@@ -149,6 +149,11 @@ def test_cpp_wrapper_kernels_run_plain_with_a_warning(tmp_path):
     assert result.launches == 0
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="CUDA graph trees check every live tensor of their pool: the profile buffers captured "
+    "into it fail that check (H200, torch 2.11); not supported yet, the README says so",
+)
 def test_cuda_graphs_of_reduce_overhead_are_recorded(tmp_path):
     x = torch.randn(8 * compiled_kernels.BLOCK, device="cuda")
     expected = compiled_kernels.scaled(x)
