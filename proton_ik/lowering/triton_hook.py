@@ -20,6 +20,7 @@ unless they name an ``instrumentation_mode`` of their own.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import triton
@@ -121,18 +122,20 @@ class _Chained:
         _stages_hook(backend, stages, options, language, capability)
 
 
-class _Stamping:
-    """``triton.compile`` as installed: the options it passes on carry the compiling thread's mode."""
+def _stamping(compile):
+    """``triton.compile`` as installed: the options it passes on carry the compiling thread's
+    mode. A function with ``compile``'s name and signature, for code that inspects it."""
 
-    def __init__(self, compile):
-        self.compile = compile
-
-    def __call__(self, src, target=None, options=None, _env_vars=None):
+    @functools.wraps(compile)
+    def stamped_compile(src, target=None, options=None, _env_vars=None):
         options = dict(options or {})
         if not options.get("instrumentation_mode"):
             mode = compile_mode.active_mode()
             options["instrumentation_mode"] = "" if mode is None else mode.knob
-        return self.compile(src, target=target, options=options, _env_vars=_env_vars)
+        return compile(src, target=target, options=options, _env_vars=_env_vars)
+
+    stamped_compile.unstamped = compile
+    return stamped_compile
 
 
 def install() -> None:
@@ -140,8 +143,8 @@ def install() -> None:
     current = knobs.runtime.add_stages_inspection_hook
     if not isinstance(current, _Chained):
         knobs.runtime.add_stages_inspection_hook = _Chained(current)
-    if not isinstance(triton.compile, _Stamping):
-        triton.compile = _Stamping(triton.compile)
+    if not hasattr(triton.compile, "unstamped"):
+        triton.compile = _stamping(triton.compile)
 
 
 def uninstall() -> None:
@@ -149,5 +152,5 @@ def uninstall() -> None:
     current = knobs.runtime.add_stages_inspection_hook
     if isinstance(current, _Chained):
         knobs.runtime.add_stages_inspection_hook = current.previous
-    if isinstance(triton.compile, _Stamping):
-        triton.compile = triton.compile.compile
+    if hasattr(triton.compile, "unstamped"):
+        triton.compile = triton.compile.unstamped
