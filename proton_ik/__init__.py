@@ -73,6 +73,7 @@ def start(
     data: str | None = None,
     hook: str | None = None,
     timeline: str | None = None,
+    overwrite: bool | None = None,
 ) -> Session:
     """Start profiling: annotated kernels compiled from now on record their scopes.
 
@@ -87,6 +88,11 @@ def start(
     names each launch from the kernel's ``launch_metadata``. ``timeline`` lays out the traces'
     tracks: ``"slots"`` (the default: each SM's CTA slots, as many as CTAs ran on it at once,
     whatever the grid) or ``"ctas"`` (a track per CTA, for small grids).
+
+    Files are never written over: each process writes its own (under ``torchrun``, each rank's
+    names carry ``.rankN``) and finalize moves them into place, taking ``NAME.1``, ``NAME.2``, ...
+    where ``NAME``'s files exist. ``overwrite=True`` replaces them instead; it is the default when
+    ``data=`` is given, as code written for ``triton.profiler`` reads ``NAME.hatchet`` back.
     """
     global _session
     if _session is not None:
@@ -120,6 +126,7 @@ def start(
         formats=tuple(dict.fromkeys(outputs)),
         launch_metadata=hook is not None,
         timeline=timeline,
+        overwrite=bool(data) if overwrite is None else bool(overwrite),
     )
     session.start()
     _session = session

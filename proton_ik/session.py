@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import triton
 
-from proton_ik import compile_mode
+from proton_ik import compile_mode, session_files
 from proton_ik.mode import Mode
 
 if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is found
@@ -106,6 +106,7 @@ class Session:
         formats: tuple[str, ...],
         launch_metadata: bool = False,
         timeline: str | None = None,
+        overwrite: bool = False,
     ):
         self.name = name
         self.mode = mode
@@ -115,7 +116,11 @@ class Session:
         self.launch_metadata = launch_metadata  # hook="triton": launches named by launch_metadata
         self.timeline = timeline  # the traces' tracks (viewer.tracks.TIMELINES); None: the default
         self.started_at = _caller()
-        self.session_path = out_dir / f"{name}{SESSION_SUFFIX}"
+        self.overwrite = overwrite  # finalize may replace files of this name (else it takes name.1, ...)
+        self.job = session_files.job()  # host, process, and rank where a launcher set one
+        self.file_stem = session_files.job_stem(name, self.job)
+        # Written here while the session runs; finalize moves it onto the name it claims.
+        self.session_path = session_files.partial_path(out_dir, self.file_stem, SESSION_SUFFIX)
         self.active = False
         self._recorder: LaunchRecorder | None = None
         self._graphs: GraphFollower | None = None
@@ -163,6 +168,8 @@ class Session:
             "torch": torch.__version__,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
+            "device_index": device,
+            **self.job,
         }
         writing = threading.Lock()  # one drain thread per device
 
@@ -247,28 +254,70 @@ class Session:
         self._autotune.uninstall()
         self._graphs.uninstall()
         self._recorder.uninstall()
+        failure: RuntimeError | None = None
         try:
             self._recorder.close()
         except RuntimeError as error:
-            raise RuntimeError(
-                f"{error}. The launches drained before it are kept in {self.session_path}; render "
-                f"them with `proton-ik convert {self.session_path.name} --to perfetto`"
-            ) from error
+            failure = error
         finally:
-            # Whatever was drained is kept: the manifest is written even if a drain failed.
+            # Whatever was drained is kept: the manifest is written, and the file moved into
+            # place, even if a drain failed.
             self._close_file()
+            claim = self._place_session_file()
+        if failure is not None:
+            if claim is not None:
+                claim.release()
+            raise RuntimeError(
+                f"{failure}. The launches drained before it are kept in {self.session_path}; render "
+                f"them with `proton-ik convert {self.session_path.name} --to perfetto`"
+            ) from failure
         result.launches = self._recorder.launches
-        if self._writer is None:
+        if claim is None:
             result.finalize_seconds = time.perf_counter() - began
             return result
         result.paths["session"] = str(self.session_path)
         result.session_path = self.session_path
-        if result.launches and self.formats:
-            from proton_ik import viewer
-
-            outputs = {fmt: self.out_dir / f"{self.name}.{fmt}" for fmt in self.formats}
-            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline)
-            result.paths.update({fmt: str(path) for fmt, path in outputs.items()})
-            result.records = stats.records
+        try:
+            if result.launches and self.formats:
+                result.records = self._render(claim, result.paths)
+        finally:
+            claim.release()
         result.finalize_seconds = time.perf_counter() - began
         return result
+
+    def _place_session_file(self) -> session_files.Claim | None:
+        """Claim the final names of the session file and its traces, and move the session file
+        onto its name; None when no file was written."""
+        if self._writer is None:
+            return None
+        suffixes = (SESSION_SUFFIX, *(f".{fmt}" for fmt in self.formats))
+        claim = session_files.claim(self.out_dir, self.file_stem, suffixes, overwrite=self.overwrite)
+        if claim.stem != self.file_stem:
+            taken = self.out_dir / f"{self.file_stem}{SESSION_SUFFIX}"
+            warnings.warn(
+                f"proton_ik: session '{self.name}': {taken} (or a trace of that name) exists, from an "
+                f"earlier run or another process, and is kept; this session's files are "
+                f"{claim.stem}{SESSION_SUFFIX} and its traces. Pass overwrite=True to start() to "
+                "replace them instead",
+                stacklevel=4,
+            )
+        self.session_path = claim.place(SESSION_SUFFIX, self.session_path)
+        return claim
+
+    def _render(self, claim: session_files.Claim, paths: dict[str, str]) -> int:
+        """Write the traces beside the session file, each moved onto its claimed name once
+        whole; the records rendered."""
+        from proton_ik import viewer
+
+        outputs = {
+            fmt: session_files.partial_path(self.out_dir, claim.stem, f".{fmt}") for fmt in self.formats
+        }
+        try:
+            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline)
+        except BaseException:
+            for written in outputs.values():
+                written.unlink(missing_ok=True)
+            raise
+        for fmt, written in outputs.items():
+            paths[fmt] = str(claim.place(f".{fmt}", written))
+        return stats.records

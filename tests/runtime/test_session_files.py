@@ -1,0 +1,126 @@
+"""A session's files, on the CPU: each process of a job names its own, a file is written aside and
+moved into place whole, and a name that exists is never written over unless asked."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proton_ik import session_files
+from proton_ik.mode import Mode
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.session import Session
+from proton_ik.viewer.session_file import read_session
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+class _Recorder:
+    """What finalize asks of the runtime's recorder, with the launches already drained."""
+
+    launches = 0
+    refused: list[str] = []
+
+    def uninstall(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def unrecorded_info(self) -> list[dict]:
+        return []
+
+
+class _Follower:
+    def uninstall(self) -> None: ...
+
+
+def _session_with_launches(folder: Path, name: str, formats=("pftrace",), overwrite=False) -> Session:
+    """A session as the runtime leaves it before finalize: its file written with real launches
+    (tests/data/add.pik's), aside, under this process's partial name."""
+    session = Session(name, Mode(), folder, 1 << 20, formats, overwrite=overwrite)
+    folder.mkdir(parents=True, exist_ok=True)
+    stored = read_session(DATA / "add.pik")
+    session._session_info = dict(stored.info)
+    recorder = _Recorder()
+    session._recorder, session._graphs, session._autotune = recorder, _Follower(), _Follower()  # type: ignore[assignment]
+    for launch in stored:
+        session._file().add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
+        recorder.launches += 1
+    session.active = True
+    return session
+
+
+def test_the_session_file_is_written_aside_and_moved_into_place(tmp_path):
+    session = _session_with_launches(tmp_path, "run")
+    assert session.session_path.name.endswith(".partial") and session.session_path.exists()
+    result = session.finalize()
+    assert result.paths["session"] == str(tmp_path / "run.pik")
+    assert result.paths["pftrace"] == str(tmp_path / "run.pftrace")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pftrace", "run.pik"]
+    assert len(read_session(tmp_path / "run.pik").launches) == result.launches > 0
+
+
+def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path):
+    (tmp_path / "run.pik").write_bytes(b"an earlier run")
+    session = _session_with_launches(tmp_path, "run")
+    with pytest.warns(UserWarning, match=r"run\.pik \(or a trace of that name\) exists.*run\.1\.pik"):
+        result = session.finalize()
+    assert (tmp_path / "run.pik").read_bytes() == b"an earlier run"
+    assert result.paths == {
+        "session": str(tmp_path / "run.1.pik"),
+        "pftrace": str(tmp_path / "run.1.pftrace"),
+    }
+
+
+def test_overwrite_replaces_the_files_of_that_name(tmp_path):
+    (tmp_path / "run.pik").write_bytes(b"an earlier run")
+    result = _session_with_launches(tmp_path, "run", overwrite=True).finalize()
+    assert result.paths["session"] == str(tmp_path / "run.pik")
+    assert len(read_session(tmp_path / "run.pik").launches) == result.launches
+
+
+def test_each_rank_of_a_job_names_its_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    session = _session_with_launches(tmp_path, "dist")
+    assert session.job["rank"] == 3 and session.job["world_size"] == 8 and session.job["host"]
+    assert session.finalize().paths["session"] == str(tmp_path / "dist.rank3.pik")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert session_files.job_stem("dist", session_files.job()) == "dist"
+
+
+def _write_one(folder: str, barrier, index: int) -> str:
+    """One process of many: the same session name, the same folder, at once."""
+    stored = read_session(DATA / "add.pik")
+    partial = session_files.partial_path(Path(folder), "same", ".pik")
+    with SessionWriter(partial, {"name": "same", "writer": index}, compress=False) as writer:
+        for launch in stored:
+            writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
+    barrier.wait()  # every process claims at once
+    claim = session_files.claim(Path(folder), "same", (".pik", ".pftrace"))
+    claim.place(".pik", partial)
+    claim.release()
+    return str(claim.paths[".pik"])
+
+
+@pytest.mark.parametrize("processes", [2, 8])
+def test_processes_with_one_name_in_one_folder_never_share_a_file(tmp_path, processes):
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Manager().Barrier(processes)
+    with context.Pool(processes) as pool:
+        placed = pool.starmap(_write_one, [(str(tmp_path), barrier, i) for i in range(processes)])
+    assert len(set(placed)) == processes
+    expected = len(read_session(DATA / "add.pik").launches)
+    writers = set()
+    for path in placed:
+        session = read_session(path)
+        assert len(session.launches) == expected
+        assert all(np.asarray(launch.buffer).size for launch in session.launches)
+        writers.add(session.info["writer"])
+    assert writers == set(range(processes))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in placed)
+    assert os.listdir(tmp_path) and not any(name.endswith(".partial") for name in os.listdir(tmp_path))
