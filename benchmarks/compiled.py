@@ -132,6 +132,12 @@ def measure(ctx) -> dict[str, Any]:
     torch._dynamo.reset()
     compiled = torch.compile(block)
     results: dict[str, Any] = {"mode": MODE, "steps": STEPS, "short_steps": SHORT_STEPS, "rounds": rounds}
+    results["block"] = {
+        "batch": compiled_block.BATCH,
+        "seq": compiled_block.SEQ,
+        "width": compiled_block.WIDTH,
+        "heads": compiled_block.HEADS,
+    }
     with torch.no_grad():
         expected = compiled(x)  # compiled plain, outside any session
         results["exact"] = _exact(compiled, x, out_dir)

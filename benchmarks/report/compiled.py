@@ -98,13 +98,19 @@ def _row(label: str, steps: dict[str, Any], key: str, finalize: str, first: str)
     ]
 
 
+def _shape(compiled: dict[str, Any]) -> str:
+    """The block's sizes as the run recorded them (runs before they were recorded: none)."""
+    block = compiled.get("block")
+    if not block:
+        return ""
+    return f" (batch {block['batch']}, sequence {block['seq']}, width {block['width']}, {block['heads']} heads, fp16)"
+
+
 def markdown(results: dict[str, Any]) -> list[str]:
     """'## torch.compile'; empty when the section did not run."""
     compiled = results.get("compiled", {})
     if not compiled or "error" in compiled:
         return []
-    from benchmarks.kernels.compiled_block import BATCH, HEADS, SEQ, WIDTH
-
     exact, steps, first = compiled["exact"], compiled["step_ms"], compiled["first_call_s"]
     proton = compiled.get("proton_integration", {})
     finalize = steps["finalize_s"]
@@ -137,8 +143,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "",
         "## torch.compile",
         "",
-        f"A transformer block (batch {BATCH}, sequence {SEQ}, width {WIDTH}, {HEADS} heads, fp16) under "
-        "`torch.compile`: attention is a user kernel with scopes (benchmarks/kernels/compiled_block.py), "
+        f"A transformer block{_shape(compiled)} under `torch.compile`: attention is a user kernel with scopes (benchmarks/kernels/compiled_block.py), "
         "the rest Inductor's own kernels. Step times are medians over "
         f"{compiled['rounds']} interleaved rounds of {compiled['steps']} steps, synchronized once per "
         f"round; 'first steps' are the {compiled['short_steps']} steps that open each session, whose "
