@@ -44,6 +44,7 @@ __all__ = [
     "enter_scope",
     "exit_scope",
     "finalize",
+    "flush",
     "instrumented",
     "mode",
     "profile",
@@ -199,6 +200,13 @@ def activate(session: object = None) -> None:
 def deactivate(session: object = None) -> None:
     """Pause: kernels compile and run plain until ``activate``."""
     _check_session("deactivate", session).deactivate()
+
+
+def flush(session: object = None) -> None:
+    """Copy every launch recorded so far off the devices into the session file, so that a long
+    job can be profiled in steps: what is flushed is readable even if the process is killed
+    before ``finalize`` (``proton-ik show`` reads the unclosed ``NAME.pik.HOST-PID.partial``)."""
+    _check_session("flush", session).flush()
 
 
 def finalize(session: object = None, output_format: str | None = "", timeline: str | None = None) -> Result:

@@ -232,6 +232,13 @@ class Session:
         finally:
             self.activate()
 
+    def flush(self) -> None:
+        """Copy every launch recorded so far off the devices into the session file, and hand it to
+        the operating system: those launches survive the process being killed."""
+        if self._recorder is not None:
+            for drain in list(self._recorder.drains.values()):
+                drain.flush()
+
     def activate(self) -> None:
         compile_mode.set_mode(self.mode)
         if self._recorder is not None:

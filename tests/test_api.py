@@ -62,7 +62,9 @@ def test_start_twice_names_the_running_session_and_where_it_started(tmp_path):
         proton_ik.start("second", out_dir=tmp_path)
 
 
-@pytest.mark.parametrize("action", [proton_ik.finalize, proton_ik.activate, proton_ik.deactivate])
+@pytest.mark.parametrize(
+    "action", [proton_ik.finalize, proton_ik.activate, proton_ik.deactivate, proton_ik.flush]
+)
 def test_actions_without_a_session_say_to_start_one(action):
     with pytest.raises(RuntimeError, match=r"needs a running session: call proton_ik.start\(\) first"):
         action()
@@ -196,3 +198,9 @@ def test_a_gpu_without_pytorch_is_told_what_to_install(monkeypatch):
     assert "pip install torch" in why_no_gpu()
     monkeypatch.setattr(os.path, "exists", lambda path: path != driver and real_exists(path))
     assert why_no_gpu() == "no CUDA GPU here (and no PyTorch)"
+
+
+def test_flush_in_a_session_that_runs_nothing_does_nothing(tmp_path, monkeypatch):
+    _compile_only(monkeypatch, "flushed", tmp_path)
+    proton_ik.flush()
+    assert list(tmp_path.iterdir()) == []

@@ -3,17 +3,27 @@
 
 A session file (``name.pik``) is a zip that holds::
 
+    session.json          written first (version 2 on): the session info as it started
     launches/000000.npy   one uint8 buffer per launch, streamed in as the launch is drained
+    launches/000000.json  (version 2 on) that launch's metadata, right after its buffer
     launches/000001.npy
+    launches/000001.json
     ...
     manifest.json         written last: format name and version, the session info, and one
                           entry per launch (its metadata and its buffer's member name)
 
 Buffers are plain ``.npy`` (version 2.0 headers, read back without pickles), metadata is JSON,
-so the file is self-describing and safe to open. A file whose manifest is missing was never
-closed. A launch stored trimmed (``contract.trimmed``) says so in its metadata.
+so the file is self-describing and safe to open. A launch stored trimmed (``contract.trimmed``)
+says so in its metadata.
 
-Bump ``FORMAT_VERSION`` whenever anything here changes meaning.
+A file whose manifest is missing was never closed: its process was killed, or crashed, before
+finalize. Since version 2 every launch carries its metadata in its own member, and the writer
+flushes the file after each launch, so a reader can walk the members' local headers from the
+start (``launch_meta_member`` pairs each buffer with its metadata) and recover every complete
+launch of a file cut anywhere (``viewer.recover``).
+
+Bump ``FORMAT_VERSION`` whenever anything here changes meaning; ``READ_VERSIONS`` are those
+the readers still read.
 """
 
 from __future__ import annotations
@@ -28,8 +38,10 @@ import numpy as np
 from proton_ik.contract.metadata import METADATA_KEY
 
 FORMAT_NAME = "proton_ik-session"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)  # 1: no session.json and no per-launch metadata members
 MANIFEST = "manifest.json"
+SESSION_INFO = "session.json"
 ZIP_MAGIC = b"PK"  # how every zip file starts
 STORED_KEY, TRIMMED = "stored", "trimmed"  # a launch stored in the trimmed form, not raw
 MAX_NPY_HEADER = 1 << 16  # bytes an .npy header may take before a launch's data
@@ -87,6 +99,11 @@ class Capture(Protocol):
 def launch_member(number: int) -> str:
     """The zip member of the ``number``-th launch stored (counting from 0)."""
     return f"launches/{number:06d}.npy"
+
+
+def launch_meta_member(entry: str) -> str:
+    """The member that holds the metadata of the launch stored in ``entry`` (version 2 on)."""
+    return entry.removesuffix(".npy") + ".json"
 
 
 def manifest(info: Mapping[str, Any], launches: list[ManifestLaunch]) -> Manifest:

@@ -17,6 +17,7 @@ import numpy as np
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.session_format import (
     MANIFEST,
+    SESSION_INFO,
     STORED_KEY,
     TRIMMED,
     Capture,
@@ -24,6 +25,7 @@ from proton_ik.contract.session_format import (
     ManifestLaunch,
     check_required_meta,
     launch_member,
+    launch_meta_member,
     manifest,
 )
 from proton_ik.contract.trimmed import trim as trim_buffer
@@ -33,8 +35,10 @@ class SessionWriter:
     """Streams launches into a session file as they come, so memory stays bounded.
 
     ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
-    kept ring entries: see ``contract.trimmed``); ``close`` writes the manifest. Use it as a
-    context manager, or call ``close`` in a ``finally``: without a manifest the file is unreadable.
+    kept ring entries: see ``contract.trimmed``), then its metadata, then flushes the file to the
+    operating system, so that a process killed later leaves every launch added so far readable
+    (``viewer.recover``); ``close`` writes the manifest. Use it as a context manager, or call
+    ``close`` in a ``finally``.
     """
 
     def __init__(
@@ -52,6 +56,8 @@ class SessionWriter:
             compresslevel=1 if compress else None,
             allowZip64=True,
         )
+        self._archive.writestr(SESSION_INFO, json.dumps(self.info))
+        self._flush()
 
     def add_launch(
         self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
@@ -79,7 +85,14 @@ class SessionWriter:
         entry = launch_member(len(self._entries))
         with self._archive.open(entry, "w", force_zip64=True) as file:
             write_npy(file, np.ascontiguousarray(array).reshape(-1))
+        self._archive.writestr(launch_meta_member(entry), json.dumps(meta))
         self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
+        self._flush()
+
+    def _flush(self) -> None:
+        """Hand what is written to the operating system: it survives this process being killed."""
+        assert self._archive is not None and self._archive.fp is not None
+        self._archive.fp.flush()
 
     def close(self) -> Path:
         """Write the manifest and close the file; closing twice is harmless."""

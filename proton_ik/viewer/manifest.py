@@ -20,7 +20,14 @@ from typing import Any
 from proton_ik.contract.fields import MAX_INT64, SCALARS, SchemaError, integer, mapping, shown, text
 from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
 from proton_ik.contract.metadata import MAX_WARPS, KernelMetadata
-from proton_ik.contract.session_format import FORMAT_NAME, FORMAT_VERSION, MAX_NPY_HEADER, STORED_KEY, TRIMMED
+from proton_ik.contract.session_format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MAX_NPY_HEADER,
+    READ_VERSIONS,
+    STORED_KEY,
+    TRIMMED,
+)
 
 MAX_CYCLES = (1 << 32) - 1  # a time shift longer than the 32-bit clock's wrap is no calibration
 ManifestError = SchemaError  # a manifest field breaks the session format's rules
@@ -50,11 +57,12 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
     if manifest.get("format") != FORMAT_NAME:
         raise ManifestError(f"its manifest does not name the format '{FORMAT_NAME}'")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION or isinstance(version, bool):
+    if version not in READ_VERSIONS or isinstance(version, bool):
         named = shown(version) if not isinstance(version, int) else str(version)
+        read = " and ".join(map(str, READ_VERSIONS))
         raise ManifestError(
-            f"it is session format version {named}; this proton_ik reads version {FORMAT_VERSION}. "
-            "Open it with the proton_ik release that wrote it"
+            f"it is session format version {named}; this proton_ik reads versions {read} (it writes "
+            f"{FORMAT_VERSION}). Open it with the proton_ik release that wrote it"
         )
     check_info(mapping(manifest.get("info", {}), "info"))
     launches = manifest.get("launches", [])

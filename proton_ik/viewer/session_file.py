@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import reprlib
 import struct
+import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -26,6 +27,7 @@ from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED
 from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.manifest import ManifestError, Shape, check_manifest
+from proton_ik.viewer.recover import recover
 from proton_ik.viewer.zip_members import member_problem, read_member, read_npy, read_npy_front, reason
 
 # The manifest is small beside the buffers it lists; one larger than this is no manifest.
@@ -146,60 +148,40 @@ class StoredSession:
 
 def read_session(path: str | Path) -> StoredSession:
     """Open a session file and check its manifest against the schema (``viewer.manifest``) and
-    the zip's members, before any buffer is read; buffers are read lazily, per launch."""
+    the zip's members, before any buffer is read; buffers are read lazily, per launch. A file
+    that was never closed (its process killed before finalize) gives its complete launches,
+    with a warning that says where it ends (``viewer.recover``)."""
     path = Path(path)
     try:
         file_size = path.stat().st_size
-        with zipfile.ZipFile(path) as archive:
-            members = {member.filename: member for member in archive.infolist()}
     except FileNotFoundError:
         raise SessionFileError(f"{path} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise SessionFileError(f"{path} is a folder, not a session file") from None
-    except (
-        zipfile.BadZipFile,
-        EOFError,
-        ValueError,
-        NotImplementedError,
-        struct.error,
-        OverflowError,
-    ) as error:
-        raise SessionFileError(
-            f"{path} is not a complete proton_ik session file ({reason(error)}): it is truncated or "
-            "corrupt, e.g. the capturing process was killed or the copy was cut short. Capture the "
-            "session again, or copy the whole file"
-        ) from None
     except OSError as error:
         raise SessionFileError(f"{path} cannot be read ({reason(error)})") from None
-    for member in members.values():
-        problem = member_problem(member, file_size)
-        if problem:
+    if path.is_dir():
+        raise SessionFileError(f"{path} is a folder, not a session file")
+    members, unclosed = _members(path, file_size)
+    if unclosed is None and MANIFEST not in members:
+        unclosed = "it has no manifest"
+    if unclosed is not None:
+        recovered = recover(path, file_size)
+        if recovered is None:
             raise SessionFileError(
-                f"{path}: zip member {reprlib.repr(member.filename)} {problem}; the file is corrupt or was not "
-                "written by proton_ik: capture the session again"
-            )
-    if MANIFEST not in members:
-        raise SessionFileError(
-            f"{path} has no {MANIFEST}: the session was never closed (the capturing process "
-            "stopped before proton_ik.finalize()). Its launches cannot be trusted; capture again"
+                f"{path} is not a complete proton_ik session file ({unclosed}): it was never closed "
+                "(the capturing process was killed before finalize), or it is truncated or corrupt "
+                "(the copy was cut short), and it holds no session info to recover launches from "
+                "(files written before session format 2 hold none). Capture the session again, or "
+                "copy the whole file"
+            ) from None
+        warnings.warn(
+            f"proton_ik: {path} was never closed (its process stopped before proton_ik.finalize(), "
+            f"or the file was cut short): {recovered.where_it_ends()}",
+            stacklevel=2,
         )
-    manifest_cap = MANIFEST_BYTES + MANIFEST_PER_FILE_BYTE * file_size
-    if members[MANIFEST].file_size > manifest_cap:
-        raise SessionFileError(
-            f"{path}: its {MANIFEST} is {members[MANIFEST].file_size:,} bytes, more than a session "
-            f"file of {file_size:,} bytes can need ({manifest_cap:,}); the file is corrupt or was not "
-            "written by proton_ik"
-        )
-    try:
-        manifest = json.loads(read_member(path, members[MANIFEST]).tobytes())
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-        raise SessionFileError(
-            f"{path}: its {MANIFEST} is corrupt ({reason(error)}); capture the session again"
-        ) from None
-    except (ValueError, RecursionError) as error:
-        raise SessionFileError(
-            f"{path}: {MANIFEST} is not valid JSON ({reason(error)}); the file is corrupt"
-        ) from None
+        members, manifest = recovered.members, recovered.manifest
+        manifest["info"] = {**manifest["info"], "recovered": recovered.where_it_ends()}
+    else:
+        manifest = _manifest(path, members[MANIFEST], file_size)
     sizes = {name: member.file_size for name, member in members.items() if name != MANIFEST}
     try:
         shapes = check_manifest(manifest, sizes)
@@ -213,3 +195,50 @@ def read_session(path: str | Path) -> StoredSession:
         for item, shape in zip(manifest.get("launches", []), shapes, strict=True)
     ]
     return StoredSession(path, manifest.get("info", {}), launches)
+
+
+def _members(path: Path, file_size: int) -> tuple[dict[str, zipfile.ZipInfo], str | None]:
+    """The zip's members from its central directory, and None; or none and why the file has no
+    readable directory (it was never closed, or it is cut short or corrupt)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {member.filename: member for member in archive.infolist()}
+    except (
+        zipfile.BadZipFile,
+        EOFError,
+        ValueError,
+        NotImplementedError,
+        struct.error,
+        OverflowError,
+    ) as error:
+        return {}, reason(error)
+    except OSError as error:
+        raise SessionFileError(f"{path} cannot be read ({reason(error)})") from None
+    for member in members.values():
+        problem = member_problem(member, file_size)
+        if problem:
+            raise SessionFileError(
+                f"{path}: zip member {reprlib.repr(member.filename)} {problem}; the file is corrupt or was not "
+                "written by proton_ik: capture the session again"
+            )
+    return members, None
+
+
+def _manifest(path: Path, member: zipfile.ZipInfo, file_size: int) -> Any:
+    manifest_cap = MANIFEST_BYTES + MANIFEST_PER_FILE_BYTE * file_size
+    if member.file_size > manifest_cap:
+        raise SessionFileError(
+            f"{path}: its {MANIFEST} is {member.file_size:,} bytes, more than a session "
+            f"file of {file_size:,} bytes can need ({manifest_cap:,}); the file is corrupt or was not "
+            "written by proton_ik"
+        )
+    try:
+        return json.loads(read_member(path, member).tobytes())
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        raise SessionFileError(
+            f"{path}: its {MANIFEST} is corrupt ({reason(error)}); capture the session again"
+        ) from None
+    except (ValueError, RecursionError) as error:
+        raise SessionFileError(
+            f"{path}: {MANIFEST} is not valid JSON ({reason(error)}); the file is corrupt"
+        ) from None

@@ -17,9 +17,11 @@ from proton_ik.contract.session_format import (
     FORMAT_VERSION,
     MANIFEST,
     REQUIRED_META,
+    SESSION_INFO,
     check_required_meta,
     is_session_file,
     launch_member,
+    launch_meta_member,
 )
 from proton_ik.runtime.session_writer import write_session
 
@@ -33,7 +35,16 @@ def launch(number: int) -> SimpleNamespace:
 def test_the_writer_stores_the_members_and_manifest_the_format_names(tmp_path):
     path = write_session(tmp_path / "s.pik", {"name": "s"}, [launch(0), launch(1)])
     with zipfile.ZipFile(path) as archive:
-        assert archive.namelist() == [launch_member(0), launch_member(1), MANIFEST]
+        assert archive.namelist() == [
+            SESSION_INFO,
+            launch_member(0),
+            launch_meta_member(launch_member(0)),
+            launch_member(1),
+            launch_meta_member(launch_member(1)),
+            MANIFEST,
+        ]
+        assert json.loads(archive.read(SESSION_INFO)) == {"name": "s"}
+        assert json.loads(archive.read(launch_meta_member(launch_member(1))))["launch"] == 1
         manifest = json.loads(archive.read(MANIFEST))
     assert (manifest["format"], manifest["format_version"]) == (FORMAT_NAME, FORMAT_VERSION)
     assert [item["entry"] for item in manifest["launches"]] == ["launches/000000.npy", "launches/000001.npy"]

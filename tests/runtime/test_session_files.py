@@ -3,8 +3,9 @@ moved into place whole, and a name that exists is never written over unless aske
 
 from __future__ import annotations
 
-import multiprocessing
-import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,6 @@ import pytest
 
 from proton_ik import session_files
 from proton_ik.mode import Mode
-from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.session import Session
 from proton_ik.viewer.session_file import read_session
 
@@ -93,26 +93,47 @@ def test_each_rank_of_a_job_names_its_files(tmp_path, monkeypatch):
     assert session_files.job_stem("dist", session_files.job()) == "dist"
 
 
-def _write_one(folder: str, barrier, index: int) -> str:
-    """One process of many: the same session name, the same folder, at once."""
-    stored = read_session(DATA / "add.pik")
-    partial = session_files.partial_path(Path(folder), "same", ".pik")
-    with SessionWriter(partial, {"name": "same", "writer": index}, compress=False) as writer:
-        for launch in stored:
-            writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
-    barrier.wait()  # every process claims at once
-    claim = session_files.claim(Path(folder), "same", (".pik", ".pftrace"))
-    claim.place(".pik", partial)
-    claim.release()
-    return str(claim.paths[".pik"])
+# One process of many: the same session name, the same folder, at once (each waits for "go").
+WRITER = """
+import sys, time
+from pathlib import Path
+from proton_ik import session_files
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer.session_file import read_session
+
+folder, data, index = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+partial = session_files.partial_path(folder, "same", ".pik")
+with SessionWriter(partial, {"name": "same", "writer": index}, compress=False) as writer:
+    for launch in read_session(data):
+        writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
+(folder / f"ready{index}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.001)
+claim = session_files.claim(folder, "same", (".pik", ".pftrace"))
+claim.place(".pik", partial)
+claim.release()
+print(claim.paths[".pik"])
+"""
 
 
 @pytest.mark.parametrize("processes", [2, 8])
 def test_processes_with_one_name_in_one_folder_never_share_a_file(tmp_path, processes):
-    context = multiprocessing.get_context("spawn")
-    barrier = context.Manager().Barrier(processes)
-    with context.Pool(processes) as pool:
-        placed = pool.starmap(_write_one, [(str(tmp_path), barrier, i) for i in range(processes)])
+    folder = tmp_path / "out"
+    folder.mkdir()
+    running = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(folder), str(DATA / "add.pik"), str(i)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(processes)
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(folder.glob("ready*"))) < processes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (folder / "go").touch()  # every process claims at once
+    placed = [process.communicate(timeout=120)[0].strip() for process in running]
+    assert all(process.returncode == 0 for process in running)
     assert len(set(placed)) == processes
     expected = len(read_session(DATA / "add.pik").launches)
     writers = set()
@@ -122,5 +143,5 @@ def test_processes_with_one_name_in_one_folder_never_share_a_file(tmp_path, proc
         assert all(np.asarray(launch.buffer).size for launch in session.launches)
         writers.add(session.info["writer"])
     assert writers == set(range(processes))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(Path(p).name for p in placed)
-    assert os.listdir(tmp_path) and not any(name.endswith(".partial") for name in os.listdir(tmp_path))
+    names = {p.name for p in folder.iterdir()} - {"go"} - {f"ready{i}" for i in range(processes)}
+    assert names == {Path(p).name for p in placed}  # no partial file left, no empty name reserved

@@ -28,12 +28,33 @@ def test_launches_round_trip_in_order(tmp_path, busy_launch):
         assert np.array_equal(launch.buffer, capture.buffer)
 
 
-def test_a_truncated_file_says_so(tmp_path, busy_launch):
+def test_a_truncated_file_with_no_session_info_says_so(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
+    with zipfile.ZipFile(path) as archive:  # as a session of format 1 was: no session.json
+        members = {name: archive.read(name) for name in archive.namelist() if name != "session.json"}
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(SessionFileError, match=r"truncated or corrupt.*Capture the session again"):
         read_session(path)
+
+
+def test_a_truncated_file_gives_its_complete_launches_and_says_where_it_ends(tmp_path, busy_launch):
+    captures = [busy_launch(launch=n) for n in range(3)]
+    path = write_session(tmp_path / "s.pik", INFO, captures)
+    with zipfile.ZipFile(path) as archive:
+        second_ends = max(m.header_offset for m in archive.infolist() if m.filename == "launches/000001.json")
+    data = path.read_bytes()
+    path.write_bytes(data[: second_ends + 55])  # past launch 1's metadata header (50 bytes), in its data
+    with pytest.warns(
+        UserWarning, match=r"never closed.*recovered 1 complete launch; .* inside 'launches/000001.json'"
+    ):
+        session = read_session(path)
+    assert [launch.meta["launch"] for launch in session] == [0]
+    assert np.array_equal(session.launches[0].buffer, captures[0].buffer)
+    assert "recovered 1 complete launch" in session.info["recovered"]
 
 
 def test_a_file_that_was_never_closed_says_so(tmp_path):
@@ -59,7 +80,7 @@ def test_another_format_version_names_both_versions(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
     rewrite_manifest(path, lambda manifest: manifest.update(format_version=FORMAT_VERSION + 1))
     with pytest.raises(
-        SessionFileError, match=f"version {FORMAT_VERSION + 1}.*reads version {FORMAT_VERSION}"
+        SessionFileError, match=f"version {FORMAT_VERSION + 1}.*reads versions 1 and {FORMAT_VERSION}"
     ):
         read_session(path)
 
@@ -171,7 +192,7 @@ def test_the_manifest_schema_names_the_field_that_is_wrong(tmp_path, busy_launch
 
 def test_a_format_version_of_the_wrong_type_says_so(tmp_path, busy_launch):
     message = manifest_problem(tmp_path, busy_launch, set_in(("format_version",), "1"))
-    assert "version '1' (a str); this proton_ik reads version 1" in message
+    assert "version '1' (a str); this proton_ik reads versions 1 and 2" in message
 
 
 def test_launches_that_share_one_buffer_are_refused_before_any_is_read(tmp_path, busy_launch):
@@ -238,3 +259,34 @@ def test_a_hostile_value_is_shown_bounded_in_the_message(tmp_path, busy_launch, 
     with pytest.raises(SessionFileError, match="session format version") as refused:
         read_session(path)
     assert len(str(refused.value)) < 600
+
+
+def test_a_file_cut_at_every_sixteenth_gives_every_launch_whole_before_the_cut(tmp_path, busy_launch):
+    import warnings
+
+    captures = [busy_launch(launch=n) for n in range(5)]
+    whole = write_session(tmp_path / "whole.pik", INFO, captures)
+    with zipfile.ZipFile(whole) as archive:
+        members = archive.infolist()
+    ends = {
+        m.filename: m.header_offset + 30 + len(m.filename) + len(m.extra) + m.compress_size for m in members
+    }
+    data = whole.read_bytes()
+    for sixteenth in range(1, 16):
+        cut = len(data) * sixteenth // 16
+        path = tmp_path / f"cut{sixteenth}.pik"
+        path.write_bytes(data[:cut])
+        expected = [n for n in range(5) if ends[f"launches/{n:06d}.json"] <= cut]
+        if ends["session.json"] > cut:
+            with pytest.raises(SessionFileError, match="no session info"):
+                read_session(path)
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            session = read_session(path)
+        assert [launch.meta["launch"] for launch in session] == expected
+        assert all(
+            np.array_equal(launch.buffer, captures[n].buffer)
+            for n, launch in zip(expected, session, strict=True)
+        )
+        assert len(caught) == 1 and "end at byte" in str(caught[0].message)
