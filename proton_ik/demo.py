@@ -50,7 +50,8 @@ def launch_demo(size: int = 1024, launches: int = 2) -> None:
 
 
 def run_on_gpu(out_dir: Path) -> proton_ik.Result:
-    proton_ik.start("proton_ik_demo", mode=DEMO_MODE, out_dir=out_dir)
+    # The demo's own files: a second run replaces them rather than adding proton_ik_demo.1.*
+    proton_ik.start("proton_ik_demo", mode=DEMO_MODE, out_dir=out_dir, overwrite=True)
     try:
         launch_demo()
     finally:
