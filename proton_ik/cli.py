@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from proton_ik import viewer
 from proton_ik.contract.session_format import is_session_file
+from proton_ik.viewer import ranks
 from proton_ik.viewer.diff import DiffOptions, diff_sessions
 from proton_ik.viewer.diff_text import format_diff
 from proton_ik.viewer.tracks import TIMELINES
@@ -55,10 +56,20 @@ def _read_trace(path: Path, kind: str, for_writing: bool = False) -> TraceFile:
 
 
 def _show(args: argparse.Namespace) -> int:
-    path = Path(args.file)
-    kind = _kind(path)
-    trace = viewer.load(path) if kind == "session" else _read_trace(path, kind)
-    print(terminal_safe(trace.summary_text()))
+    paths = [Path(file) for file in args.files]
+    summaries = {}
+    for path in paths:
+        kind = _kind(path)
+        trace = viewer.load(path) if kind == "session" else _read_trace(path, kind)
+        summary = trace.summary()
+        if len(paths) > 1:
+            print(terminal_safe(f"== {path}"))
+        print(terminal_safe(str(summary)))
+        label = ranks.label_of(getattr(trace, "info", {}) or {}, path.name)
+        summaries[label if label not in summaries else f"{label} ({path.name})"] = summary
+    if len(paths) > 1:
+        print("== side by side: mean per scope, and the slowest session")
+        print(terminal_safe(ranks.side_by_side_text(summaries)))
     return 0
 
 
@@ -144,8 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="proton-ik", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    show = commands.add_parser("show", help="print a per-scope summary of a session or trace file")
-    show.add_argument("file", help="a session (.pik), Perfetto (.pftrace) or Chrome (.json) file")
+    show = commands.add_parser(
+        "show", help="print a per-scope summary of session or trace files; several side by side"
+    )
+    show.add_argument(
+        "files",
+        nargs="+",
+        metavar="file",
+        help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say",
+    )
     show.set_defaults(run=_show)
 
     convert = commands.add_parser(
