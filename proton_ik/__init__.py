@@ -46,6 +46,7 @@ __all__ = [
     "finalize",
     "flush",
     "instrumented",
+    "merge",
     "mode",
     "profile",
     "scope",
@@ -200,6 +201,14 @@ def activate(session: object = None) -> None:
 def deactivate(session: object = None) -> None:
     """Pause: kernels compile and run plain until ``activate``."""
     _check_session("deactivate", session).deactivate()
+
+
+def merge(paths, output: str | Path, *, timeline: str | None = None) -> Path:
+    """One Perfetto trace of several sessions (a job's ranks: files, or folders of ``.pik``
+    files), a root track each, on one time axis; returns its path."""
+    from proton_ik.viewer.merge import merge_sessions
+
+    return merge_sessions(paths, output, timeline=timeline)
 
 
 def flush(session: object = None) -> None:

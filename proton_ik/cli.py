@@ -73,6 +73,23 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from proton_ik.viewer.merge import merge_sessions, sessions_of
+
+    output = Path(args.output)
+    try:
+        sessions = sessions_of(args.files)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if any(output.exists() and output.resolve() == path.resolve() for path in sessions):
+        raise UsageError(f"{output} is one of the inputs; writing there would destroy it. Pass another -o")
+    if output.exists() and not args.force:
+        raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
+    merge_sessions(sessions, output, timeline=args.timeline)
+    print(terminal_safe(f"{output}: {len(sessions)} sessions, a root track each"))
+    return 0
+
+
 def _convert(args: argparse.Namespace) -> int:
     source = Path(args.file)
     output = Path(args.output) if args.output else source.with_suffix(CONVERSIONS[args.to])
@@ -165,6 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say",
     )
     show.set_defaults(run=_show)
+
+    merge = commands.add_parser(
+        "merge", help="one Perfetto trace of several sessions (a job's ranks): a root track each"
+    )
+    merge.add_argument("files", nargs="+", metavar="file", help="session files, or folders of .pik files")
+    merge.add_argument("-o", "--output", required=True, help="the .pftrace to write")
+    merge.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
+    merge.add_argument("--timeline", choices=TIMELINES, help="tracks: SM slots (default) or a track per CTA")
+    merge.set_defaults(run=_merge)
 
     convert = commands.add_parser(
         "convert", help="convert a session or trace file (.pik, .pftrace, .json) to a trace"

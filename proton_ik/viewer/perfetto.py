@@ -103,6 +103,11 @@ __all__ = [
 ]
 
 SEQUENCE_ID = 1  # the first chunk's packet sequence; later chunks count up from it
+# A merged trace (``viewer.merge``): each session's uuids and flow ids below 2**UUID_BITS above
+# its own base, its packet sequences SEQUENCES_PER_SESSION apart (a sequence id is 32 bits).
+UUID_BITS = 48
+SEQUENCES_PER_SESSION = 1 << 20
+MAX_MERGED = (1 << 32) // SEQUENCES_PER_SESSION - 1
 PROGRESS_EVENTS = 1_000_000
 _LIFE_COLUMNS = (*TREE_COLUMNS, "start_cycles", "end_cycles", "count", "overwritten")
 
@@ -153,6 +158,9 @@ class PerfettoWriter:
 
     uuids: 1 is the root; each chunk numbers its new launch, SM (each followed by its counter
     tracks), place and unit tracks in blocks, in that order, after the previous chunk's.
+    ``merge_index``: the session's place in a trace of several (``viewer.merge``): its uuids,
+    flow ids and packet sequences are numbered in a range of their own, so that the files of
+    several sessions concatenate into one trace with one root each.
     """
 
     def __init__(
@@ -164,22 +172,29 @@ class PerfettoWriter:
         compress: bool = True,
         warnings: Sequence[str] = (),
         bar: tqdm | None = None,
+        merge_index: int = 0,
     ):
         self.timeline = check_timeline(timeline)
         self.path = Path(path)
+        if not 0 <= merge_index < MAX_MERGED:
+            raise ValueError(
+                f"merge_index={merge_index}: a merged trace holds 0 to {MAX_MERGED - 1} sessions"
+            )
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
         self._sink = _Sink(self._file, compress)
-        self._root = _descriptor(1, None, title, None)
+        self._root_uuid = 1 + (merge_index << UUID_BITS)
+        self._root = _descriptor(self._root_uuid, None, title, None)
         if warnings:
             self._root.description = "\n".join(warnings)
         self._bar = bar
-        self._next_uuid = 2
-        self._sequence = SEQUENCE_ID
+        self._next_uuid = self._root_uuid + 1
+        self._first_sequence = self._sequence = SEQUENCE_ID + merge_index * SEQUENCES_PER_SESSION
         self._open: _OpenLaunch | None = None
         self._host = _HostScopes()
         self._untimed: list[tuple[int, dict]] = []  # launches with no time yet: uuid, row
         self._last_end: int | None = None  # the latest end of any launch so far
-        self._flow = 1  # the next flow id (an event from the warp that started it to the one that ended it)
+        # the next flow id (an event from the warp that started it to the one that ended it)
+        self._flow = 1 + (merge_index << UUID_BITS)
 
     def add(self, chunk: Chunk) -> None:
         """Write one chunk as its own packet sequence."""
@@ -228,7 +243,7 @@ class PerfettoWriter:
         """Finish the file (an empty session still gets its root track)."""
         if self._untimed:  # no launch of the session left a time: their slices go at 0
             self._add(empty_chunk(), closing=True)
-        if self._sequence == SEQUENCE_ID:
+        if self._sequence == self._first_sequence:
             self._start_sequence({LIFETIME: 1})
         instances = self._host.finish()
         if instances:
@@ -249,7 +264,7 @@ class PerfettoWriter:
         """The sequence's interned names and source locations; the first sequence is followed by
         the root track."""
         self._sink.packet(_interning_packet(names, self._sequence, locations))
-        if self._sequence == SEQUENCE_ID:
+        if self._sequence == self._first_sequence:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 
     def _write_chunks(self, rows: int, build: Callable[[int, int], list[tuple[Rows, np.ndarray]]]) -> None:
@@ -261,7 +276,7 @@ class PerfettoWriter:
 
     def _write_host_track(self, instances: list[_HostInstance]) -> None:
         """The host scopes' track and its slices, as one more sequence."""
-        _write_host_track(self._sink, instances, int(self._allocate(1)[0]), self._sequence)
+        _write_host_track(self._sink, instances, int(self._allocate(1)[0]), self._sequence, self._root_uuid)
         self._sequence += 1
 
     def _allocate(self, count: int) -> np.ndarray:
@@ -319,7 +334,9 @@ class PerfettoWriter:
             uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
             kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
             self._sink.packet(
-                TracePacket(track_descriptor=_descriptor(uuid, 1, launch_name(number, kernel), number))
+                TracePacket(
+                    track_descriptor=_descriptor(uuid, self._root_uuid, launch_name(number, kernel), number)
+                )
             )
             timed = at is not None and begin[at] <= end[at]
             span = (int(begin[at]), int(end[at])) if timed else (1, 0)

@@ -90,11 +90,14 @@ def _host_markers(instances: list[_HostInstance]) -> list[tuple[int, _HostInstan
     return markers
 
 
-def _write_host_track(sink: _Sink, instances: list[_HostInstance], uuid: int, sequence: int) -> None:
-    """The host scopes' track (``uuid``) and its slices, as packet sequence ``sequence``."""
+def _write_host_track(
+    sink: _Sink, instances: list[_HostInstance], uuid: int, sequence: int, root: int
+) -> None:
+    """The host scopes' track (``uuid``, under the root track ``root``) and its slices, as packet
+    sequence ``sequence``."""
     names = {name: iid for iid, name in enumerate(dict.fromkeys(i.name for i in instances), start=1)}
     sink.packet(_interning_packet(names, sequence))
-    sink.packet(TracePacket(track_descriptor=_descriptor(uuid, 1, HOST_TRACK, -1)))
+    sink.packet(TracePacket(track_descriptor=_descriptor(uuid, root, HOST_TRACK, -1)))
     markers = _host_markers(instances)
     first = markers[0][0]
     snapshot = ClockSnapshot(

@@ -51,13 +51,16 @@ def render_session(
     *,
     timeline: str | None = None,
     progress: bool | None = None,
+    title: str | None = None,
+    merge_index: int = 0,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
     in memory that does not grow with the number of launches (the tree is per scope, not per
     event). ``timeline``: the traces' tracks, "slots" (the default: an SM's CTA slots) or
     "ctas" (a track per CTA, for small grids). ``progress=None`` shows a bar if it takes more
-    than a few seconds."""
+    than a few seconds. ``title`` names the Perfetto root track (default: the session's name);
+    ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``)."""
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
@@ -71,8 +74,13 @@ def render_session(
     with ExitStack() as stack:
         writers: list[PerfettoWriter | ChromeWriter | HatchetWriter] = []
         if "pftrace" in outputs:
-            title = root_name(name)
-            perfetto = PerfettoWriter(outputs["pftrace"], title, timeline=timeline, warnings=warnings)
+            perfetto = PerfettoWriter(
+                outputs["pftrace"],
+                title or root_name(name),
+                timeline=timeline,
+                warnings=warnings,
+                merge_index=merge_index,
+            )
             writers.append(stack.enter_context(perfetto))
         for key in ("json", "chrome_trace"):
             if key in outputs:

@@ -1,0 +1,64 @@
+"""The sessions of a job (its ranks, its GPUs) in one Perfetto trace: a root track per session,
+labelled with its rank, and every kernel and scope of every session on one time axis.
+
+Each session is rendered as usual, with its tracks, flows and packet sequences numbered in a
+range of its own (``PerfettoWriter``'s ``merge_index``), and the files are concatenated: a
+Perfetto trace is a sequence of packets, so the concatenation is one trace.
+
+Time: every record's time is the GPU's ``%globaltimer`` (nanoseconds), which the driver sets
+from the host's clock on each GPU; sessions line up to the agreement of their GPUs' timers (and,
+across hosts, of the hosts' clocks). No further alignment is applied yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from proton_ik.viewer.perfetto import MAX_MERGED
+from proton_ik.viewer.ranks import label_of
+from proton_ik.viewer.render import render_session
+from proton_ik.viewer.session_file import read_session
+
+__all__ = ["merge_sessions", "sessions_of"]
+
+
+def sessions_of(paths: Sequence[str | Path]) -> list[Path]:
+    """The session files named: files as given, folders for the ``.pik`` files in them."""
+    found: list[Path] = []
+    for given in map(Path, paths):
+        found += sorted(given.glob("*.pik")) if given.is_dir() else [given]
+    if not found:
+        raise ValueError(f"no session file in {', '.join(map(str, paths))}: name .pik files or their folder")
+    if len(found) > MAX_MERGED:
+        raise ValueError(f"{len(found)} sessions: one trace holds at most {MAX_MERGED}")
+    return found
+
+
+def merge_sessions(paths: Sequence[str | Path], output: str | Path, *, timeline: str | None = None) -> Path:
+    """Write one Perfetto trace of the sessions ``paths`` (files, or folders of ``.pik`` files),
+    each under a root track named by its rank (or file) and session; return its path."""
+    sessions = sessions_of(paths)
+    output = Path(output)
+    labels: list[str] = []
+    for path in sessions:
+        info = read_session(path).info
+        label = label_of(info, path.name)
+        labels.append(
+            f"{label}: {info.get('name', path.stem)} ({path.name})" if label != path.name else label
+        )
+    with tempfile.TemporaryDirectory(prefix=".merge-", dir=output.parent) as scratch:
+        parts = []
+        for index, (path, label) in enumerate(zip(sessions, labels, strict=True)):
+            part = Path(scratch) / f"{index}.pftrace"
+            render_session(path, {"pftrace": part}, timeline=timeline, title=label, merge_index=index)
+            parts.append(part)
+        whole = Path(scratch) / "merged.pftrace"
+        with open(whole, "wb") as merged:
+            for part in parts:
+                with open(part, "rb") as piece:
+                    shutil.copyfileobj(piece, merged)
+        whole.replace(output)
+    return output
