@@ -76,6 +76,8 @@ def start(
     hook: str | None = None,
     timeline: str | None = None,
     overwrite: bool | None = None,
+    flush_every: int | None = None,
+    flush_seconds: float | None = None,
 ) -> Session:
     """Start profiling: annotated kernels compiled from now on record their scopes.
 
@@ -95,6 +97,9 @@ def start(
     names carry ``.rankN``) and finalize moves them into place, taking ``NAME.1``, ``NAME.2``, ...
     where ``NAME``'s files exist. ``overwrite=True`` replaces them instead; it is the default when
     ``data=`` is given, as code written for ``triton.profiler`` reads ``NAME.hatchet`` back.
+    Launches reach the session file when the device pool fills, at ``flush()`` and at finalize;
+    ``flush_every=N`` (launches) or ``flush_seconds=S`` also writes them that often, so that a
+    long job killed midway loses at most that much.
     """
     global _session
     if _session is not None:
@@ -118,6 +123,7 @@ def start(
             f"at least {MIN_POOL_BYTES} (1 MiB), e.g. pool_bytes={DEFAULT_POOL_BYTES} (the default)"
         )
     _check_timeline(timeline)
+    _check_flush(flush_every, flush_seconds)
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
     directory, stem = _place(name, out_dir)
     session = Session(
@@ -129,6 +135,7 @@ def start(
         launch_metadata=hook is not None,
         timeline=timeline,
         overwrite=bool(data) if overwrite is None else bool(overwrite),
+        flush_every=(flush_every, None if flush_seconds is None else float(flush_seconds)),
     )
     session.start()
     _session = session
@@ -139,6 +146,15 @@ def _check_choice(option: str, value: object, choices: tuple, why: str = "") -> 
     if value not in choices:
         shown = ", ".join(repr(choice) for choice in choices)
         raise ValueError(f"{option}={value!r}: {why + '; ' if why else ''}choose from {shown}")
+
+
+def _check_flush(launches: object, seconds: object) -> None:
+    if launches is not None and (isinstance(launches, bool) or not isinstance(launches, int) or launches < 1):
+        raise ValueError(f"flush_every={launches!r}: a number of launches, at least 1, e.g. flush_every=100")
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
+    ):
+        raise ValueError(f"flush_seconds={seconds!r}: a number of seconds above 0, e.g. flush_seconds=30")
 
 
 def _check_timeline(timeline: object) -> None:

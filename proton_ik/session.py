@@ -107,8 +107,10 @@ class Session:
         launch_metadata: bool = False,
         timeline: str | None = None,
         overwrite: bool = False,
+        flush_every: tuple[int | None, float | None] = (None, None),
     ):
         self.name = name
+        self.flush_every = flush_every  # (launches, seconds): the drain writes that often too
         self.mode = mode
         self.out_dir = out_dir
         self.pool_bytes = pool_bytes
@@ -154,7 +156,7 @@ class Session:
         from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.graphs import GraphFollower
-        from proton_ik.runtime.hooks import LaunchRecorder
+        from proton_ik.runtime.hooks import FlushPolicy, LaunchRecorder
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         device = torch.cuda.current_device()
@@ -179,7 +181,10 @@ class Session:
                 # stops early, say) leaves no empty file behind.
                 self._file().add_launch(meta, data, trimmed_on_device=trimmed_on_device)
 
-        recorder = LaunchRecorder(self.pool_bytes, sink, launch_metadata=self.launch_metadata)
+        launches, seconds = self.flush_every
+        recorder = LaunchRecorder(
+            self.pool_bytes, sink, launch_metadata=self.launch_metadata, flush=FlushPolicy(launches, seconds)
+        )
         recorder.drain_for(device)
         graphs, autotune = GraphFollower(recorder), AutotuneFollower(self.plain)
         recorder.current_config = autotune.current_config

@@ -147,6 +147,12 @@ class Drain:
             self._cond.wait_for(lambda: self._taken >= self._flush_upto or self._error is not None)
         self.raise_if_failed()
 
+    def flush_soon(self) -> None:
+        """Have the drain thread copy every launch queued so far off the device, without waiting."""
+        with self._cond:
+            self._flush_upto = max(self._flush_upto, self._submitted)
+            self._cond.notify_all()
+
     def pause(self) -> None:
         """Flush, then make no CUDA call until ``resume``: a graph capture in global mode
         fails if another thread synchronizes while it runs."""

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from triton import knobs
@@ -182,13 +183,36 @@ class CapturedLaunch:
     buffer: Any  # torch tensor in the graph's private pool
 
 
+@dataclass
+class FlushPolicy:
+    """When recorded launches go to the session file without waiting for the pool to fill: every
+    ``launches`` launches, or once ``seconds`` have passed since the last flush (None: never)."""
+
+    launches: int | None = None
+    seconds: float | None = None
+    _since: float = field(default_factory=lambda: time.monotonic())
+
+    def due(self, recorded: int) -> bool:
+        """Whether the ``recorded``-th launch (counting from 1) ends a flush period."""
+        if self.launches is not None and recorded % self.launches == 0:
+            self._since = time.monotonic()
+            return True
+        if self.seconds is not None and time.monotonic() - self._since >= self.seconds:
+            self._since = time.monotonic()
+            return True
+        return False
+
+
 class LaunchRecorder:
     """Installs the hooks and turns each instrumented launch into a drained capture."""
 
-    def __init__(self, pool_bytes: int, sink: Sink, launch_metadata: bool = False):
+    def __init__(
+        self, pool_bytes: int, sink: Sink, launch_metadata: bool = False, flush: FlushPolicy | None = None
+    ):
         import torch
 
         self._torch = torch
+        self.flush = flush or FlushPolicy()
         self.pool_bytes = pool_bytes
         # hook="triton": name each launch, and keep its metrics, from the kernel's launch_metadata
         self.launch_metadata = launch_metadata
@@ -276,6 +300,9 @@ class LaunchRecorder:
         meta = self.launch_meta(kernel, _ctas(allocation, kernel), stream, allocation.drain.device, named)
         drain = allocation.drain
         drain.submit(Launch(meta, allocation.chunk, kernel.layout, kernel.dense, drain.event()), stream)
+        if self.flush.due(meta["launch"] + 1):
+            for each in list(self.drains.values()):
+                each.flush_soon()
 
     # --- helpers ---------------------------------------------------------------------------
     def launch_meta(
