@@ -11,8 +11,10 @@ become a ``Mode``. Each of Proton's fields maps as follows:
   ``auto``); otherwise a ring of ``buffer_size / 16`` entries, rounded down to a power of two;
 - ``buffer_strategy``: ``circular`` is what our rings do; ``flush`` has no meaning (warning);
 - ``buffer_type``: we write to global memory; ``shared``, Proton's default, is mapped silently;
-- ``sampling_strategy``: ``none``; ``selective`` (with ``sampling_options``) is not supported:
-  every warp is recorded (warning);
+- ``sampling_strategy``: ``none``; ``selective`` with ``sampling_options`` (the unit ids to
+  keep, comma-separated) becomes ``warps=``: at warp granularity the warps listed, at warpgroup
+  granularity the first warp of each warpgroup listed (``1`` -> warp 4); at CTA granularity it
+  has no meaning (warning);
 - ``optimizations``: ``clock32`` and ``time_shift`` are what we always do; ``sched_stores`` and
   ``sched_barriers`` have no meaning (warning).
 
@@ -25,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from proton_ik.contract.layout import ENTRY_BYTES, Granularity
+from proton_ik.contract.layout import ENTRY_BYTES, WARPS_PER_WARPGROUP, Granularity
 
 PROTON_MODE_NAME = "default"
 
@@ -117,10 +119,10 @@ class Default:
             notes.append(
                 "buffer_strategy=flush: proton_ik's rings keep the newest entries and count the rest"
             )
-        if self.sampling_strategy == "selective":
+        if self.sampling_strategy == "selective" and self.granularity == "cta":
             notes.append(
-                f"sampling_strategy=selective (sampling_options={self.sampling_options!r}): proton_ik "
-                "records every warp"
+                f"sampling_strategy=selective (sampling_options={self.sampling_options!r}) at "
+                "granularity=cta: proton_ik samples CTAs with its own ctas= option, and records every CTA here"
             )
         notes += [
             f"optimizations={name}: not needed by proton_ik's lowering"
@@ -146,7 +148,27 @@ class Default:
         if self.buffer_size:
             entries = max(self.buffer_size // ENTRY_BYTES, 1)
             capacity = 1 << (entries.bit_length() - 1)  # a power of two, at most buffer_size bytes
-        return Mode(granularity=granularity, capacity=capacity)
+        return Mode(granularity=granularity, capacity=capacity, warps=self.selected_warps(granularity))
+
+    def selected_warps(self, granularity: Granularity) -> tuple[int, ...]:
+        """``warps=`` for ``sampling_strategy=selective``: the units listed, as warps (a warpgroup
+        by its first warp); () where every unit records."""
+        if self.sampling_strategy != "selective" or granularity is Granularity.CTA:
+            return ()
+        try:
+            ids = [int(part) for part in self.sampling_options.split(",") if part.strip()]
+        except ValueError:
+            raise ValueError(
+                f"Proton mode field sampling_options={self.sampling_options!r}: the unit ids to keep, "
+                "comma-separated, e.g. sampling_options='0,2'"
+            ) from None
+        if not ids:
+            raise ValueError(
+                "Proton mode field sampling_strategy=selective needs sampling_options: the unit ids to "
+                "keep, comma-separated, e.g. sampling_options='0,2'"
+            )
+        per_unit = WARPS_PER_WARPGROUP if granularity is Granularity.WARPGROUP else 1
+        return tuple(sorted({unit * per_unit for unit in ids}))
 
 
 def proton_mode(value: Any) -> Default | None:

@@ -54,13 +54,36 @@ def test_proton_mode_strings_map_silently_where_they_mean_something(proton, gran
     [
         ("default:buffer_type=shared:buffer_strategy=flush", "buffer_strategy=flush"),
         ("default:granularity=warp_2", "granularity=warp_2"),
-        ("default:sampling_strategy=selective:sampling_options=0,4", "sampling_strategy=selective"),
+        (
+            "default:sampling_strategy=selective:sampling_options=0:granularity=cta",
+            "sampling_strategy=selective",
+        ),
         ("default:optimizations=sched_stores", "optimizations=sched_stores"),
     ],
 )
 def test_proton_fields_with_no_meaning_here_warn_once_naming_the_field(proton, named):
     _, warned = _parsed(proton)
     assert len(warned) == 1 and named in warned[0] and "accepted and ignored" in warned[0]
+
+
+@pytest.mark.parametrize(
+    ("proton", "warps"),
+    [
+        ("default:sampling_strategy=selective:sampling_options=0,2", (0, 2)),  # Proton's test_select_ids
+        ("default:sampling_strategy=selective:sampling_options=2,0,2", (0, 2)),
+        ("default:sampling_strategy=selective:sampling_options=1:granularity=warp_group", (4,)),
+        ("default:sampling_strategy=none:sampling_options=0,2", ()),
+    ],
+)
+def test_selective_sampling_keeps_the_units_listed(proton, warps):
+    mode, warned = _parsed(proton)
+    assert mode.warps == warps and warned == []
+
+
+@pytest.mark.parametrize("options", ["", "a,b"])
+def test_selective_sampling_without_unit_ids_says_what_to_pass(options):
+    with pytest.raises(ValueError, match="sampling_options='0,2'"):
+        _parsed(f"default:sampling_strategy=selective:sampling_options={options}")
 
 
 @pytest.mark.parametrize(
