@@ -67,7 +67,7 @@ def start(
     name: str | None = None,
     *,
     mode: object = "instrumentation",
-    backend: str | None = "instrumentation",
+    backend: str | None = None,
     out_dir: str | Path | None = None,
     pool_bytes: int = DEFAULT_POOL_BYTES,
     formats: str | tuple[str, ...] = DEFAULT_FORMATS,
@@ -97,6 +97,8 @@ def start(
     names carry ``.rankN``) and finalize moves them into place, taking ``NAME.1``, ``NAME.2``, ...
     where ``NAME``'s files exist. ``overwrite=True`` replaces them instead; it is the default when
     ``data=`` is given, as code written for ``triton.profiler`` reads ``NAME.hatchet`` back.
+    Called as ``triton.profiler`` is (``backend="instrumentation"`` given), ``data`` defaults to
+    Proton's ``"tree"``: ``NAME.hatchet`` is written as Proton writes it.
     Launches reach the session file when the device pool fills, at ``flush()`` and at finalize;
     ``flush_every=N`` (launches) or ``flush_seconds=S`` also writes them that often, so that a
     long job killed midway loses at most that much.
@@ -124,6 +126,8 @@ def start(
         )
     _check_timeline(timeline)
     _check_flush(flush_every, flush_seconds)
+    if backend is not None and data is None:
+        data = "tree"  # triton.profiler.start's default: the code that calls it opens NAME.hatchet
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
     directory, stem = _place(name, out_dir)
     session = Session(

@@ -189,3 +189,20 @@ def test_finalize_and_activate_take_triton_profilers_session_argument(tmp_path):
 def test_a_context_with_no_meaning_here_warns_naming_it(tmp_path):
     with pytest.warns(UserWarning, match=r"context='python'.*accepted and ignored"):
         proton_ik.start("c", out_dir=tmp_path, context="python")
+
+
+def test_called_as_triton_profiler_is_it_writes_the_tree_by_default(tmp_path, monkeypatch):
+    """triton.profiler.start's data defaults to "tree": its callers open NAME.hatchet."""
+    monkeypatch.setattr("proton_ik.session.why_no_gpu", lambda: "no CUDA GPU here")
+    with pytest.warns(UserWarning, match="no CUDA GPU"):
+        session = proton_ik.start(str(tmp_path / "run"), backend="instrumentation")
+    try:
+        assert "hatchet" in session.formats and session.overwrite
+    finally:
+        proton_ik.finalize()
+    with pytest.warns(UserWarning, match="no CUDA GPU"):
+        ours = proton_ik.start(str(tmp_path / "ours"))
+    try:
+        assert "hatchet" not in ours.formats and not ours.overwrite
+    finally:
+        proton_ik.finalize()
