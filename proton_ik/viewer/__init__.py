@@ -20,7 +20,8 @@ memory), ``summary`` and ``event_summary``, ``tracks`` (the track model both wri
 launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfetto`` (with
 ``perfetto_tracks``, ``perfetto_slices``, ``perfetto_counters``, ``perfetto_host``, ``perfetto_async``,
 ``perfetto_wire`` and ``perfetto_sink``) and ``chrome`` (trace writers, chunk by chunk),
-``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``trace`` (the tables
+``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``proton_trace``
+(Proton's ``.chrome_trace``, in Proton's schema), ``trace`` (the tables
 of a whole session), ``render`` (a session straight to trace files), ``readback`` (traces read
 again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``, ``trace_file``, ``read_checks``,
 ``nesting_order``), and ``diff`` (two sessions compared scope by scope: ``diff_sample``,

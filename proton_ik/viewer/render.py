@@ -20,6 +20,7 @@ from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.hatchet import HatchetWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.pipeline import Chunk, Pipeline
+from proton_ik.viewer.proton_trace import ProtonChromeWriter
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.trace import time_shift_cycles
@@ -72,7 +73,7 @@ def render_session(
     launches = records = events = 0
     problems: list[str] = []
     with ExitStack() as stack:
-        writers: list[PerfettoWriter | ChromeWriter | HatchetWriter] = []
+        writers: list[PerfettoWriter | ChromeWriter | ProtonChromeWriter | HatchetWriter] = []
         if "pftrace" in outputs:
             perfetto = PerfettoWriter(
                 outputs["pftrace"],
@@ -82,11 +83,12 @@ def render_session(
                 merge_index=merge_index,
             )
             writers.append(stack.enter_context(perfetto))
-        for key in ("json", "chrome_trace"):
-            if key in outputs:
-                writers.append(
-                    stack.enter_context(ChromeWriter(outputs[key], session.info, timeline=timeline))
-                )
+        if "json" in outputs:
+            writers.append(
+                stack.enter_context(ChromeWriter(outputs["json"], session.info, timeline=timeline))
+            )
+        if "chrome_trace" in outputs:  # Proton's file, in Proton's schema
+            writers.append(stack.enter_context(ProtonChromeWriter(outputs["chrome_trace"])))
         if "hatchet" in outputs:
             writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], session.info)))
         bar = stack.enter_context(

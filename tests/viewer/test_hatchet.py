@@ -100,13 +100,6 @@ def test_host_scopes_are_parents_and_launch_names_are_frames(tmp_path, busy_laun
     assert b["metrics"]["normalized_cycles"] == pytest.approx(per_launch.sum())
 
 
-def test_chrome_trace_is_the_json_trace(tmp_path):
-    render_session(
-        DATA / "add.pik", {"json": tmp_path / "a.json", "chrome_trace": tmp_path / "a.chrome_trace"}
-    )
-    assert (tmp_path / "a.chrome_trace").read_bytes() == (tmp_path / "a.json").read_bytes()
-
-
 def test_a_launch_in_pieces_sums_as_one(tmp_path, monkeypatch):
     whole = tmp_path / "whole.hatchet"
     render_session(DATA / "add.pik", {"hatchet": whole})
