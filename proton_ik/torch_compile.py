@@ -39,7 +39,9 @@ it must compile), so it is installed when Inductor's module is imported and neve
   back to its Python launcher, which goes through Triton's (the allocator and launch hooks of
   ``runtime.hooks``). The C++ wrapper (``cpp_wrapper``, AOTInductor) launches kernels on its own
   and would give a whole grid one CTA's buffer: kernels compiled for it are compiled plain, with
-  a warning that names the option.
+  a warning that names the option. CUDA graph trees (``mode="reduce-overhead"``) check every
+  allocation of their graph's pool, and a profile buffer captured there fails that check: a
+  graph tree recorded inside a session is refused with a message naming the options to turn off.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ _WRAPPER = "torch._inductor.codegen.wrapper"
 _HEURISTICS = "torch._inductor.runtime.triton_heuristics"
 _KERNEL_WRAP = "torch._higher_order_ops.triton_kernel_wrap"
 _ASYNC_COMPILE = "torch._inductor.async_compile"
+_GRAPH_TREES = "torch._inductor.cudagraph_trees"
 _PACKAGE = "proton_ik"
 
 
@@ -326,10 +329,34 @@ def _patch_async_compile(module: types.ModuleType) -> None:
         _replace(module, "AsyncCompile", "use_process_pool", _compile_workers)
 
 
+REDUCE_OVERHEAD_REFUSED = (
+    "proton_ik: torch.compile(mode='reduce-overhead') is recording a CUDA graph (CUDA graph trees) "
+    "inside a session: the profile buffers of its instrumented kernels would be captured into the "
+    "graph's memory pool, which CUDA graph trees check and refuse. Profile this program with "
+    "torch.compile's default mode (or mode='max-autotune-no-cudagraphs'), or set "
+    "torch._inductor.config.triton.cudagraphs = False; torch.cuda.CUDAGraph captures are recorded"
+)
+
+
+def _graph_trees(original):
+    def record(self, *args, **kwargs):
+        if _state.mode is not None:
+            raise RuntimeError(REDUCE_OVERHEAD_REFUSED)
+        return original(self, *args, **kwargs)
+
+    return record
+
+
+def _patch_graph_trees(module: types.ModuleType) -> None:
+    if _state.installed and not _missing(module, "CUDAGraphNode._record"):
+        _replace(module, "CUDAGraphNode", "_record", _graph_trees)
+
+
 _WITH_THE_MODE = (
     (_HEURISTICS, _patch_heuristics),
     (_KERNEL_WRAP, _patch_kernel_wrap),
     (_ASYNC_COMPILE, _patch_async_compile),
+    (_GRAPH_TREES, _patch_graph_trees),
 )
 
 

@@ -242,3 +242,15 @@ def test_after_import_calls_back_once_the_module_is_imported(tmp_path, monkeypat
     after_import.call("pik_after_import_probe", lambda module: seen.append(-module.VALUE))
     assert seen == [7, -7]  # already imported: at once
     assert not any(type(f).__name__ == "_AfterImport" for f in sys.meta_path)
+
+
+def test_cuda_graph_trees_recorded_in_a_session_are_refused_with_what_to_do():
+    from torch._inductor import cudagraph_trees
+
+    record = cudagraph_trees.CUDAGraphNode.__dict__["_record"]
+    with proton_ik.instrumented():
+        patched = cudagraph_trees.CUDAGraphNode.__dict__["_record"]
+        assert patched is not record
+        with pytest.raises(RuntimeError, match=r"mode='reduce-overhead'.*cudagraphs = False"):
+            patched(object(), None, [])
+    assert cudagraph_trees.CUDAGraphNode.__dict__["_record"] is record
