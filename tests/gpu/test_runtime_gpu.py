@@ -4,7 +4,6 @@ memory over many launches, memcheck, and complete traces from real runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ torch = pytest.importorskip("torch")
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import kernels  # noqa: E402  (beside this file; --import-mode=importlib adds no path)
-from profiling import profiled  # noqa: E402
+from profiling import memcheck_clean, profiled  # noqa: E402
 
 
 def test_numerics_unchanged(tmp_path):
@@ -199,28 +198,7 @@ def test_writes_stay_inside_the_buffer(tmp_path):
 
 
 def test_compute_sanitizer_memcheck_is_clean(tmp_path):
-    sanitizer = "compute-sanitizer"
-    if subprocess.run(["which", sanitizer], capture_output=True).returncode != 0:
-        pytest.skip("compute-sanitizer is not installed")
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", PROTON_IK_OUT=str(tmp_path))
-    run = subprocess.run(
-        [
-            sanitizer,
-            "--tool",
-            "memcheck",
-            "--error-exitcode",
-            "3",
-            sys.executable,
-            str(HERE / "sanitize_target.py"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    assert "ERROR SUMMARY: 0 errors" in run.stdout + run.stderr
-    assert "records ok" in run.stdout
+    memcheck_clean("sanitize_target.py", "records ok", {"PROTON_IK_OUT": str(tmp_path)})
 
 
 def test_a_3d_grid_gives_every_cta_its_own_region_in_a_poisoned_buffer(tmp_path):

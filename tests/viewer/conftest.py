@@ -225,3 +225,22 @@ def busy_launch() -> Callable[..., LaunchCapture]:
         return fake.capture(launch=launch, kernel=f"kernel{launch % 2}")
 
     return build
+
+
+@pytest.fixture
+def as_rank():
+    """``as_rank(source, target, rank)``: ``source``'s launches written to ``target`` as rank
+    ``rank`` of a job of two would have written them (its info says its rank)."""
+    from proton_ik.runtime.session_writer import SessionWriter
+    from proton_ik.viewer.session_file import read_session
+
+    def write(source: Path, target: Path, rank: int) -> Path:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stored = read_session(source)
+        info = {**stored.info, "rank": rank, "world_size": 2}
+        with SessionWriter(target, info, compress=False) as writer:
+            for launch in stored:
+                writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
+        return target
+
+    return write

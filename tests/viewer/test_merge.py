@@ -8,21 +8,10 @@ from pathlib import Path
 
 import proton_ik
 from proton_ik.cli import main
-from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer.pftrace_packets import read_packets
 from proton_ik.viewer.render import render_session
-from proton_ik.viewer.session_file import read_session
 
 DATA = Path(__file__).parents[1] / "data"
-
-
-def _as_rank(source: Path, target: Path, rank: int) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    stored = read_session(source)
-    with SessionWriter(target, {**stored.info, "rank": rank, "world_size": 2}, compress=False) as writer:
-        for launch in stored:
-            writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
-    return target
 
 
 def _slices(packets) -> list[tuple[int, int]]:
@@ -34,10 +23,10 @@ def _slices(packets) -> list[tuple[int, int]]:
     ]
 
 
-def test_two_ranks_merge_into_one_trace_with_a_root_each(tmp_path):
+def test_two_ranks_merge_into_one_trace_with_a_root_each(tmp_path, as_rank):
     ranks = [
-        _as_rank(DATA / "events.pik", tmp_path / "job" / "dist.rank0.pik", 0),
-        _as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank1.pik", 1),
+        as_rank(DATA / "events.pik", tmp_path / "job" / "dist.rank0.pik", 0),
+        as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank1.pik", 1),
     ]
     merged = proton_ik.merge([tmp_path / "job"], tmp_path / "dist.pftrace")
     packets = read_packets(merged)
@@ -60,9 +49,9 @@ def test_two_ranks_merge_into_one_trace_with_a_root_each(tmp_path):
     assert not first_sequences & {s for s, _ in slices[len(alone[0]) :]}
 
 
-def test_the_command_line_merges_and_keeps_what_exists(tmp_path, capsys):
-    rank0 = _as_rank(DATA / "add.pik", tmp_path / "r0.pik", 0)
-    rank1 = _as_rank(DATA / "diff_a.pik", tmp_path / "r1.pik", 1)
+def test_the_command_line_merges_and_keeps_what_exists(tmp_path, capsys, as_rank):
+    rank0 = as_rank(DATA / "add.pik", tmp_path / "r0.pik", 0)
+    rank1 = as_rank(DATA / "diff_a.pik", tmp_path / "r1.pik", 1)
     output = tmp_path / "job.pftrace"
     assert main(["merge", str(rank0), str(rank1), "-o", str(output)]) == 0
     assert "2 sessions" in capsys.readouterr().out

@@ -8,25 +8,14 @@ import numpy as np
 
 from proton_ik import viewer
 from proton_ik.cli import main
-from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer.ranks import label_of, side_by_side
-from proton_ik.viewer.session_file import read_session
 
 DATA = Path(__file__).parents[1] / "data"
 
 
-def _as_rank(source: Path, target: Path, rank: int) -> Path:
-    """``source``'s launches, as rank ``rank`` of a job of two would have written them."""
-    stored = read_session(source)
-    with SessionWriter(target, {**stored.info, "rank": rank, "world_size": 2}, compress=False) as writer:
-        for launch in stored:
-            writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
-    return target
-
-
-def test_each_scope_names_its_slowest_rank(tmp_path):
-    fast = _as_rank(DATA / "diff_a.pik", tmp_path / "dist.rank0.pik", 0)
-    slow = _as_rank(DATA / "diff_b.pik", tmp_path / "dist.rank1.pik", 1)
+def test_each_scope_names_its_slowest_rank(tmp_path, as_rank):
+    fast = as_rank(DATA / "diff_a.pik", tmp_path / "dist.rank0.pik", 0)
+    slow = as_rank(DATA / "diff_b.pik", tmp_path / "dist.rank1.pik", 1)
     summaries = {label_of(viewer.load(p).info, p.name): viewer.load(p).summary() for p in (fast, slow)}
     assert list(summaries) == ["rank 0", "rank 1"]
     table = side_by_side(summaries).set_index("scope")
@@ -38,9 +27,9 @@ def test_each_scope_names_its_slowest_rank(tmp_path):
     assert (counts > 0).all()
 
 
-def test_show_prints_the_sessions_side_by_side(tmp_path, capsys):
-    fast = _as_rank(DATA / "diff_a.pik", tmp_path / "dist.rank0.pik", 0)
-    slow = _as_rank(DATA / "diff_b.pik", tmp_path / "dist.rank1.pik", 1)
+def test_show_prints_the_sessions_side_by_side(tmp_path, capsys, as_rank):
+    fast = as_rank(DATA / "diff_a.pik", tmp_path / "dist.rank0.pik", 0)
+    slow = as_rank(DATA / "diff_b.pik", tmp_path / "dist.rank1.pik", 1)
     assert main(["show", str(fast), str(slow)]) == 0
     out = capsys.readouterr().out
     assert f"== {fast}" in out and f"== {slow}" in out
