@@ -23,7 +23,8 @@ it must compile), so it is installed when Inductor's module is imported and neve
   kernel cache, compiled Dynamo frames) hold Python source and ``CachingAutotuner`` objects,
   never the mode; only the autotuner's launchers hold binaries. So the autotuner is the one
   place the mode is decided: ``_precompile_config`` compiles under the mode where the kernel
-  records (a user kernel, or every kernel under ``unscoped=kernel``; ``lowering.triton_hook``
+  records (a user's kernel that uses ``proton_ik.language``, or every kernel under
+  ``unscoped=kernel``; ``lowering.triton_hook``
   stamps the mode into ``triton.compile``'s options, and so into Triton's cache key) and plain
   otherwise, and ``run`` switches an autotuner whose launchers were built under another mode to
   the launchers of the current one (kept from before, or compiled on the spot for the configs
@@ -192,6 +193,7 @@ class _Launchers:
 
     built_under: str = ""
     kept: dict[str, tuple[list, list]] = field(default_factory=dict)
+    uses_ours: bool | None = None  # whether a user's kernel uses proton_ik.language (None: not known yet)
 
 
 class _State:
@@ -209,13 +211,35 @@ _originals: dict[tuple[str, str], Any] = {}  # (module, attribute) -> what was t
 
 def _wanted(autotuner) -> str:
     """The mode ``autotuner``'s launchers should be built under now: the mode where the kernel
-    records (a user's kernel, which may have scopes, or any under unscoped=kernel), else plain."""
+    records (a user's kernel that uses proton_ik.language, or any under unscoped=kernel), else
+    plain."""
     mode = compile_mode.active_mode()
     if mode is None:
         return ""
-    if mode.unscoped == "kernel" or getattr(autotuner, "custom_kernel", False):
+    if mode.unscoped == "kernel":
         return _state.knob
-    return ""
+    if not getattr(autotuner, "custom_kernel", False):
+        return ""
+    launchers = _autotuners.get(autotuner)
+    if launchers is None:
+        with _switching:
+            launchers = _autotuners.setdefault(autotuner, _Launchers())
+    if launchers.uses_ours is None:
+        launchers.uses_ours = _uses_ours(autotuner)
+    return _state.knob if launchers.uses_ours else ""
+
+
+def _uses_ours(autotuner) -> bool:
+    """Whether a user's kernel, as Inductor compiles it, uses proton_ik.language: its module then
+    holds ``proton_ik``, which the imports that ``_with_imports`` writes bind. Unknown: True."""
+    scope = getattr(getattr(getattr(autotuner, "fn", None), "fn", None), "__globals__", None)
+    if isinstance(scope, dict):
+        return _PACKAGE in scope
+    try:  # compiled in a worker: the function came back without its globals; its module's file
+        with open(autotuner.filename, encoding="utf-8", errors="replace") as file:
+            return f"import {_PACKAGE}.language" in file.read(1 << 24)
+    except (AttributeError, OSError, TypeError):
+        return True
 
 
 def _cpp_wrapper() -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import triton
+import triton.language as tl
 from triton.backends.compiler import GPUTarget
 
 import proton_ik
@@ -83,29 +84,40 @@ def test_from_import_of_scope_works_in_a_plain_jit_kernel():
     assert "load" in {s["name"] for s in binary.metadata.proton_ik["scopes"]}
 
 
-@pytest.fixture
-def inductor_autotuner(monkeypatch):
-    """A user kernel's autotuner as Inductor builds it, compiling for sm_90 with no GPU."""
-    import torch._inductor.config as inductor_config
-    from torch._inductor.runtime import triton_helpers
+@triton.jit
+def unannotated_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2.0, mask=offsets < n)
+
+
+def _user_autotuner(kernel):
+    """A user kernel's autotuner as Inductor builds it (its source re-emitted, as Inductor's
+    wrapper writes it), compiling for sm_90 with no GPU."""
+    from torch._inductor.codecache import PyCodeCache
     from torch._inductor.runtime.hints import DeviceProperties
 
-    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
     device = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, warp_size=32)
     meta = {"signature": SIGNATURE, "device": device, "constants": {"BLOCK": 1024}, "configs": [{}]}
     meta["device_type"] = "cuda"
-    body = _inductor_source(compiled_kernels.scaled_kernel)
     source = (
         "import triton\nimport triton.language as tl\n"
         "from torch._inductor.runtime import triton_heuristics\n"
         "from torch._inductor.runtime.hints import DeviceProperties\n"
         f"@triton_heuristics.user_autotune(configs=[], inductor_meta={{}}, triton_meta={meta!r}, "
-        "filename=__file__, custom_kernel=True)\n@triton.jit\n" + body
+        "filename=__file__, custom_kernel=True)\n@triton.jit\n" + _inductor_source(kernel)
     )
-    from torch._inductor.codecache import PyCodeCache
+    return getattr(PyCodeCache.load(source), kernel.__name__)
 
+
+@pytest.fixture
+def inductor_autotuner(monkeypatch):
+    """A user kernel's autotuner as Inductor builds it, compiling for sm_90 with no GPU."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime import triton_helpers
+
+    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
     with inductor_config.patch(use_static_triton_launcher=False):
-        yield PyCodeCache.load(source).scaled_kernel
+        yield _user_autotuner(compiled_kernels.scaled_kernel)
 
 
 def test_inductors_compile_path_keys_plain_and_instrumented_binaries_apart(inductor_autotuner):
@@ -117,6 +129,16 @@ def test_inductors_compile_path_keys_plain_and_instrumented_binaries_apart(induc
     assert plain.hash != instrumented.hash and again.hash == plain.hash
     assert plain.metadata.profile_scratch_size == again.metadata.profile_scratch_size == 0
     assert instrumented.metadata.profile_scratch_size > 0
+
+
+def test_a_user_kernel_with_no_scope_keeps_its_plain_binary_in_a_session(inductor_autotuner):
+    tuner = _user_autotuner(unannotated_kernel)
+    config = tuner.configs[0]
+    plain = tuner._precompile_config(config).kernel
+    with proton_ik.instrumented():
+        assert tuner._precompile_config(config).kernel.hash == plain.hash
+    with proton_ik.instrumented("instrumentation:unscoped=kernel"):
+        assert tuner._precompile_config(config).kernel.hash != plain.hash
 
 
 def test_cpp_wrapper_compiles_plain_inside_a_session_with_a_warning(inductor_autotuner, monkeypatch):
