@@ -5,6 +5,7 @@ kernel's stores, and an autotuner follows the mode in and out of a session."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import sys
@@ -90,9 +91,13 @@ def unannotated_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2.0, mask=offsets < n)
 
 
+_AUTOTUNERS = itertools.count()
+
+
 def _user_autotuner(kernel):
-    """A user kernel's autotuner as Inductor builds it (its source re-emitted, as Inductor's
-    wrapper writes it), compiling for sm_90 with no GPU."""
+    """A new user kernel's autotuner as Inductor builds it (its source re-emitted, as Inductor's
+    wrapper writes it), compiling for sm_90 with no GPU. Inductor caches modules by source: a
+    numbered comment makes each one new."""
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.runtime.hints import DeviceProperties
 
@@ -100,7 +105,7 @@ def _user_autotuner(kernel):
     meta = {"signature": SIGNATURE, "device": device, "constants": {"BLOCK": 1024}, "configs": [{}]}
     meta["device_type"] = "cuda"
     source = (
-        "import triton\nimport triton.language as tl\n"
+        f"# autotuner {next(_AUTOTUNERS)}\nimport triton\nimport triton.language as tl\n"
         "from torch._inductor.runtime import triton_heuristics\n"
         "from torch._inductor.runtime.hints import DeviceProperties\n"
         f"@triton_heuristics.user_autotune(configs=[], inductor_meta={{}}, triton_meta={meta!r}, "
@@ -276,3 +281,52 @@ def test_cuda_graph_trees_recorded_in_a_session_are_refused_with_what_to_do():
         with pytest.raises(RuntimeError, match=r"mode='reduce-overhead'.*cudagraphs = False"):
             patched(object(), None, [])
     assert cudagraph_trees.CUDAGraphNode.__dict__["_record"] is record
+
+
+class _NoDevice:
+    """DeviceGuard with no GPU: the launchers below load nothing."""
+
+    def __init__(self, *args):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_a_compiled_kernel_runs_plain_then_recorded_then_plain_compiling_each_mode_once(monkeypatch):
+    """Inductor's autotuner through its own run(), with launchers that only note which binary
+    they were made from: the mode picks the binary at each launch, and each mode compiles once."""
+    import torch._dynamo.device_interface as device_interface
+    import torch._inductor.config as inductor_config
+    from torch._inductor.runtime import triton_helpers, triton_heuristics
+
+    made, launched = [], []
+
+    def make_launcher(result):
+        made.append(result.kernel.hash)
+
+        def launcher(*args, stream=None, **kwargs):
+            launched.append(result.kernel.metadata.profile_scratch_size)
+
+        launcher.config, launcher.cache_hash, launcher.store_cubin = result.config, result.kernel.hash, False
+        return launcher
+
+    monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
+    monkeypatch.setattr(triton_heuristics.TritonCompileResult, "make_launcher", make_launcher)
+    monkeypatch.setattr(triton_heuristics.CachingAutotuner, "get_device_interface", lambda self: None)
+    monkeypatch.setattr(device_interface, "DeviceGuard", _NoDevice)
+    x = torch.empty(4096)
+    with inductor_config.patch(use_static_triton_launcher=False):
+        tuner = _user_autotuner(compiled_kernels.scaled_kernel)
+        tuner.run(x, x, 4096, stream=0)
+        for _ in range(2):  # two sessions, each with two launches, and plain after each
+            with proton_ik.instrumented():
+                tuner.run(x, x, 4096, stream=0)
+                tuner.run(x, x, 4096, stream=0)
+            tuner.run(x, x, 4096, stream=0)
+    recorded = launched[1]
+    assert recorded > 0 and launched == [0, recorded, recorded, 0, recorded, recorded, 0]
+    assert len(made) == 2 and made[0] != made[1]  # one plain binary, one instrumented: no recompiles
