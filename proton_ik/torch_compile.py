@@ -14,35 +14,27 @@ The patch adds the imports the kernel and its ``@triton.jit`` helpers use, right
 kernel. It must hold whether or not a session runs (outside one the kernel compiles plain, but
 it must compile), so it is installed when Inductor's module is imported and never removed.
 
-**With the mode** (installed when a mode is set, removed when none is):
+**With the mode** (installed when a mode is set, removed when none is; docs/ARCHITECTURE.md
+says why each is where it is):
 
-- *Dynamo's mutation analysis* (``triton_kernel_wrap.generate_ttir``) reads the kernel's TTIR
-  to find the tensors it stores to; our markers are inline asm it cannot follow, after which it
-  assumes every input is mutated. The TTIR is made with the markers off (``compile_mode.plain``).
-- *Which binary a compiled kernel runs.* Inductor's caches (the FX graph cache, its in-memory
-  kernel cache, compiled Dynamo frames) hold Python source and ``CachingAutotuner`` objects,
-  never the mode; only the autotuner's launchers hold binaries. So the autotuner is the one
-  place the mode is decided: ``_precompile_config`` compiles under the mode where the kernel
-  records (a user's kernel that uses ``proton_ik.language``, or every kernel under
-  ``unscoped=kernel``; ``lowering.triton_hook``
-  stamps the mode into ``triton.compile``'s options, and so into Triton's cache key) and plain
-  otherwise, and ``run`` switches an autotuner whose launchers were built under another mode to
-  the launchers of the current one (kept from before, or compiled on the spot for the configs
-  it had settled on). A program compiled before a session records inside it; when the mode is
-  removed, every autotuner switched goes back to plain launchers, so a program compiled inside a
-  session runs plain after it.
-- *Compile workers.* Inductor compiles in worker processes that never see the mode: a kernel
-  compiled there comes back plain, and ``run`` switches it. Only a user's scoped kernels need
-  that, so the workers are kept for everything else; under ``unscoped=kernel`` every kernel
-  records, so compiles stay in this process (``AsyncCompile.use_process_pool``), compiling each
-  kernel once rather than twice.
-- *Launch paths.* Inductor's static launcher refuses a kernel with a profile buffer and falls
-  back to its Python launcher, which goes through Triton's (the allocator and launch hooks of
-  ``runtime.hooks``). The C++ wrapper (``cpp_wrapper``, AOTInductor) launches kernels on its own
-  and would give a whole grid one CTA's buffer: kernels compiled for it are compiled plain, with
-  a warning that names the option. CUDA graph trees (``mode="reduce-overhead"``) check every
-  allocation of their graph's pool, and a profile buffer captured there fails that check: a
-  graph tree recorded inside a session is refused with a message naming the options to turn off.
+- *Dynamo's mutation analysis* (``generate_ttir``) cannot follow our markers (inline asm): it
+  makes the TTIR with them off (``compile_mode.plain``).
+- *Which binary a kernel runs* is decided in Inductor's ``CachingAutotuner``, the one place
+  that holds binaries (its caches above hold source): ``_precompile_config`` compiles under the
+  mode a kernel that records (a user's kernel that uses ``proton_ik.language``, or any under
+  ``unscoped=kernel``), and ``run`` switches an autotuner built under another mode to that
+  mode's launchers (kept, or compiled for the configs it had chosen). Removing the mode
+  switches every autotuner back to plain.
+- *Autotuning*: several configs compile and are benchmarked plain (``_choose_plain``), then the
+  one chosen compiles under the mode: the choice is the unprofiled one, no benchmark is recorded.
+- *Compile workers* never see the mode: what they compile comes back plain and ``run`` switches
+  it. Under ``unscoped=kernel`` every kernel records, so compiles stay in this process
+  (``AsyncCompile.use_process_pool``), each kernel compiled once rather than twice.
+- *Launch paths*: the static launcher refuses profile buffers and falls back to the Python one,
+  which goes through Triton's (``runtime.hooks``). The C++ wrapper (``cpp_wrapper``,
+  AOTInductor) would give a whole grid one CTA's buffer: its kernels compile plain, with a
+  warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of their pool,
+  which a captured profile buffer fails: one recorded in a session is refused, saying what to do.
 """
 
 from __future__ import annotations
@@ -248,9 +240,30 @@ def _cpp_wrapper() -> bool:
     return getattr(config, "cpp_wrapper", False) is True
 
 
+def _choosing(autotuner) -> bool:
+    """Whether ``autotuner`` has more than one config left to choose from (it compiles them all,
+    then benchmarks them): it chooses among plain binaries, as it would with no session."""
+    configs = autotuner.configs or autotuner.compile_results or []
+    return len(autotuner.launchers) > 1 or (not autotuner.launchers and len(configs) > 1)
+
+
+def _choose_plain(autotuner, args: tuple, kwargs: dict) -> None:
+    """Compile ``autotuner``'s configs plain and benchmark them, as Inductor's ``run`` would,
+    so that it settles on what it would pick with no session and no benchmark launch records."""
+    benchmark = {key: value for key, value in kwargs.items() if key not in ("stream", "benchmark_run")}
+    with compile_mode.plain():
+        if autotuner.launchers and _autotuners.get(autotuner, _Launchers()).built_under:
+            with _switching:
+                _switch(autotuner, "")  # launchers compiled under a mode: benchmark plain ones
+        if not autotuner.launchers:
+            autotuner.precompile()
+        if len(autotuner.launchers) > 1:
+            autotuner.autotune_to_one_config(*args, **benchmark)
+
+
 def _precompile_config(original):
     def precompile_config(self, config):
-        knob = _wanted(self)
+        knob = "" if _choosing(self) else _wanted(self)
         if knob and _cpp_wrapper():
             knob = ""
             if not _state.warned_cpp_wrapper:
@@ -300,6 +313,8 @@ def _switch(autotuner, knob: str) -> None:
 def _run(original):
     def run(self, *args, **kwargs):
         knob = _wanted(self)
+        if knob and _choosing(self):
+            _choose_plain(self, args, kwargs)
         launchers = _autotuners.get(self)
         if (launchers.built_under if launchers is not None else "") != knob:
             with _switching:
@@ -337,7 +352,12 @@ def _replace(module: types.ModuleType, owner_name: str, attribute: str, make) ->
 
 
 def _patch_heuristics(module: types.ModuleType) -> None:
-    names = ("CachingAutotuner.run", "CachingAutotuner._precompile_config")
+    names = (
+        "CachingAutotuner.run",
+        "CachingAutotuner._precompile_config",
+        "CachingAutotuner.precompile",
+        "CachingAutotuner.autotune_to_one_config",
+    )
     if _state.installed and not _missing(module, *names):
         _replace(module, "CachingAutotuner", "_precompile_config", _precompile_config)
         _replace(module, "CachingAutotuner", "run", _run)

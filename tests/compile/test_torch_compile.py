@@ -10,6 +10,7 @@ import logging
 import re
 import sys
 import types
+import uuid
 from pathlib import Path
 
 import pytest
@@ -92,23 +93,26 @@ def unannotated_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 _AUTOTUNERS = itertools.count()
+_RUN = uuid.uuid4().hex  # Inductor caches autotune results on disk by source, across processes
 
 
-def _user_autotuner(kernel):
+def _user_autotuner(kernel, configs: tuple[int, ...] = ()):
     """A new user kernel's autotuner as Inductor builds it (its source re-emitted, as Inductor's
     wrapper writes it), compiling for sm_90 with no GPU. Inductor caches modules by source: a
-    numbered comment makes each one new."""
+    comment numbered within this run makes each one new."""
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.runtime.hints import DeviceProperties
 
     device = DeviceProperties(type="cuda", index=0, multi_processor_count=132, cc=90, major=9, warp_size=32)
-    meta = {"signature": SIGNATURE, "device": device, "constants": {"BLOCK": 1024}, "configs": [{}]}
+    constants = {} if configs else {"BLOCK": 1024}
+    meta = {"signature": SIGNATURE, "device": device, "constants": constants, "configs": [{}]}
     meta["device_type"] = "cuda"
+    tuned = [{"BLOCK": block, "num_warps": 4, "num_stages": 1} for block in configs]
     source = (
-        f"# autotuner {next(_AUTOTUNERS)}\nimport triton\nimport triton.language as tl\n"
+        f"# autotuner {_RUN}-{next(_AUTOTUNERS)}\nimport triton\nimport triton.language as tl\n"
         "from torch._inductor.runtime import triton_heuristics\n"
         "from torch._inductor.runtime.hints import DeviceProperties\n"
-        f"@triton_heuristics.user_autotune(configs=[], inductor_meta={{}}, triton_meta={meta!r}, "
+        f"@triton_heuristics.user_autotune(configs={tuned!r}, inductor_meta={{}}, triton_meta={meta!r}, "
         "filename=__file__, custom_kernel=True)\n@triton.jit\n" + _inductor_source(kernel)
     )
     return getattr(PyCodeCache.load(source), kernel.__name__)
@@ -296,37 +300,70 @@ class _NoDevice:
         return None
 
 
-def test_a_compiled_kernel_runs_plain_then_recorded_then_plain_compiling_each_mode_once(monkeypatch):
-    """Inductor's autotuner through its own run(), with launchers that only note which binary
-    they were made from: the mode picks the binary at each launch, and each mode compiles once."""
+@pytest.fixture
+def no_gpu_launchers(monkeypatch):
+    """Inductor's autotuner with no GPU: launchers note the binary they were made from (made)
+    and what each launch ran (launched: its profile scratch bytes); benchmarks time BLOCK=512
+    fastest and note the binaries they ran (benchmarked)."""
     import torch._dynamo.device_interface as device_interface
     import torch._inductor.config as inductor_config
     from torch._inductor.runtime import triton_helpers, triton_heuristics
 
-    made, launched = [], []
+    noted = types.SimpleNamespace(made=[], launched=[], benchmarked=[])
 
     def make_launcher(result):
-        made.append(result.kernel.hash)
+        noted.made.append(result.kernel.hash)
+        scratch = result.kernel.metadata.profile_scratch_size
 
         def launcher(*args, stream=None, **kwargs):
-            launched.append(result.kernel.metadata.profile_scratch_size)
+            noted.launched.append(scratch)
 
         launcher.config, launcher.cache_hash, launcher.store_cubin = result.config, result.kernel.hash, False
+        launcher.scratch, launcher.n_regs, launcher.n_spills, launcher.shared = scratch, 0, 0, 0
         return launcher
+
+    def bench(tuner, launcher, *args, **kwargs):
+        noted.benchmarked.append(launcher.scratch)
+        return 1.0 if launcher.config.kwargs.get("BLOCK") == 512 else 2.0
 
     monkeypatch.setattr(triton_helpers, "set_driver_to_gpu", lambda: None)
     monkeypatch.setattr(triton_heuristics.TritonCompileResult, "make_launcher", make_launcher)
     monkeypatch.setattr(triton_heuristics.CachingAutotuner, "get_device_interface", lambda self: None)
+    monkeypatch.setattr(triton_heuristics.CachingAutotuner, "bench", bench)
     monkeypatch.setattr(device_interface, "DeviceGuard", _NoDevice)
+    with inductor_config.patch(use_static_triton_launcher=False, autotune_local_cache=False):
+        yield noted
+
+
+def test_a_compiled_kernel_runs_plain_then_recorded_then_plain_compiling_each_mode_once(no_gpu_launchers):
+    """Inductor's autotuner through its own run(): the mode picks the binary at each launch, and
+    each mode compiles once."""
+    noted = no_gpu_launchers
     x = torch.empty(4096)
-    with inductor_config.patch(use_static_triton_launcher=False):
-        tuner = _user_autotuner(compiled_kernels.scaled_kernel)
-        tuner.run(x, x, 4096, stream=0)
-        for _ in range(2):  # two sessions, each with two launches, and plain after each
-            with proton_ik.instrumented():
-                tuner.run(x, x, 4096, stream=0)
-                tuner.run(x, x, 4096, stream=0)
+    tuner = _user_autotuner(compiled_kernels.scaled_kernel)
+    tuner.run(x, x, 4096, stream=0)
+    for _ in range(2):  # two sessions, each with two launches, and plain after each
+        with proton_ik.instrumented():
             tuner.run(x, x, 4096, stream=0)
-    recorded = launched[1]
-    assert recorded > 0 and launched == [0, recorded, recorded, 0, recorded, recorded, 0]
-    assert len(made) == 2 and made[0] != made[1]  # one plain binary, one instrumented: no recompiles
+            tuner.run(x, x, 4096, stream=0)
+        tuner.run(x, x, 4096, stream=0)
+    recorded = noted.launched[1]
+    assert recorded > 0 and noted.launched == [0, recorded, recorded, 0, recorded, recorded, 0]
+    assert len(noted.made) == 2 and noted.made[0] != noted.made[1]  # plain and instrumented, once each
+
+
+def test_autotuning_in_a_session_benchmarks_plain_binaries_and_records_the_choice(no_gpu_launchers):
+    """First run inside a session of an autotuner with two configs: both compile plain and are
+    benchmarked plain (no benchmark launch would be recorded), then only the chosen one compiles
+    instrumented, and the user's launch runs it."""
+    noted = no_gpu_launchers
+    x = torch.empty(4096)
+    tuner = _user_autotuner(compiled_kernels.scaled_kernel, configs=(256, 512))
+    with proton_ik.instrumented():
+        tuner.run(x, x, 4096, stream=0)
+    assert noted.benchmarked == [0, 0]
+    assert len(noted.made) == 3  # two plain for the benchmark, one instrumented for the choice
+    assert len(noted.launched) == 1 and noted.launched[0] > 0
+    assert [launcher.config.kwargs["BLOCK"] for launcher in tuner.launchers] == [512]
+    tuner.run(x, x, 4096, stream=0)  # after the session: the plain binary of the choice, kept
+    assert noted.launched[-1] == 0 and len(noted.made) == 3
