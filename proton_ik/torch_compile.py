@@ -291,7 +291,7 @@ def _switch(autotuner, knob: str) -> None:
     launchers = _autotuners.setdefault(autotuner, _Launchers())
     if launchers.built_under == knob:
         return
-    if autotuner.launchers or autotuner.compile_results:
+    if len(autotuner.launchers) == 1:  # settled on a config: worth keeping; unsettled sets are not
         launchers.kept[launchers.built_under] = (autotuner.launchers, autotuner.compile_results)
     kept = launchers.kept.pop(knob, None)
     if kept is not None:
