@@ -126,6 +126,7 @@ def start(
         )
     _check_timeline(timeline)
     _check_flush(flush_every, flush_seconds)
+    _check_choice("overwrite", overwrite, (None, True, False), "True replaces files of that name")
     if backend is not None and data is None:
         data = "tree"  # triton.profiler.start's default: the code that calls it opens NAME.hatchet
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
@@ -223,7 +224,7 @@ def deactivate(session: object = None) -> None:
     _check_session("deactivate", session).deactivate()
 
 
-def merge(paths, output: str | Path, *, timeline: str | None = None) -> Path:
+def merge(paths: str | Path | list, output: str | Path, *, timeline: str | None = None) -> Path:
     """One Perfetto trace of several sessions (a job's ranks: files, or folders of ``.pik``
     files), a root track each, on one time axis; returns its path."""
     from proton_ik.viewer.merge import merge_sessions

@@ -204,3 +204,8 @@ def test_flush_in_a_session_that_runs_nothing_does_nothing(tmp_path, monkeypatch
     _compile_only(monkeypatch, "flushed", tmp_path)
     proton_ik.flush()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_takes_a_bool(tmp_path):
+    with pytest.raises(ValueError, match="overwrite='yes'"):
+        proton_ik.start("run", out_dir=tmp_path, overwrite="yes")

@@ -25,19 +25,23 @@ from proton_ik.viewer.session_file import read_session
 __all__ = ["merge_sessions", "sessions_of"]
 
 
-def sessions_of(paths: Sequence[str | Path]) -> list[Path]:
-    """The session files named: files as given, folders for the ``.pik`` files in them."""
+def sessions_of(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The session files named (one path, or several): files as given, folders for the ``.pik``
+    files in them."""
+    named = [paths] if isinstance(paths, (str, Path)) else list(paths)
     found: list[Path] = []
-    for given in map(Path, paths):
+    for given in map(Path, named):
         found += sorted(given.glob("*.pik")) if given.is_dir() else [given]
     if not found:
-        raise ValueError(f"no session file in {', '.join(map(str, paths))}: name .pik files or their folder")
+        raise ValueError(f"no session file in {', '.join(map(str, named))}: name .pik files or their folder")
     if len(found) > MAX_MERGED:
         raise ValueError(f"{len(found)} sessions: one trace holds at most {MAX_MERGED}")
     return found
 
 
-def merge_sessions(paths: Sequence[str | Path], output: str | Path, *, timeline: str | None = None) -> Path:
+def merge_sessions(
+    paths: str | Path | Sequence[str | Path], output: str | Path, *, timeline: str | None = None
+) -> Path:
     """Write one Perfetto trace of the sessions ``paths`` (files, or folders of ``.pik`` files),
     each under a root track named by its rank (or file) and session; return its path."""
     sessions = sessions_of(paths)

@@ -58,3 +58,11 @@ def test_the_command_line_merges_and_keeps_what_exists(tmp_path, capsys, as_rank
     assert main(["merge", str(rank0), str(rank1), "-o", str(output)]) == 2  # exists: --force
     assert main(["merge", str(rank0), "-o", str(rank0)]) == 2  # the input itself
     assert main(["merge", str(tmp_path / "nothing"), "-o", str(tmp_path / "x.pftrace")]) == 1  # unreadable
+
+
+def test_one_folder_may_be_named_alone(tmp_path, as_rank):
+    as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank0.pik", 0)
+    as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank1.pik", 1)
+    merged = proton_ik.merge(str(tmp_path / "job"), tmp_path / "a.pftrace")
+    roots = [p.track_descriptor for p in read_packets(merged) if p.HasField("track_descriptor")]
+    assert sum(1 for d in roots if not d.HasField("parent_uuid")) == 2
