@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 # Keys are numbered by marking a dense table when it is at most this many entries per row (plus a
-# fixed allowance); otherwise by sorting.
+# small fixed allowance); otherwise by sorting. The table is written whole on every call, so a
+# table much larger than the rows costs more than sorting them (docs/PERFORMANCE.md: a chunk of
+# 65,536 rows over 4096 CTAs' tracks once allocated 8.6M entries a call).
 DENSE_PER_ROW = 8
-DENSE_ALLOWANCE = 1 << 24
+DENSE_ALLOWANCE = 1 << 16
 
 
 def groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

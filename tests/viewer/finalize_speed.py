@@ -18,6 +18,8 @@ launch hooks give it; ``--records`` does not apply:
 
     launches  4010 launches of 256 CTAs x 4 warps, 3 scopes per warp (6144 records per launch)
     large     5 launches of 16384 CTAs x 8 warps, 4 scopes per warp (1,048,576 records per launch)
+    kernels   100 launches of 4096 CTAs x 4 warps, 1 scope per warp (32,768 records per launch):
+              what unscoped=kernel records of a compiled model's kernels
 
 Prints finalize's records per second, seconds per million records for each stage, and the trace
 files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
@@ -66,6 +68,7 @@ SHAPES = {  # launches, CTAs, units per CTA
 PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
     "launches": (4010, 256, 4, 3),
     "large": (5, 16384, 8, 4),
+    "kernels": (100, 4096, 4, 1),  # unscoped=kernel on a compiled model: many CTAs, one scope a warp
 }
 PAIRED_CAPACITY = 4
 
