@@ -192,7 +192,6 @@ class _State:
     mode: Mode | None = None
     knob: str = ""  # the mode's knob: what an autotuner's launchers are built under
     installed: bool = False
-    warned_cpp_wrapper: bool = False
 
 
 _state = _State()
@@ -266,15 +265,13 @@ def _precompile_config(original):
         knob = "" if _choosing(self) else _wanted(self)
         if knob and _cpp_wrapper():
             knob = ""
-            if not _state.warned_cpp_wrapper:
-                _state.warned_cpp_wrapper = True
-                warnings.warn(
-                    "proton_ik: Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, or "
-                    "AOTInductor) launches kernels without Triton's profile allocator, so the "
-                    "kernels it compiles run plain and are not recorded. Set "
-                    "torch._inductor.config.cpp_wrapper = False to record them",
-                    stacklevel=2,
-                )
+            warnings.warn(  # shown once: Python's warnings filter repeats of one place
+                "proton_ik: Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, or "
+                "AOTInductor) launches kernels without Triton's profile allocator, so the "
+                "kernels it compiles run plain and are not recorded. Set "
+                "torch._inductor.config.cpp_wrapper = False to record them",
+                stacklevel=2,
+            )
         with _switching:
             _autotuners.setdefault(self, _Launchers()).built_under = knob
         if knob:

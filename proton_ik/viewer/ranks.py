@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from proton_ik.viewer.summary import Summary
+from proton_ik.viewer.text_columns import formatted
 
 __all__ = ["label_of", "side_by_side", "side_by_side_text"]
 
@@ -52,23 +53,13 @@ def side_by_side_text(summaries: Mapping[str, Summary]) -> str:
     if not len(table):
         return "no scope was recorded in any of the sessions"
     labels = [label for label in summaries if f"{label}: mean_ns" in table]
-    header = ["kernel", "scope", *(f"{label} mean ns" for label in labels), "slowest", "x fastest"]
-    rows = [header]
-    for _, row in table.iterrows():
-        means = [
-            f"{row[f'{label}: mean_ns']:,.0f}" if pd.notna(row[f"{label}: mean_ns"]) else "-"
-            for label in labels
-        ]
-        rows.append(
-            [
-                str(row["kernel"]),
-                str(row["scope"]),
-                *means,
-                str(row["slowest"]),
-                f"{row['slowest_over_fastest']:.2f}",
-            ]
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.rjust(width) for cell, width in zip(r, widths, strict=True)) for r in rows
+    shown = pd.DataFrame(
+        {
+            "kernel": table["kernel"].astype(str),
+            "scope": table["scope"].astype(str),
+            **{f"{label} mean ns": formatted(table[f"{label}: mean_ns"], "{:,.0f}") for label in labels},
+            "slowest": table["slowest"],
+            "x fastest": formatted(table["slowest_over_fastest"], "{:.2f}"),
+        }
     )
+    return shown.to_string(index=False)

@@ -150,12 +150,11 @@ def test_a_user_kernel_with_no_scope_keeps_its_plain_binary_in_a_session(inducto
         assert tuner._precompile_config(config).kernel.hash != plain.hash
 
 
-def test_cpp_wrapper_compiles_plain_inside_a_session_with_a_warning(inductor_autotuner, monkeypatch):
+def test_cpp_wrapper_compiles_plain_inside_a_session_with_a_warning(inductor_autotuner):
     import torch._inductor.config as inductor_config
 
     config = inductor_autotuner.configs[0]
     plain = inductor_autotuner._precompile_config(config).kernel
-    monkeypatch.setattr(torch_compile._state, "warned_cpp_wrapper", False)
     with (
         inductor_config.patch(cpp_wrapper=True),
         proton_ik.instrumented(),
