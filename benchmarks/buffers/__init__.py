@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --only buffers [--quick]
 
-Six measurements, each a function in a module of this package that returns plain data for
+Seven measurements, each a function in a module of this package that returns plain data for
 results.json (``measure`` runs them all; a failure in one is recorded and the others go on):
 
 1. ``default_mode``: ``proton_ik.start`` with no options and one launch of every suite kernel
@@ -18,6 +18,8 @@ results.json (``measure`` runs them all; a failure in one is recorded and the ot
    26M records (.pik and .pftrace).
 6. ``graph_replays`` and ``autotune_choice``: a CUDA graph replayed 10 times, and an autotuned
    kernel, each checked against what should have been recorded.
+7. ``launch_only``: loops of launches with pointer and with TensorDescriptor arguments, one
+   synchronize after each loop, plain, under proton_ik and under Proton: microseconds added.
 
 The targets are judged in ``report/targets.py`` from these numbers; ``report/buffers.py``
 writes the tables. Private runtime state is read in one place, ``sessions.IkRun``.
@@ -37,6 +39,7 @@ from benchmarks.buffers.default_mode import default_mode, device_bytes
 from benchmarks.buffers.end_to_end import end_to_end
 from benchmarks.buffers.finalize import finalize_rate
 from benchmarks.buffers.host import host_per_launch
+from benchmarks.buffers.launch_only import launch_only
 from benchmarks.buffers.real_programs import autotune_choice, graph_replays
 from benchmarks.buffers.sessions import end_leftover_session
 from benchmarks.buffers.settings import Settings
@@ -49,6 +52,7 @@ def measure(ctx: Context) -> dict[str, Any]:
     steps: dict[str, Callable[[Settings], dict[str, Any]]] = {
         "default_mode": default_mode,
         "host": host_per_launch,
+        "launch_only": launch_only,
         "end_to_end": end_to_end,
         "finalize": finalize_rate,
         "graph": graph_replays,

@@ -37,10 +37,12 @@ def end_to_end(settings: Settings) -> dict[str, Any]:
         profiled = profiled_loop(problem, launch, n, directory)
         shutil.rmtree(directory, ignore_errors=True)
         copy = copy_ms(profiled["written_bytes_per_launch"])
-        rounds.append({"plain_ms": plain_ms, **profiled, "copy_ms": copy})
+        write = write_ms(profiled["copied_bytes_per_launch"], directory.parent)
+        rounds.append({"plain_ms": plain_ms, **profiled, "copy_ms": copy, "write_ms": write})
         settings.log(
             f"  end to end round {index + 1}: plain {plain_ms:.3f} ms, profiled "
-            f"{profiled['flushed_ms']:.3f} ms (loop {profiled['loop_ms']:.3f}), copy {copy:.3f} ms per launch; "
+            f"{profiled['flushed_ms']:.3f} ms (loop {profiled['loop_ms']:.3f}), copy {copy:.3f} ms, "
+            f"file write {write:.3f} ms per launch; "
             f"finalize {profiled['finalize_s']:.1f} s"
         )
     return summarize_e2e(problem, rounds, n)
@@ -113,14 +115,34 @@ def copy_ms(nbytes: int, repeats: int = 20) -> float:
     return start.elapsed_time(end) / repeats
 
 
+def write_ms(nbytes: int, directory: Path, repeats: int = 20) -> float:
+    """Milliseconds of one sequential write of ``nbytes`` from pinned host memory into a file in
+    ``directory`` (the session's folder), flushed to the operating system as the session file is
+    (no fsync): the median of ``repeats`` writes, one after the other, into one file."""
+    source = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=True).numpy()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "write_bandwidth.bin"
+    times = []
+    try:
+        with open(path, "wb", buffering=0) as file:
+            for _ in range(repeats):
+                start = time.perf_counter()
+                file.write(memoryview(source))
+                times.append(1e3 * (time.perf_counter() - start))
+    finally:
+        path.unlink(missing_ok=True)
+    return median(times)
+
+
 def summarize_e2e(problem: Problem, rounds: list[dict[str, Any]], launches: int) -> dict[str, Any]:
     def column(key: str) -> list[float]:
         return [float(r[key]) for r in rounds]
 
-    plain, flushed, copy = (
+    plain, flushed, copy, write = (
         median(column("plain_ms")),
         median(column("flushed_ms")),
         median(column("copy_ms")),
+        median(column("write_ms")),
     )
     written = rounds[0]["written_bytes_per_launch"] if rounds else 0
     copied = median(column("copied_bytes_per_launch"))
@@ -134,6 +156,7 @@ def summarize_e2e(problem: Problem, rounds: list[dict[str, Any]], launches: int)
         "loop_ms": rounds_summary(column("loop_ms")),
         "flushed_ms": rounds_summary(column("flushed_ms")),
         "copy_ms": rounds_summary(column("copy_ms")),
+        "write_ms": rounds_summary(column("write_ms")),
         "written_bytes_per_launch": written,
         "copied_bytes_per_launch": copied,
         "device_bytes_per_launch": rounds[0]["device_bytes_per_launch"] if rounds else 0,
@@ -141,6 +164,9 @@ def summarize_e2e(problem: Problem, rounds: list[dict[str, Any]], launches: int)
         "drain_gb_per_s": copied / flushed / 1e6 if flushed else float("nan"),
         "x_plain": flushed / plain,
         "x_copy": flushed / copy,
+        "write_gb_per_s": copied / write / 1e6 if write else float("nan"),
+        # the issue-23 bound: the larger of plain and moving the bytes off the device and into the file
+        "x_bound": flushed / max(plain, copy + write) if copy + write else float("nan"),
         "loop_x_plain": median(column("loop_ms")) / plain,
         "launches_exact": all(r["launches_recorded"] == r["launches_expected"] for r in rounds),
     }

@@ -94,6 +94,19 @@ def short_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def descriptor_add_kernel(x_desc, y_desc, out_desc, BLOCK: tl.constexpr):
+    """short_add with TensorDescriptor arguments: the launch path of host-side TMA descriptors."""
+    offset = tl.program_id(0) * BLOCK
+    with scopes.scope("load"):
+        x = x_desc.load([offset])
+        y = y_desc.load([offset])
+    with scopes.scope("add"):
+        z = x + y
+    with scopes.scope("store"):
+        out_desc.store([offset], z)
+
+
+@triton.jit
 def tuned_add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
     """out = x + y in one scope; ``tuned_add`` autotunes BLOCK and the warps."""
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -170,6 +183,43 @@ def short_add(ctas: int = 256) -> Problem:
     return _elementwise("short_add", short_add_kernel, ctas, 512, 4, 2, ("load", "add", "store"))
 
 
+def descriptor_add(ctas: int = 256) -> Problem:
+    """short_add taking three 1-D TensorDescriptors (a TMA box holds at most 256 elements):
+    256 CTAs x 4 warps, 3 scopes."""
+    block = 256
+    n = ctas * block
+    grid = (ctas, 1, 1)
+
+    def make_launch() -> Launch:
+        import torch
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        out = torch.empty_like(x)
+        values = {
+            name: TensorDescriptor.from_tensor(tensor, [block])
+            for name, tensor in (("x_desc", x), ("y_desc", y), ("out_desc", out))
+        }
+        return Launch(problem.ordered_args(values), grid, [out], lambda: [x + y])
+
+    descriptor = "tensordesc<fp32[256]>"
+    problem = Problem(
+        name="descriptor_add",
+        fn=descriptor_add_kernel,
+        kind="elementwise, TMA descriptors (host)",
+        scopes="load, add, store: straight-line, one of each per warp",
+        size=f"{n:,} fp32, BLOCK={block}, {ctas} CTAs x 4 warps",
+        constexprs={"BLOCK": block},
+        options={"num_warps": 4},
+        signature={"x_desc": descriptor, "y_desc": descriptor, "out_desc": descriptor},
+        grid=grid,
+        make_launch=make_launch,
+        records_per_warp=uniform(grid, 6),
+        tolerance=(1e-5, 1e-6),
+    )
+    return problem
+
+
 def buffer_problems() -> list[Problem]:
     """The kernels benchmarks/buffers/ adds, for compile_check.py."""
-    return [four_scopes(), short_add()]
+    return [four_scopes(), short_add(), descriptor_add()]

@@ -35,7 +35,15 @@ def markdown(results: dict[str, Any]) -> list[str]:
         f"{_mib(results.get('pool_bytes', 0))} MiB: `proton_ik.start` with no mode, pool or format options. "
         "`benchmarks/buffers.py`; the targets above are judged from these numbers.",
     ]
-    for part in (_default_mode_md, _device_bytes_md, _host_md, _e2e_md, _finalize_md, _checks_md):
+    for part in (
+        _default_mode_md,
+        _device_bytes_md,
+        _host_md,
+        _launch_only_md,
+        _e2e_md,
+        _finalize_md,
+        _checks_md,
+    ):
         lines += part(results)
     failed = [(name, r["error"]) for name, r in results.items() if isinstance(r, dict) and "error" in r]
     if failed:
@@ -145,6 +153,50 @@ def _host_md(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def _launch_only_md(results: dict[str, Any]) -> list[str]:
+    step = results.get("launch_only", {})
+    found = [k for k in step.values() if isinstance(k, dict) and "us_per_launch" in k]
+    if not found:
+        return []
+    rows = []
+    for kernel in found:
+        for variant, timing in kernel["us_per_launch"].items():
+            added = kernel["added_us"].get(variant)
+            rows.append(
+                [
+                    kernel["kernel"],
+                    variant,
+                    _fmt(timing["median"], ".1f"),
+                    _fmt(timing["spread_pct"], ".1f"),
+                    "-" if added is None else _fmt(added, "+.1f"),
+                ]
+            )
+    first = found[0]
+    return [
+        "",
+        "### Host time added per launch, launch only",
+        "",
+        f"{first['launches']:,} launches in a loop, one synchronize after it (not timed); start, one "
+        f"untimed first launch and finalize excluded; {first['rounds']} interleaved rounds. "
+        + " ".join(f"{k['kernel']}: {k['size']}; arguments {k['arguments']}." for k in found)
+        + " Added: median over rounds of (variant - plain) in the same round.",
+        "",
+        *table(["kernel", "variant", "us per launch (median)", "spread %", "added us"], rows),
+        "",
+        *(
+            f"- {k['kernel']}: outputs equal to torch's in every round: {_fmt(k['outputs_equal'])}; "
+            f"proton_ik recorded {k['proton_ik_recorded_launches']} launches per round (the first included)"
+            for k in found
+        ),
+        *(
+            f"- {k['kernel']} {variant} failed: {errors[0]}"
+            for k in found
+            for variant, errors in k["errors"].items()
+            if errors
+        ),
+    ]
+
+
 def _e2e_md(results: dict[str, Any]) -> list[str]:
     e2e = results.get("end_to_end", {})
     if "plain_ms" not in e2e:
@@ -173,6 +225,17 @@ def _e2e_md(results: dict[str, Any]) -> list[str]:
             "1.00",
         ]
     )
+    if "write_ms" in e2e:
+        write = e2e["write_ms"]
+        rows.append(
+            [
+                f"sequential file write of {e2e['copied_bytes_per_launch']:,.0f} bytes",
+                _fmt(write["median"], ".3f"),
+                _fmt(write["spread_pct"]),
+                _fmt(write["median"] / e2e["plain_ms"]["median"], ".2f"),
+                _fmt(write["median"] / copy["median"], ".2f"),
+            ]
+        )
     return [
         "",
         "### End to end",

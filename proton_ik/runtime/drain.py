@@ -18,12 +18,16 @@ flushes (finalize, a graph capture). How a launch is copied depends on its segme
 A launch that samples CTAs (``contract.sampling``) writes only its first CTA regions, and only
 those are copied (``held_ctas``).
 
+A writer thread puts each copied launch into the session file while the drain thread copies the
+next one off the device, so that the copy, the file's checksum and its write overlap.
+
 Neither device nor host memory grows with the number of launches.
 """
 
 from __future__ import annotations
 
 import collections
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +43,7 @@ from proton_ik.contract.layout import (
     BufferLayout,
     field_offset,
 )
+from proton_ik.runtime.loaded import LaunchRecord
 from proton_ik.runtime.pool import Chunk, RingPool
 
 # meta, bytes, and whether the bytes are already trimmed (headers and written entries only)
@@ -46,17 +51,27 @@ Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
 
 _ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
 DRAIN_AT = 0.5  # start copying launches off the device once the pool is this full
+EVENTS_AT_START = 256  # made with the drain, so that the launches of a loop find one ready
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     """One launch waiting in the pool."""
 
-    meta: dict[str, Any] | None  # None: only give the chunk back once the launch is done
+    record: LaunchRecord | None  # None: only give the chunk back once the launch is done
     chunk: Chunk
-    layout: BufferLayout | None
-    dense: bool  # segments sized from the code: copy the chunk whole
     launched: Any  # torch.cuda.Event recorded after the launch on its stream
+
+
+@dataclass(slots=True)
+class _Copied:
+    """A launch taken off the queue, and what the writer thread is to write of it (nothing when
+    ``meta`` is None: a launch not recorded, or a copy that failed)."""
+
+    launch: Launch
+    meta: dict[str, Any] | None = None
+    data: np.ndarray | None = None
+    trimmed: bool = False
 
 
 class Drain:
@@ -77,19 +92,37 @@ class Drain:
         self.sink = sink
         self.copied_bytes = 0  # device-to-host bytes of records, for the benchmarks
         self._streams: dict[int, Any] = {}
-        self._free_events: list[Any] = []  # events of launches already drained, to record again
+        # Events to record after launches, made now and recycled once their launch is drained:
+        # making one costs microseconds, and its first record creates the CUDA event.
+        self._record_event = torch._C._CudaEventBase.record  # the method, without its wrapper
+        self._free_events: list[Any] = []
+        with torch.cuda.stream(self.side_stream):
+            for _ in range(EVENTS_AT_START):
+                event = torch.cuda.Event()
+                event.record()
+                self._free_events.append(event)
+        self._drain_at = DRAIN_AT * self.pool.capacity
+        # Launches are appended by the launching threads without a lock (a deque's append is
+        # atomic): a lock the drain thread also takes would make each launch wait for it.
         self._waiting: collections.deque[Launch] = collections.deque()
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._flush_upto = 0  # drain until this many launches have been taken since start
         self._taken = 0
-        self._submitted = 0
         self._room_wanted = False
         self._paused = False
-        self._busy = False
+        self._busy = 0  # launches taken off the queue and not yet done
+        self._idle = False  # the drain thread waits for work: a launch past the mark wakes it
         self._closing = False
         self._error: BaseException | None = None
+        # Copied launches go to a writer thread, so that a launch's bytes reach the file (a
+        # checksum and a write, both outside the GIL) while the next launch crosses from the
+        # device. A launch's chunk, and so its window of the host mirror, is given back only
+        # once it is written: the ring cannot hand that window to a later launch before.
+        self._to_write: queue.SimpleQueue[_Copied | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"proton_ik-drain-{device}", daemon=True)
+        self._writer = threading.Thread(target=self._write, name=f"proton_ik-writer-{device}", daemon=True)
         self._thread.start()
+        self._writer.start()
 
     # --- the user's thread -----------------------------------------------------------------
     def allocate(self, size: int) -> Chunk:
@@ -116,12 +149,17 @@ class Drain:
 
     def submit(self, launch: Launch, stream: int) -> None:
         """Queue a launch just enqueued on ``stream``; it stays on the device for now."""
-        launch.launched.record(self.stream(stream))
-        with self._cond:
-            self._waiting.append(launch)
-            self._submitted += 1
-            if self.pool.used_unlocked >= DRAIN_AT * self.pool.capacity:
+        self._record_event(launch.launched, self.stream(stream))
+        self._waiting.append(launch)
+        if self._idle and (launch.record is None or self.pool.used_unlocked >= self._drain_at):
+            # A drain thread about to wait may miss this: the next launch, a flush or an
+            # allocation waiting for room wakes it then.
+            with self._cond:
                 self._cond.notify_all()
+
+    def _queued(self) -> int:
+        """Launches submitted so far (under ``_cond``): taken, being taken, or waiting."""
+        return self._taken + self._busy + len(self._waiting)
 
     def _took_one_after(self, taken: int) -> Callable[[], bool]:
         return lambda: self._taken > taken or self._error is not None
@@ -142,7 +180,7 @@ class Drain:
     def flush(self) -> None:
         """Copy every queued launch off the device and wait for it."""
         with self._cond:
-            self._flush_upto = self._submitted
+            self._flush_upto = self._queued()
             self._cond.notify_all()
             self._cond.wait_for(lambda: self._taken >= self._flush_upto or self._error is not None)
         self.raise_if_failed()
@@ -150,7 +188,7 @@ class Drain:
     def flush_soon(self) -> None:
         """Have the drain thread copy every launch queued so far off the device, without waiting."""
         with self._cond:
-            self._flush_upto = max(self._flush_upto, self._submitted)
+            self._flush_upto = max(self._flush_upto, self._queued())
             self._cond.notify_all()
 
     def pause(self) -> None:
@@ -172,6 +210,7 @@ class Drain:
             self._closing = True
             self._cond.notify_all()
         self._thread.join()
+        self._writer.join()
 
     def raise_if_failed(self) -> None:
         if self._error is not None:
@@ -184,8 +223,8 @@ class Drain:
         return (
             self._taken < self._flush_upto
             or self._room_wanted
-            or self.pool.used_unlocked >= DRAIN_AT * self.pool.capacity
-            or self._waiting[0].meta is None
+            or self.pool.used_unlocked >= self._drain_at
+            or self._waiting[0].record is None
         )
 
     def _run(self) -> None:
@@ -193,46 +232,74 @@ class Drain:
         torch.cuda.set_device(self.device)
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._closing or self._should_take())
-                if not self._should_take():
-                    return  # closing, and nothing left that a flush asked for
+                while not self._should_take():
+                    if self._closing:
+                        self._to_write.put(None)  # nothing left that a flush asked for
+                        return
+                    self._idle = True
+                    self._cond.wait()
+                    self._idle = False
                 launch = self._waiting.popleft()
-                self._busy = True
+                self._busy += 1
+            copied = _Copied(launch)
             try:
                 if self._error is None:
-                    self._copy_out(launch)
+                    self._copy_out(copied)
                 else:
                     launch.launched.synchronize()
             except BaseException as error:  # surfaced to the user at the next allocate or flush
                 self._error = error
             finally:
+                self._to_write.put(copied)
+
+    def _write(self) -> None:
+        """The writer thread: each copied launch into the sink, in the order it was taken; then
+        its chunk goes back to the pool."""
+        while True:
+            copied = self._to_write.get()
+            if copied is None:
+                return
+            try:
+                if self._error is None and copied.meta is not None and copied.data is not None:
+                    self.sink(copied.meta, copied.data, copied.trimmed)
+            except BaseException as error:  # surfaced to the user at the next allocate or flush
+                self._error = error
+            finally:
+                launch = copied.launch
                 self.pool.release(launch.chunk)
                 self._free_events.append(launch.launched)
                 with self._cond:
-                    self._busy = False
+                    self._busy -= 1
                     self._taken += 1
                     self._room_wanted = False
                     self._cond.notify_all()
 
-    def _copy_out(self, launch: Launch) -> None:
+    def _copy_out(self, copied: _Copied) -> None:
         torch = self._torch
-        if launch.meta is None or launch.layout is None:
+        launch = copied.launch
+        if launch.record is None:
             launch.launched.synchronize()
             return
         chunk = launch.chunk
-        meta, num_ctas = held_ctas(launch.meta, launch.layout)
+        kernel = launch.record.kernel
+        layout = kernel.layout
+        meta, num_ctas = held_ctas(launch.record.meta(), layout)
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
-            if launch.dense or launch.layout.aggregate:
-                size = num_ctas * launch.layout.cta_bytes
+            if kernel.dense or layout.aggregate:
+                size = num_ctas * layout.cta_bytes
                 window = slice(chunk.offset, chunk.offset + size)
                 self.host_arena[window].copy_(self.arena[window], non_blocking=True)
-                self._clear_headers(chunk, launch.layout, num_ctas)
+                self._clear_headers(chunk, layout, num_ctas)
                 self.side_stream.synchronize()
                 self.copied_bytes += size
-                self.sink(meta, self._host_bytes[window], False)
+                copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
             else:
-                self.sink(meta, self._copy_written(chunk, launch.layout, num_ctas), True)
+                copied.meta, copied.data, copied.trimmed = (
+                    meta,
+                    self._copy_written(chunk, layout, num_ctas),
+                    True,
+                )
 
     def _copy_written(self, chunk: Chunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
         """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their

@@ -18,6 +18,7 @@ from typing import Any
 
 from proton_ik.runtime.drain import Launch
 from proton_ik.runtime.hooks import CapturedLaunch, LaunchRecorder
+from proton_ik.runtime.loaded import LaunchRecord
 
 _ATTRIBUTE = "_proton_ik_captured"
 
@@ -117,11 +118,17 @@ class GraphFollower:
         torch = self._torch
         stream = torch.cuda.current_stream()
         for launch in captured.launches:
-            drain = recorder.drain_for(launch.meta["device"])
+            drain = recorder.drain_for(launch.device)
             size = launch.buffer.numel()
             chunk = drain.allocate(size)
             # On the replaying stream: after this replay's kernels, before the next replay.
             drain.arena[chunk.offset : chunk.offset + size].copy_(launch.buffer, non_blocking=True)
-            meta = dict(launch.meta, launch=recorder.next_launch(), graph=captured.number, replay=replay)
-            kernel = launch.kernel
-            drain.submit(Launch(meta, chunk, kernel.layout, kernel.dense, drain.event()), stream.cuda_stream)
+            record = LaunchRecord(
+                recorder.next_launch(),
+                launch.kernel,
+                launch.num_ctas,
+                launch.stream,
+                launch.device,
+                {**(launch.extra or {}), "graph": captured.number, "replay": replay},
+            )
+            drain.submit(Launch(record, chunk, drain.event()), stream.cuda_stream)

@@ -20,7 +20,7 @@ class PoolTooSmall(RuntimeError):
     pass
 
 
-@dataclass
+@dataclass(slots=True)
 class Chunk:
     offset: int
     size: int
@@ -37,14 +37,15 @@ class RingPool:
         self._head = 0  # next free byte
         self._used = 0  # bytes between tail and head, skips included
         self._live: collections.deque[Chunk] = collections.deque()
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self.high_water = 0
 
     def _round(self, size: int) -> int:
         return -(-max(size, 1) // self.align) * self.align
 
     def try_allocate(self, size: int) -> Chunk | None:
-        need = self._round(size)
+        align = self.align
+        need = -(-size // align) * align if size > 0 else align  # self._round, inline: once a launch
         if need > self.capacity:
             raise PoolTooSmall(
                 f"one launch needs {size} bytes of profile buffer but the pool holds {self.capacity}; "
@@ -61,7 +62,8 @@ class RingPool:
             self._used += skip + need
             chunk = Chunk(offset, size, skip)
             self._live.append(chunk)
-            self.high_water = max(self.high_water, self._used)
+            if self._used > self.high_water:
+                self.high_water = self._used
             return chunk
 
     def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> Chunk:
@@ -80,7 +82,6 @@ class RingPool:
             while self._live and self._live[0].released:
                 oldest = self._live.popleft()
                 self._used -= oldest.skip + self._round(oldest.size)
-            self._lock.notify_all()
 
     @property
     def used_unlocked(self) -> int:

@@ -9,7 +9,7 @@ import pytest
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.sampling import Sampling
-from proton_ik.runtime import hooks
+from proton_ik.runtime import hooks, loaded
 
 STRIDED, LISTED, ALL_CTAS = 101, 102, 103
 
@@ -23,28 +23,29 @@ def kernels(monkeypatch):
         (ALL_CTAS, Sampling()),
     ):
         metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4, sampling=sampling), num_warps=4)
-        info = hooks.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
-        monkeypatch.setitem(hooks._kernels, function, info)
+        info = loaded.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
+        monkeypatch.setitem(loaded.KERNELS, function, info)
 
 
 def region() -> int:
-    return hooks._kernels[STRIDED].cta_bytes
+    return loaded.KERNELS[STRIDED].cta_bytes
 
 
 def test_a_sampling_kernel_gets_its_sampled_regions_only():
-    assert hooks.buffer_request(10 * region(), (STRIDED, 10)) == (10, 3 * region())  # CTAs 0, 4, 8
-    assert hooks.buffer_request(50 * region(), (LISTED, 50)) == (50, 2 * region())
-    assert hooks.buffer_request(8 * region(), (LISTED, 8)) == (8, region())  # only CTA 3 runs
-    assert hooks.buffer_request(2 * region(), (LISTED, 2)) == (2, region())  # none: one region still
+    assert hooks.buffer_request(10 * region(), (STRIDED, (10,))) == (10, 3 * region())  # CTAs 0, 4, 8
+    assert hooks.buffer_request(50 * region(), (LISTED, (50,))) == (50, 2 * region())
+    assert hooks.buffer_request(8 * region(), (LISTED, (8,))) == (8, region())  # only CTA 3 runs
+    assert hooks.buffer_request(2 * region(), (LISTED, (2,))) == (2, region())  # none: one region still
 
 
 @pytest.mark.parametrize(
     "size, upcoming",
     [
-        (10 * 512, (ALL_CTAS, 10)),  # no sampling: Triton's request is exact
-        (20 * 512, (STRIDED, 10)),  # a cluster launch (2 CTAs each) or a grid not as announced
+        (10 * 512, (ALL_CTAS, (10,))),  # no sampling: Triton's request is exact
+        (20 * 512, (STRIDED, (10,))),  # a cluster launch (2 CTAs each) or a grid not as announced
         (10 * 512, None),  # no announcement: a launch that did not go through launch_metadata
-        (10 * 512, (999, 10)),  # a kernel that is not ours
+        (10 * 512, (999, (10,))),  # a kernel that is not ours
+        (10 * 512, (STRIDED, ("ten",))),  # a grid this cannot read
     ],
 )
 def test_anything_else_gets_what_triton_asked_for(size, upcoming):

@@ -8,7 +8,7 @@ import pytest
 import proton_ik
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.runtime import hooks
+from proton_ik.runtime import hooks, loaded
 
 pytest.importorskip("torch")
 
@@ -30,12 +30,12 @@ class _Drain:
 
 
 def _launches(recorder: hooks.LaunchRecorder, drain: _Drain, count: int) -> None:
-    """``count`` launches through the exit hook, as the allocator and enter hook leave them."""
+    """``count`` launches through the exit hook, as the allocator leaves them."""
     metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4), num_warps=4)
-    kernel = hooks.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
+    kernel = loaded.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
     for _ in range(count):
-        allocation = hooks._Allocation(kernel.cta_bytes, 1, 0, drain=drain, chunk=object())  # type: ignore[arg-type]
-        recorder._launching.current = (allocation, kernel, 0, {})
+        chunk = object()
+        recorder._launching.pending = hooks._Allocation(kernel, 1, kernel.cta_bytes, 0, drain, chunk)  # type: ignore[arg-type]
         recorder.exit(None)
 
 

@@ -1,0 +1,82 @@
+"""The instrumented kernels this process has loaded, as the launch path and the drain need them.
+
+Triton's kernel-load hook (``on_kernel_load``) reads each kernel's compile metadata once, when
+it loads; every launch then finds it by its CUfunction handle in ``KERNELS``. The registry
+outlives sessions: a kernel loaded in one session may launch in the next.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.metadata import SCRATCH_SIZE_KEY, KernelMetadata, read_compile_metadata
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    num_warps: int
+    cta_bytes: int
+    metadata: KernelMetadata
+    profile: dict[str, Any]  # ``metadata.to_dict()``, made once: every launch's meta holds it
+    # Read on every launch: plain attributes rather than properties of the metadata.
+    layout: BufferLayout = field(init=False)
+    dense: bool = field(init=False)  # segments sized from the code's bound: a chunk is copied whole
+    every_cta: bool = field(init=False)  # no CTA sampling: every CTA of the grid gets a region
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layout", self.metadata.layout)
+        object.__setattr__(self, "dense", self.metadata.sized_from_bound)
+        object.__setattr__(self, "every_cta", self.metadata.layout.sampling.every_cta)
+
+
+KERNELS: dict[int, KernelInfo] = {}
+
+
+def on_kernel_load(module, function, name, metadata_group, hash) -> None:
+    """Triton's ``kernel_load_end_hook``: register the kernel if it is one of ours."""
+    path = next((p for key, p in metadata_group.items() if key.endswith(".json")), None)
+    if path is None or not function:
+        return
+    with open(path) as file:
+        metadata = json.load(file)
+    kernel = read_compile_metadata(metadata, f"kernel {metadata.get('name')}")
+    if kernel is not None:
+        KERNELS[function] = KernelInfo(
+            name=metadata["name"],
+            num_warps=int(metadata["num_warps"]),
+            cta_bytes=int(metadata[SCRATCH_SIZE_KEY]),
+            metadata=kernel,
+            profile=kernel.to_dict(),
+        )
+
+
+@dataclass(slots=True)
+class LaunchRecord:
+    """What the launch path keeps of one recorded launch; the drain thread, not the launching
+    one, turns it into the session file's metadata (``meta``)."""
+
+    number: int
+    kernel: KernelInfo
+    num_ctas: int
+    stream: int
+    device: int
+    extra: dict[str, Any] | None  # names, metrics, config, host scopes, graph replay: as stored
+
+    def meta(self) -> dict[str, Any]:
+        kernel = self.kernel
+        meta = {
+            "launch": self.number,
+            "kernel": kernel.name,
+            "stream": self.stream,
+            "device": self.device,
+            "num_warps": kernel.num_warps,
+            "num_ctas": self.num_ctas,
+            "profile": kernel.profile,
+        }
+        if self.extra:
+            meta.update(self.extra)
+        return meta

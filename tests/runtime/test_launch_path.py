@@ -1,0 +1,152 @@
+"""The work a profiled launch adds on the user's thread, counted (``runtime.hooks``): the
+``launch_metadata`` wrapper, the profile allocator and the exit hook make a bounded number of
+calls per launch, the same whatever the kernel's arguments, and the launch's metadata is made on
+the drain thread, from a record that says everything the session file stores."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proton_ik import host_scopes
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.runtime import hooks, loaded
+from proton_ik.runtime.pool import RingPool
+
+pytest.importorskip("torch")
+
+FUNCTION = 7001
+# Calls per launch made by proton_ik's code (its Python functions, and the C functions they call),
+# the wrapper, the allocator and the exit hook together: 16 when this was written.
+CALLS_PER_LAUNCH = 20
+
+
+class _Drain:
+    """A drain with a real ring pool and no device: what the hooks hand it, kept."""
+
+    device = 0
+    base = 1 << 40
+
+    def __init__(self):
+        self.pool = RingPool(1 << 24)
+        self.submitted: list[Any] = []
+
+    def allocate(self, size):
+        return self.pool.try_allocate(size)
+
+    def event(self):
+        return None
+
+    def submit(self, launch, stream):
+        self.submitted.append((launch, stream))
+
+
+class _LazyDict:
+    """Triton's LazyDict, as the launcher hands it to the exit hook."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def get(self):
+        return self.data
+
+
+class _Compiled:
+    """What the wrapped ``CompiledKernel.launch_metadata`` reads of the kernel."""
+
+    function = FUNCTION
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4), num_warps=4)
+    kernel = loaded.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
+    monkeypatch.setitem(loaded.KERNELS, FUNCTION, kernel)
+    monkeypatch.setattr(
+        hooks,
+        "_plain_launch_metadata",
+        lambda self, grid, stream, *args: _LazyDict({"function": FUNCTION, "stream": stream}),
+    )
+    recorder = hooks.LaunchRecorder(1 << 20, lambda *args: None)
+    recorder._capturing = lambda: False
+    recorder._current_device = lambda: 0
+    recorder.drains = {0: _Drain()}
+    recorder.recording = True
+    monkeypatch.setattr(hooks._announcing, "launching", recorder._launching)
+    return recorder
+
+
+def _launch(recorder: hooks.LaunchRecorder, args: tuple, grid=(256, 1, 1)) -> None:
+    """One launch as Triton makes it: launch_metadata, the allocator, the launch, the exit hook."""
+    data = hooks._announced_launch_metadata(_Compiled(), grid, 5, *args)  # type: ignore[arg-type]
+    recorder.allocate(256 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit(data)
+
+
+def _calls_per_launch(recorder: hooks.LaunchRecorder, args: tuple, launches: int = 50) -> float:
+    """Calls into or made from proton_ik's code (not this file's stand-ins for Triton and the
+    drain) per launch."""
+    calls: Counter[str] = Counter()
+    ours = str(Path(hooks.__file__).parents[1])
+
+    def count(frame, event, arg):
+        # "call": frame is the function called; "c_call": frame is the Python caller.
+        if event in ("call", "c_call") and frame.f_code.co_filename.startswith(ours):
+            calls[event] += 1
+
+    _launch(recorder, args)  # the first launch of a stream makes its entries
+    sys.setprofile(count)
+    try:
+        for _ in range(launches):
+            _launch(recorder, args)
+    finally:
+        sys.setprofile(None)
+    return sum(calls.values()) / launches
+
+
+def test_a_launch_makes_a_bounded_number_of_calls_whatever_its_arguments(recorder):
+    few = _calls_per_launch(recorder, (1, 2, 3))
+    many = _calls_per_launch(recorder, tuple(range(40)))
+    assert few == many, "the launch path does work per kernel argument"
+    assert few <= CALLS_PER_LAUNCH
+
+
+def test_the_record_a_launch_leaves_says_what_the_session_file_stores(recorder):
+    _launch(recorder, (1,), grid=(256, 1, 1))
+    with host_scopes.scope("step 3"):
+        _launch(recorder, (1,), grid=(256, 1, 1))
+    drain = recorder.drains[0]
+    (first, stream), (second, _) = drain.submitted
+    assert stream == 5
+    meta = first.record.meta()
+    assert meta == {
+        "launch": 0,
+        "kernel": "k",
+        "stream": 5,
+        "device": 0,
+        "num_warps": 4,
+        "num_ctas": 256,
+        "profile": loaded.KERNELS[FUNCTION].profile,
+    }
+    assert second.record.meta()["launch"] == 1
+    assert second.record.meta()["host_scope"] == ["step 3"]
+    assert first.chunk.offset != second.chunk.offset and recorder.launches == 2
+
+
+def test_a_launch_that_announced_nothing_is_still_known_by_its_metadata(recorder):
+    """A launch path that bound ``launch_metadata`` before the session wrapped it."""
+    recorder.allocate(256 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit(_LazyDict({"function": FUNCTION, "stream": 5}))
+    ((launch, _),) = recorder.drains[0].submitted
+    assert launch.record.meta()["kernel"] == "k"
+
+
+def test_the_allocator_hands_the_launcher_an_int(recorder):
+    hooks._announced_launch_metadata(_Compiled(), (4,), 5)  # type: ignore[arg-type]
+    pointer = recorder.allocate(4 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    assert type(pointer) is int and pointer >= _Drain.base
