@@ -37,7 +37,7 @@ def end_to_end(settings: Settings) -> dict[str, Any]:
         profiled = profiled_loop(problem, launch, n, directory)
         shutil.rmtree(directory, ignore_errors=True)
         copy = copy_ms(profiled["written_bytes_per_launch"])
-        write = write_ms(profiled["copied_bytes_per_launch"], directory.parent)
+        write = write_ms(int(profiled["copied_bytes_per_launch"]), directory.parent)
         rounds.append({"plain_ms": plain_ms, **profiled, "copy_ms": copy, "write_ms": write})
         settings.log(
             f"  end to end round {index + 1}: plain {plain_ms:.3f} ms, profiled "

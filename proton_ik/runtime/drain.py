@@ -52,6 +52,9 @@ Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
 _ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
 DRAIN_AT = 0.5  # start copying launches off the device once the pool is this full
 EVENTS_AT_START = 256  # made with the drain, so that the launches of a loop find one ready
+# One event for this many launches of a stream: a launch is done once an event recorded after it
+# on its stream is, so the launches between two events share the later one.
+LAUNCHES_PER_EVENT = 8
 
 
 @dataclass(slots=True)
@@ -60,7 +63,10 @@ class Launch:
 
     record: LaunchRecord | None  # None: only give the chunk back once the launch is done
     chunk: Chunk
-    launched: Any  # torch.cuda.Event recorded after the launch on its stream
+    # A torch.cuda.Event recorded on the launch's stream after it, shared by the launches of that
+    # stream since the last one (None until it is recorded: the drain waits for it)
+    launched: Any = None
+    owns_event: bool = False  # the last launch of those that share it: it gives the event back
 
 
 @dataclass(slots=True)
@@ -102,6 +108,10 @@ class Drain:
                 event.record()
                 self._free_events.append(event)
         self._drain_at = DRAIN_AT * self.pool.capacity
+        # Per stream handle, the launches since its last event. Events are recorded only on the
+        # user's threads (a drain thread's record could land inside a capture the user began).
+        self._unevented: dict[int, list[Launch]] = {}
+        self._sealing = threading.Lock()
         # Launches are appended by the launching threads without a lock (a deque's append is
         # atomic): a lock the drain thread also takes would make each launch wait for it.
         self._waiting: collections.deque[Launch] = collections.deque()
@@ -131,6 +141,7 @@ class Drain:
 
     def _wait_for_room(self) -> bool:
         """Have the drain thread take the oldest launch, and wait for it; False if none is queued."""
+        self.seal()
         with self._cond:
             if not self._waiting and not self._busy:
                 return False
@@ -140,22 +151,53 @@ class Drain:
         self.raise_if_failed()
         return True
 
-    def event(self):
-        """An event to record after a launch: creating one per launch costs microseconds."""
+    def _event(self):
+        """An event to record after a launch: making one costs microseconds."""
         try:
             return self._free_events.pop()
         except IndexError:
             return self._torch.cuda.Event()
 
     def submit(self, launch: Launch, stream: int) -> None:
-        """Queue a launch just enqueued on ``stream``; it stays on the device for now."""
-        self._record_event(launch.launched, self.stream(stream))
+        """Queue a launch just enqueued on ``stream``; it stays on the device for now. It gets an
+        event of its own (shared with the stream's launches since the last one) when it is the
+        stream's ``LAUNCHES_PER_EVENT``-th since then, when the pool is past the drain mark, or
+        when it is not recorded (its chunk goes back as soon as it is done); the others wait for
+        the next event on their stream, or for ``seal``."""
+        with self._sealing:
+            unevented = self._unevented.get(stream)
+            if unevented is None:
+                unevented = self._unevented[stream] = []
+            unevented.append(launch)
+            if (
+                len(unevented) >= LAUNCHES_PER_EVENT
+                or launch.record is None
+                or self.pool.used_unlocked >= self._drain_at
+            ):
+                self._seal_stream(stream, unevented)
         self._waiting.append(launch)
         if self._idle and (launch.record is None or self.pool.used_unlocked >= self._drain_at):
             # A drain thread about to wait may miss this: the next launch, a flush or an
             # allocation waiting for room wakes it then.
             with self._cond:
                 self._cond.notify_all()
+
+    def seal(self) -> None:
+        """Record an event on every stream after its last launch, on this (a user's) thread: the
+        drain can then take every launch queued so far."""
+        with self._sealing:
+            for stream, unevented in self._unevented.items():
+                if unevented:
+                    self._seal_stream(stream, unevented)
+
+    def _seal_stream(self, stream: int, unevented: list[Launch]) -> None:
+        """One event after the launches of ``stream`` since its last one (under ``_sealing``)."""
+        event = self._event()
+        self._record_event(event, self.stream(stream))
+        for launch in unevented:
+            launch.launched = event
+        unevented[-1].owns_event = True
+        unevented.clear()
 
     def _queued(self) -> int:
         """Launches submitted so far (under ``_cond``): taken, being taken, or waiting."""
@@ -179,6 +221,7 @@ class Drain:
 
     def flush(self) -> None:
         """Copy every queued launch off the device and wait for it."""
+        self.seal()
         with self._cond:
             self._flush_upto = self._queued()
             self._cond.notify_all()
@@ -187,6 +230,7 @@ class Drain:
 
     def flush_soon(self) -> None:
         """Have the drain thread copy every launch queued so far off the device, without waiting."""
+        self.seal()
         with self._cond:
             self._flush_upto = max(self._flush_upto, self._queued())
             self._cond.notify_all()
@@ -218,8 +262,8 @@ class Drain:
 
     # --- the drain thread ------------------------------------------------------------------
     def _should_take(self) -> bool:
-        if self._paused or not self._waiting:
-            return False
+        if self._paused or not self._waiting or self._waiting[0].launched is None:
+            return False  # (a launch with no event yet: the next one on its stream, or a seal, records it)
         return (
             self._taken < self._flush_upto
             or self._room_wanted
@@ -267,7 +311,8 @@ class Drain:
             finally:
                 launch = copied.launch
                 self.pool.release(launch.chunk)
-                self._free_events.append(launch.launched)
+                if launch.owns_event:
+                    self._free_events.append(launch.launched)
                 with self._cond:
                     self._busy -= 1
                     self._taken += 1

@@ -131,4 +131,4 @@ class GraphFollower:
                 launch.device,
                 {**(launch.extra or {}), "graph": captured.number, "replay": replay},
             )
-            drain.submit(Launch(record, chunk, drain.event()), stream.cuda_stream)
+            drain.submit(Launch(record, chunk), stream.cuda_stream)

@@ -3,7 +3,7 @@
 Triton calls the profile allocator with ``grid * cta_bytes`` just before each launch of a
 kernel whose metadata asks for ``profile_scratch``, then the launch, then the launch-exit hook.
 The allocator takes a chunk from the pool of the current device, and the exit hook queues it on
-that device's drain: an event on the launch's stream and nothing more.
+that device's drain, which records an event on the launch's stream after every few launches.
 
 The allocator is not told which kernel launches. ``CompiledKernel.launch_metadata``, which
 Triton calls just before each launch, is wrapped to say it (the kernel and its grid, per
@@ -241,11 +241,13 @@ class LaunchRecorder:
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
             # Handle 0, the legacy default stream, stands for a different stream on each device.
-            drain = self.drain_for(self._current_device())
+            device = self._current_device()
+            drain = self.drains.get(device) or self.drain_for(device)
             if stream:
                 self._drain_of_stream[stream] = drain
         try:
-            chunk = drain.allocate(size)
+            # The ring's fast path first; drain.allocate waits for room when the ring is full.
+            chunk = drain.pool.try_allocate(size) or drain.allocate(size)
         except PoolTooSmall as error:  # the launch does not run; finalize says why nothing was
             self.refused.append(str(error))
             raise
@@ -274,7 +276,7 @@ class LaunchRecorder:
         assert drain is not None and allocation.chunk is not None
         if kernel is None or not self.recording:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
-            drain.submit(Launch(None, allocation.chunk, drain.event()), allocation.stream)
+            drain.submit(Launch(None, allocation.chunk), allocation.stream)
             return
         ctas = allocation.ctas
         record = LaunchRecord(
@@ -285,7 +287,7 @@ class LaunchRecorder:
             drain.device,
             self._extra(launch),
         )
-        drain.submit(Launch(record, allocation.chunk, drain.event()), allocation.stream)
+        drain.submit(Launch(record, allocation.chunk), allocation.stream)
         if self._flush_checked and self.flush.due(record.number + 1):
             for each in list(self.drains.values()):
                 each.flush_soon()

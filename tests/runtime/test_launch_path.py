@@ -39,9 +39,6 @@ class _Drain:
     def allocate(self, size):
         return self.pool.try_allocate(size)
 
-    def event(self):
-        return None
-
     def submit(self, launch, stream):
         self.submitted.append((launch, stream))
 
