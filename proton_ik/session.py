@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import triton
 
 from proton_ik import compile_mode, session_files
+from proton_ik.contract.session_format import CLOCK_PAIRS
 from proton_ik.mode import Mode
 
 if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is found
@@ -155,6 +156,7 @@ class Session:
 
         from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
+        from proton_ik.runtime.clock_sync import clock_pair_or_none
         from proton_ik.runtime.graphs import GraphFollower
         from proton_ik.runtime.hooks import FlushPolicy, LaunchRecorder
 
@@ -173,6 +175,9 @@ class Session:
             "device_index": device,
             **self.job,
         }
+        # Before the mode is set: the clock-reading kernel compiles plain.
+        pair = clock_pair_or_none(device)
+        self._session_info[CLOCK_PAIRS] = [pair] if pair is not None else []
         writing = threading.Lock()  # one drain thread per device
 
         def sink(meta, data, trimmed_on_device):
@@ -223,6 +228,13 @@ class Session:
         writer = self._file()
         if unrecorded:
             writer.info["unrecorded"] = unrecorded
+        device = writer.info.get("device_index")
+        if isinstance(device, int) and CLOCK_PAIRS in writer.info:  # a session that read one at start
+            from proton_ik.runtime.clock_sync import clock_pair_or_none
+
+            pair = clock_pair_or_none(device)  # the mode is off by now: the kernel compiles plain
+            if pair is not None:
+                writer.info[CLOCK_PAIRS] = [*writer.info[CLOCK_PAIRS], pair]
         writer.close()
 
     @contextlib.contextmanager

@@ -127,3 +127,24 @@ def is_session_file(path: str | Path) -> bool:
             return file.read(len(ZIP_MAGIC)) == ZIP_MAGIC
     except OSError:
         return False
+
+
+# Session info: (host ns, %globaltimer ns) pairs read at the session's start and finalize
+# (``runtime.clock_sync``), each {"host_ns", "globaltimer_ns", "read_ns"}.
+CLOCK_PAIRS = "clock_pairs"
+
+
+def host_offset_ns(info: Mapping[str, Any]) -> int | None:
+    """What to add to a session's %globaltimer times to put them on the host's clock: the mean
+    offset of its clock pairs (None where it has none, as sessions from before they were read)."""
+    pairs = info.get(CLOCK_PAIRS)
+    if not isinstance(pairs, list):
+        return None
+    offsets = [
+        pair["host_ns"] - pair["globaltimer_ns"]
+        for pair in pairs
+        if isinstance(pair, dict)
+        and isinstance(pair.get("host_ns"), int)
+        and isinstance(pair.get("globaltimer_ns"), int)
+    ]
+    return round(sum(offsets) / len(offsets)) if offsets else None

@@ -5,18 +5,23 @@ Each session is rendered as usual, with its tracks, flows and packet sequences n
 range of its own (``PerfettoWriter``'s ``merge_index``), and the files are concatenated: a
 Perfetto trace is a sequence of packets, so the concatenation is one trace.
 
-Time: every record's time is the GPU's ``%globaltimer`` (nanoseconds), which the driver sets
-from the host's clock on each GPU; sessions line up to the agreement of their GPUs' timers (and,
-across hosts, of the hosts' clocks). No further alignment is applied yet.
+Time: every record's time is its GPU's ``%globaltimer`` (nanoseconds), which the driver sets
+from the host's clock but which drifts from it, and from other GPUs', by microseconds. Each
+session records pairs of host time and %globaltimer (``runtime.clock_sync``, at its start and
+its finalize); where every session has them, each is moved onto the host's clock by the mean
+offset of its pairs, so that GPUs line up to the spread of their clock reads. Where one lacks
+them (a session from before they were read), none is moved, and the merge warns.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from proton_ik.contract.session_format import host_offset_ns
 from proton_ik.viewer.perfetto import MAX_MERGED
 from proton_ik.viewer.ranks import label_of
 from proton_ik.viewer.render import render_session
@@ -47,17 +52,35 @@ def merge_sessions(
     sessions = sessions_of(paths)
     output = Path(output)
     labels: list[str] = []
+    offsets: list[int | None] = []
     for path in sessions:
         info = read_session(path).info
+        offsets.append(host_offset_ns(info))
         label = label_of(info, path.name)
         labels.append(
             f"{label}: {info.get('name', path.stem)} ({path.name})" if label != path.name else label
         )
+    aligned = [offset or 0 for offset in offsets]
+    if len(sessions) > 1 and None in offsets:
+        unaligned = ", ".join(p.name for p, o in zip(sessions, offsets, strict=True) if o is None)
+        warnings.warn(
+            f"proton_ik: {unaligned} recorded no host and GPU clock pairs; the sessions are merged "
+            "on their GPUs' own timers, which may disagree by microseconds",
+            stacklevel=2,
+        )
+        aligned = [0] * len(sessions)
     with tempfile.TemporaryDirectory(prefix=".merge-", dir=output.parent) as scratch:
         parts = []
         for index, (path, label) in enumerate(zip(sessions, labels, strict=True)):
             part = Path(scratch) / f"{index}.pftrace"
-            render_session(path, {"pftrace": part}, timeline=timeline, title=label, merge_index=index)
+            render_session(
+                path,
+                {"pftrace": part},
+                timeline=timeline,
+                title=label,
+                merge_index=index,
+                host_offset_ns=aligned[index],
+            )
             parts.append(part)
         whole = Path(scratch) / "merged.pftrace"
         with open(whole, "wb") as merged:

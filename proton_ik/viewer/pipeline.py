@@ -14,6 +14,7 @@ each chunk to the trace files and drops it, so its memory does not grow with the
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -257,7 +258,9 @@ class _Tally:
 class Pipeline:
     """Decodes a session's launches run by run (see the module docstring)."""
 
-    def __init__(self, captures: Sequence[Capture], shift: TimeShift):
+    def __init__(self, captures: Sequence[Capture], shift: TimeShift, host_offset_ns: int = 0):
+        """``host_offset_ns``: added to every time, to put the session on another clock than its
+        GPU's %globaltimer (the host's, for a merge of several GPUs' sessions)."""
         self.launches = prepare(captures)
         self.shift = shift
         self.kernels = Labels()
@@ -266,6 +269,12 @@ class Pipeline:
         self.host_scopes = Labels()
         self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
         self.session = fit_session(self.launches)
+        if host_offset_ns:
+            clocks = self.session.clocks
+            self.session = SessionClocks(
+                dataclasses.replace(clocks, time_ref=clocks.time_ref + host_offset_ns),
+                self.session.start_ns + host_offset_ns,
+            )
         self.mhz, self.source = self.session.clocks.per_launch(len(self.launches))
         self.tallies: dict[int, _Tally] = {}
 

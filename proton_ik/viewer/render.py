@@ -54,6 +54,7 @@ def render_session(
     progress: bool | None = None,
     title: str | None = None,
     merge_index: int = 0,
+    host_offset_ns: int = 0,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -61,14 +62,15 @@ def render_session(
     event). ``timeline``: the traces' tracks, "slots" (the default: an SM's CTA slots) or
     "ctas" (a track per CTA, for small grids). ``progress=None`` shows a bar if it takes more
     than a few seconds. ``title`` names the Perfetto root track (default: the session's name);
-    ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``)."""
+    ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``), and
+    ``host_offset_ns`` moves its times onto the host's clock there."""
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
     timeline = check_timeline(timeline)
     session = read_session(session_path)
     warnings = unrecorded_warnings(session.info)
-    pipeline = Pipeline(session.launches, time_shift_cycles(session.info))
+    pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
     name = str(session.info.get("name", "proton_ik"))
     launches = records = events = 0
     problems: list[str] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -229,15 +230,16 @@ def busy_launch() -> Callable[..., LaunchCapture]:
 
 @pytest.fixture
 def as_rank():
-    """``as_rank(source, target, rank)``: ``source``'s launches written to ``target`` as rank
-    ``rank`` of a job of two would have written them (its info says its rank)."""
+    """``as_rank(source, target, rank, **info)``: ``source``'s launches written to ``target`` as
+    rank ``rank`` of a job of two would have written them (its info says its rank, and ``info``
+    more)."""
     from proton_ik.runtime.session_writer import SessionWriter
     from proton_ik.viewer.session_file import read_session
 
-    def write(source: Path, target: Path, rank: int) -> Path:
+    def write(source: Path, target: Path, rank: int, **more: Any) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         stored = read_session(source)
-        info = {**stored.info, "rank": rank, "world_size": 2}
+        info = {**stored.info, "rank": rank, "world_size": 2, **more}
         with SessionWriter(target, info, compress=False) as writer:
             for launch in stored:
                 writer.add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import proton_ik
 from proton_ik.cli import main
 from proton_ik.viewer.pftrace_packets import read_packets
 from proton_ik.viewer.render import render_session
 
 DATA = Path(__file__).parents[1] / "data"
+# The captures here were recorded before sessions read clock pairs: merges of them say so.
+pytestmark = pytest.mark.filterwarnings("ignore:.*recorded no host and GPU clock pairs")
 
 
 def _slices(packets) -> list[tuple[int, int]]:
@@ -21,6 +25,18 @@ def _slices(packets) -> list[tuple[int, int]]:
         for p in packets
         if p.HasField("track_event") and p.track_event.type == p.track_event.TYPE_SLICE_BEGIN
     ]
+
+
+def _anchors(packets) -> list[int]:
+    """The absolute times (ns) the trace's incremental clocks restart at, sorted: every track's
+    first timestamp, on the clock the trace is drawn on."""
+    return sorted(
+        clock.timestamp
+        for p in packets
+        if p.HasField("clock_snapshot")
+        for clock in p.clock_snapshot.clocks
+        if not clock.is_incremental
+    )
 
 
 def test_two_ranks_merge_into_one_trace_with_a_root_each(tmp_path, as_rank):
@@ -66,3 +82,37 @@ def test_one_folder_may_be_named_alone(tmp_path, as_rank):
     merged = proton_ik.merge(str(tmp_path / "job"), tmp_path / "a.pftrace")
     roots = [p.track_descriptor for p in read_packets(merged) if p.HasField("track_descriptor")]
     assert sum(1 for d in roots if not d.HasField("parent_uuid")) == 2
+
+
+def _pairs(offset_ns: int) -> dict:
+    """Clock pairs, as a session's start and finalize read them, of a GPU ``offset_ns`` behind the host."""
+    return {
+        "clock_pairs": [
+            {"host_ns": 10_000 + offset_ns, "globaltimer_ns": 10_000, "read_ns": 9_000},
+            {"host_ns": 90_000 + offset_ns + 2, "globaltimer_ns": 90_000, "read_ns": 9_000},
+        ]
+    }
+
+
+def test_sessions_are_moved_onto_the_host_clock_by_their_clock_pairs(tmp_path, as_rank):
+    ranks = [
+        as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank0.pik", 0, **_pairs(1_000)),
+        as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank1.pik", 1, **_pairs(-7_000)),
+    ]
+    merged = proton_ik.merge([tmp_path / "job"], tmp_path / "dist.pftrace")
+    alone = tmp_path / "alone.pftrace"
+    render_session(ranks[0], {"pftrace": alone})
+    own = _anchors(read_packets(alone))
+    # each session by the mean offset of its pairs: +1001 and -6999 ns
+    assert _anchors(read_packets(merged)) == sorted([t + 1_001 for t in own] + [t - 6_999 for t in own])
+
+
+def test_a_session_without_clock_pairs_leaves_every_session_on_its_gpu_timer(tmp_path, as_rank):
+    as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank0.pik", 0, **_pairs(1_000))
+    as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank1.pik", 1)
+    with pytest.warns(UserWarning, match=r"a\.rank1\.pik recorded no host and GPU clock pairs"):
+        merged = proton_ik.merge([tmp_path / "job"], tmp_path / "a.pftrace")
+    alone = tmp_path / "alone.pftrace"
+    render_session(tmp_path / "job" / "a.rank1.pik", {"pftrace": alone})
+    own = _anchors(read_packets(alone))
+    assert _anchors(read_packets(merged)) == sorted(own + own)

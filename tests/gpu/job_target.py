@@ -1,0 +1,91 @@
+"""A job's rank, for ``test_jobs_gpu.py``: run by ``torchrun`` (every rank profiles the same
+scoped kernel, with an all_reduce between steps), or alone with ``--kill-after N`` (a worker
+killed with SIGKILL after N launches and a flush).
+
+Each rank prints one JSON line: its session file, its launches, and, for the launches queued
+right after each all_reduce (the markers), the first record's begin in host-clock ns (the
+session's %globaltimer plus the offset of its clock pairs): the same all_reduce ends on both
+GPUs within its own skew, so the markers' begins differ by the clocks' misalignment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import kernels
+
+import proton_ik
+from proton_ik.contract.session_format import host_offset_ns
+from proton_ik.viewer.session_file import read_session
+
+N, BLOCK, STEPS = 1 << 22, 1024, 10
+
+
+def rank_job(out_dir: str) -> None:
+    import torch.distributed as dist
+
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl")
+    x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    out, token = torch.empty_like(x), torch.ones(1, device="cuda")
+    kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # compiled before the session
+    dist.all_reduce(token)
+    torch.cuda.synchronize()
+    proton_ik.start("dist", out_dir=out_dir)
+    for _ in range(STEPS):
+        kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # keeps the GPU behind the host
+        dist.all_reduce(token)
+        kernels.add_kernel[(1,)](x, y, out, BLOCK, BLOCK=BLOCK)  # the marker: queued behind the all_reduce
+    torch.cuda.synchronize()
+    result = proton_ik.finalize()
+    info = read_session(result.session_path).info
+    events = result.events
+    markers = sorted(int(launch) for launch in events["launch"].unique() if int(launch) % 2 == 1)
+    offset = host_offset_ns(info) or 0
+    begins = [int(events.loc[events["launch"] == launch, "begin_ns"].min()) + offset for launch in markers]
+    counts = events.groupby("launch").size()
+    print(
+        json.dumps(
+            {
+                "rank": dist.get_rank(),
+                "session": str(result.session_path),
+                "launches": int(result.launches),
+                "counts": {str(k): int(v) for k, v in counts.items()},
+                "marker_begins_host_ns": begins,
+                "clock_pairs": info.get("clock_pairs"),
+            }
+        ),
+        flush=True,
+    )
+    dist.destroy_process_group()
+
+
+def killed_job(out_dir: str, launches: int) -> None:
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    proton_ik.start("killed", out_dir=out_dir)
+    for _ in range(launches):
+        kernels.add_kernel[((1 << 20) // BLOCK,)](x, y, out, 1 << 20, BLOCK=BLOCK)
+    proton_ik.flush()
+    print(json.dumps({"flushed": launches}), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir")
+    parser.add_argument("--kill-after", type=int, default=0)
+    args = parser.parse_args()
+    if args.kill_after:
+        killed_job(args.out_dir, args.kill_after)
+    else:
+        rank_job(args.out_dir)
