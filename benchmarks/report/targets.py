@@ -499,7 +499,7 @@ def _launch_only_rows(buffers: dict[str, Any]) -> list[dict[str, Any]]:
         plain = timing["plain"]["median"]
         measured = (
             f"proton_ik +{ours:.1f} us, Proton +{_fmt(found['added_us'].get('proton'), '.1f')} us "
-            f"(plain {plain:.1f} us); outputs equal: {_fmt(found.get('outputs_equal'))}"
+            f"(plain {plain:.1f} us); outputs equal: {'yes' if found.get('outputs_equal') else 'no'}"
         )
         why = f"{timing['proton_ik']['median']:.1f} us a launch in a session against {plain:.1f} us plain"
         rows.append(_row(key, goal, measured, ours <= LAUNCH_ADDED_US_MAX, why))

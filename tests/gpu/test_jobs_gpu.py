@@ -22,7 +22,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 TARGET = Path(__file__).parent / "job_target.py"
 N, BLOCK, STEPS = 1 << 22, 1024, 10
-RECORDS_PER_CTA = 4 * 3 * 2  # 4 warps, 3 scopes, a begin and an end each
+EVENTS_PER_CTA = 4 * 3  # 4 warps, 3 scopes each (an event: a begin and its end)
 # The test's bound on the misalignment of two GPUs of one host, marker against marker: loose, as
 # the all_reduce's own end skew is in it; the benchmark's target is 2 us.
 ALIGNED_WITHIN_NS = 20_000
@@ -50,7 +50,7 @@ def test_a_torchrun_job_writes_an_exact_session_per_rank_aligned_in_one_trace(tm
     for rank in ranks:
         assert rank["launches"] == 2 * STEPS
         expected = {
-            str(launch): (N // BLOCK if launch % 2 == 0 else 1) * RECORDS_PER_CTA
+            str(launch): (N // BLOCK if launch % 2 == 0 else 1) * EVENTS_PER_CTA
             for launch in range(2 * STEPS)
         }
         assert rank["counts"] == expected
