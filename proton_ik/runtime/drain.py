@@ -43,7 +43,7 @@ from proton_ik.contract.layout import (
     BufferLayout,
     field_offset,
 )
-from proton_ik.runtime.loaded import LaunchRecord
+from proton_ik.runtime.loaded import KernelInfo
 from proton_ik.runtime.pool import Chunk, RingPool
 
 # meta, bytes, and whether the bytes are already trimmed (headers and written entries only)
@@ -59,14 +59,36 @@ LAUNCHES_PER_EVENT = 8
 
 @dataclass(slots=True)
 class Launch:
-    """One launch waiting in the pool."""
+    """One launch waiting in the pool: what the launch path keeps of it (the session file's
+    metadata is made from it on the drain thread, ``meta``), its chunk, and its event."""
 
-    record: LaunchRecord | None  # None: only give the chunk back once the launch is done
     chunk: Chunk
+    number: int | None = None  # None: not recorded; only give the chunk back once it is done
+    kernel: KernelInfo | None = None
+    num_ctas: int = 0
+    stream: int = 0
+    device: int = 0
+    extra: dict[str, Any] | None = None  # names, metrics, config, host scopes, graph replay: as stored
     # A torch.cuda.Event recorded on the launch's stream after it, shared by the launches of that
     # stream since the last one (None until it is recorded: the drain waits for it)
     launched: Any = None
     owns_event: bool = False  # the last launch of those that share it: it gives the event back
+
+    def meta(self) -> dict[str, Any]:
+        kernel = self.kernel
+        assert kernel is not None and self.number is not None, "a launch not recorded has no metadata"
+        meta = {
+            "launch": self.number,
+            "kernel": kernel.name,
+            "stream": self.stream,
+            "device": self.device,
+            "num_warps": kernel.num_warps,
+            "num_ctas": self.num_ctas,
+            "profile": kernel.profile,
+        }
+        if self.extra:
+            meta.update(self.extra)
+        return meta
 
 
 @dataclass(slots=True)
@@ -171,12 +193,12 @@ class Drain:
             unevented.append(launch)
             if (
                 len(unevented) >= LAUNCHES_PER_EVENT
-                or launch.record is None
+                or launch.number is None
                 or self.pool.used_unlocked >= self._drain_at
             ):
                 self._seal_stream(stream, unevented)
         self._waiting.append(launch)
-        if self._idle and (launch.record is None or self.pool.used_unlocked >= self._drain_at):
+        if self._idle and (launch.number is None or self.pool.used_unlocked >= self._drain_at):
             # A drain thread about to wait may miss this: the next launch, a flush or an
             # allocation waiting for room wakes it then.
             with self._cond:
@@ -268,7 +290,7 @@ class Drain:
             self._taken < self._flush_upto
             or self._room_wanted
             or self.pool.used_unlocked >= self._drain_at
-            or self._waiting[0].record is None
+            or self._waiting[0].number is None
         )
 
     def _run(self) -> None:
@@ -322,13 +344,13 @@ class Drain:
     def _copy_out(self, copied: _Copied) -> None:
         torch = self._torch
         launch = copied.launch
-        if launch.record is None:
+        kernel = launch.kernel
+        if launch.number is None or kernel is None:
             launch.launched.synchronize()
             return
         chunk = launch.chunk
-        kernel = launch.record.kernel
         layout = kernel.layout
-        meta, num_ctas = held_ctas(launch.record.meta(), layout)
+        meta, num_ctas = held_ctas(launch.meta(), layout)
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
             if kernel.dense or layout.aggregate:

@@ -18,7 +18,6 @@ from typing import Any
 
 from proton_ik.runtime.drain import Launch
 from proton_ik.runtime.hooks import CapturedLaunch, LaunchRecorder
-from proton_ik.runtime.loaded import LaunchRecord
 
 _ATTRIBUTE = "_proton_ik_captured"
 
@@ -123,12 +122,9 @@ class GraphFollower:
             chunk = drain.allocate(size)
             # On the replaying stream: after this replay's kernels, before the next replay.
             drain.arena[chunk.offset : chunk.offset + size].copy_(launch.buffer, non_blocking=True)
-            record = LaunchRecord(
-                recorder.next_launch(),
-                launch.kernel,
-                launch.num_ctas,
-                launch.stream,
-                launch.device,
-                {**(launch.extra or {}), "graph": captured.number, "replay": replay},
+            extra = {**(launch.extra or {}), "graph": captured.number, "replay": replay}
+            number = recorder.next_launch()
+            queued = Launch(
+                chunk, number, launch.kernel, launch.num_ctas, launch.stream, launch.device, extra
             )
-            drain.submit(Launch(record, chunk), stream.cuda_stream)
+            drain.submit(queued, stream.cuda_stream)

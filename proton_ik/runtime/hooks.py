@@ -32,7 +32,7 @@ from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
 from proton_ik.runtime.drain import Drain, Launch, Sink
-from proton_ik.runtime.loaded import KERNELS, KernelInfo, LaunchRecord, on_kernel_load
+from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load
 from proton_ik.runtime.pool import Chunk, PoolTooSmall
 
 
@@ -108,28 +108,18 @@ def _launch_names(data: dict[str, Any]) -> dict[str, Any]:
     return named
 
 
-class _Allocation:
-    """One launch's buffer between the allocator and the exit hook: a pool chunk of a drain,
-    or, inside a CUDA graph capture, a tensor of the graph's pool."""
+# What a launch holds between the allocator and the exit hook, as a tuple (made on every
+# launch: a tuple costs a fraction of an object's __init__):
+# (kernel or None, the grid's CTAs where the allocator knew them or None, bytes, stream, then
+#  the drain and its pool chunk, or, inside a CUDA graph capture, None, None and a tensor of the
+#  graph's pool)
+_Allocation = tuple[Any, "int | None", int, int, "Drain | None", "Chunk | None", Any]
 
-    __slots__ = ("buffer", "chunk", "ctas", "drain", "kernel", "size", "stream")
 
-    def __init__(
-        self,
-        kernel: KernelInfo | None,
-        ctas: int | None,  # the grid's CTAs where the allocator knew them (a sampled buffer holds fewer)
-        size: int,
-        stream: int,
-        drain: Drain | None = None,
-        chunk: Chunk | None = None,
-        buffer: Any = None,
-    ):
-        self.kernel, self.ctas, self.size, self.stream = kernel, ctas, size, stream
-        self.drain, self.chunk, self.buffer = drain, chunk, buffer
-
-    def num_ctas(self, kernel: KernelInfo) -> int:
-        """The launch's CTAs: as the allocator learned them, or from Triton's request, a region each."""
-        return self.ctas if self.ctas is not None else self.size // kernel.cta_bytes
+def _num_ctas(kernel: KernelInfo, ctas: int | None, size: int) -> int:
+    """The launch's CTAs: as the allocator learned them, or from Triton's request, a region each
+    (a sampled buffer holds fewer)."""
+    return ctas if ctas is not None else size // kernel.cta_bytes
 
 
 @dataclass
@@ -175,7 +165,7 @@ class LaunchRecorder:
     Every microsecond here is added to every launch of the user's program, so the launch path
     (the ``launch_metadata`` wrapper, ``allocate``, ``exit``) makes no Python object it can avoid
     and takes no lock another thread holds for long; the session file's metadata of a launch is
-    made later, on the drain thread (``LaunchRecord.meta``). There is no enter hook: the
+    made later, on the drain thread (``drain.Launch.meta``). There is no enter hook: the
     allocator and the exit hook see everything it would.
     """
 
@@ -236,7 +226,7 @@ class LaunchRecorder:
         stream = stream or 0
         if self._capturing():
             buffer = self._torch.empty(size, dtype=self._torch.uint8, device="cuda")
-            launching.pending = _Allocation(kernel, ctas, size, stream, buffer=buffer)
+            launching.pending = (kernel, ctas, size, stream, None, None, buffer)
             return buffer
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
@@ -251,7 +241,7 @@ class LaunchRecorder:
         except PoolTooSmall as error:  # the launch does not run; finalize says why nothing was
             self.refused.append(str(error))
             raise
-        launching.pending = _Allocation(kernel, ctas, size, stream, drain, chunk)
+        launching.pending = (kernel, ctas, size, stream, drain, chunk, None)
         # An int: the launcher passes it on as it is, where an object costs a data_ptr() call
         # and a driver query of the pointer on every launch.
         return drain.base + chunk.offset
@@ -262,33 +252,26 @@ class LaunchRecorder:
         if allocation is None:
             return
         launching.pending = None
-        kernel = allocation.kernel
+        kernel, ctas, size, stream, drain, chunk, buffer = allocation
         if kernel is None:
             # A launch path that bound launch_metadata before the session wrapped it announces
             # nothing: the launch's own metadata (Triton's LazyDict) still names the kernel.
             data = getattr(launch, "data", None)
             function = data.get("function") if isinstance(data, dict) else None
             kernel = KERNELS.get(function) if isinstance(function, int) else None
-        if allocation.buffer is not None:
-            self._captured(allocation, kernel, launch)
+        if buffer is not None:
+            self._captured(kernel, ctas, size, stream, buffer, launch)
             return
-        drain = allocation.drain
-        assert drain is not None and allocation.chunk is not None
+        assert drain is not None and chunk is not None
         if kernel is None or not self.recording:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
-            drain.submit(Launch(None, allocation.chunk), allocation.stream)
+            drain.submit(Launch(chunk), stream)
             return
-        ctas = allocation.ctas
-        record = LaunchRecord(
-            self.next_launch(),
-            kernel,
-            ctas if ctas is not None else allocation.size // kernel.cta_bytes,
-            allocation.stream,
-            drain.device,
-            self._extra(launch),
-        )
-        drain.submit(Launch(record, allocation.chunk), allocation.stream)
-        if self._flush_checked and self.flush.due(record.number + 1):
+        number = self.next_launch()
+        extra = self._extra(launch)
+        num_ctas = ctas if ctas is not None else size // kernel.cta_bytes
+        drain.submit(Launch(chunk, number, kernel, num_ctas, stream, drain.device, extra), stream)
+        if self._flush_checked and self.flush.due(number + 1):
             for each in list(self.drains.values()):
                 each.flush_soon()
 
@@ -317,19 +300,22 @@ class LaunchRecorder:
         return number
 
     def _abandon(self, allocation: _Allocation) -> None:
-        if allocation.drain is not None and allocation.chunk is not None:
-            allocation.drain.pool.release(allocation.chunk)
+        drain, chunk = allocation[4], allocation[5]
+        if drain is not None and chunk is not None:
+            drain.pool.release(chunk)
 
-    def _captured(self, allocation: _Allocation, kernel: KernelInfo | None, launch: Any) -> None:
+    def _captured(
+        self, kernel: KernelInfo | None, ctas: int | None, size: int, stream: int, buffer: Any, launch: Any
+    ) -> None:
         if kernel is None:
             return
         captured = CapturedLaunch(
             kernel,
-            allocation.num_ctas(kernel),
-            allocation.stream,
+            _num_ctas(kernel, ctas, size),
+            stream,
             self._torch.cuda.current_device(),
             self._extra(launch),
-            allocation.buffer,
+            buffer,
         )
         if self.on_captured is not None and self.on_captured(captured):
             return

@@ -52,31 +52,3 @@ def on_kernel_load(module, function, name, metadata_group, hash) -> None:
             metadata=kernel,
             profile=kernel.to_dict(),
         )
-
-
-@dataclass(slots=True)
-class LaunchRecord:
-    """What the launch path keeps of one recorded launch; the drain thread, not the launching
-    one, turns it into the session file's metadata (``meta``)."""
-
-    number: int
-    kernel: KernelInfo
-    num_ctas: int
-    stream: int
-    device: int
-    extra: dict[str, Any] | None  # names, metrics, config, host scopes, graph replay: as stored
-
-    def meta(self) -> dict[str, Any]:
-        kernel = self.kernel
-        meta = {
-            "launch": self.number,
-            "kernel": kernel.name,
-            "stream": self.stream,
-            "device": self.device,
-            "num_warps": kernel.num_warps,
-            "num_ctas": self.num_ctas,
-            "profile": kernel.profile,
-        }
-        if self.extra:
-            meta.update(self.extra)
-        return meta

@@ -35,7 +35,7 @@ def _launches(recorder: hooks.LaunchRecorder, drain: _Drain, count: int) -> None
     kernel = loaded.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
     for _ in range(count):
         chunk = object()
-        recorder._launching.pending = hooks._Allocation(kernel, 1, kernel.cta_bytes, 0, drain, chunk)  # type: ignore[arg-type]
+        recorder._launching.pending = (kernel, 1, kernel.cta_bytes, 0, drain, chunk, None)
         recorder.exit(None)
 
 
