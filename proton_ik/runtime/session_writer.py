@@ -7,6 +7,8 @@ The runtime streams each drained launch into it; tests and tools write whole ses
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -30,6 +32,8 @@ from proton_ik.contract.session_format import (
 )
 from proton_ik.contract.trimmed import trim as trim_buffer
 
+WRITE_PIECE_BYTES = 2 << 20  # what the member's checksum and the file's write overlap by
+
 
 class SessionWriter:
     """Streams launches into a session file as they come, so memory stays bounded.
@@ -49,8 +53,9 @@ class SessionWriter:
         self.info = dict(info)
         _to_json(self.info, "session info")
         self._entries: list[ManifestLaunch] = []
+        self._file = OverlappedFile(self.path)
         self._archive: zipfile.ZipFile | None = zipfile.ZipFile(
-            self.path,
+            self._file,
             "w",
             compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
             compresslevel=1 if compress else None,
@@ -90,9 +95,9 @@ class SessionWriter:
         self._flush()
 
     def _flush(self) -> None:
-        """Hand what is written to the operating system: it survives this process being killed."""
-        assert self._archive is not None and self._archive.fp is not None
-        self._archive.fp.flush()
+        """Hand what is written to the operating system: it survives this process being killed.
+        Also the caller's buffers are free again once this returns (``OverlappedFile``)."""
+        self._file.flush()
 
     def close(self) -> Path:
         """Write the manifest and close the file; closing twice is harmless."""
@@ -101,6 +106,7 @@ class SessionWriter:
         self._archive.writestr(MANIFEST, json.dumps(manifest(self.info, self._entries), indent=1))
         self._archive.close()
         self._archive = None
+        self._file.close()
         return self.path
 
     def __enter__(self) -> SessionWriter:
@@ -119,10 +125,87 @@ def write_session(path: str | Path, info: Mapping[str, Any], launches: Iterable[
 
 
 def write_npy(file: IO[bytes], array: np.ndarray) -> None:
-    """``array`` as ``.npy`` bytes, written from where it lies: ``np.save`` copies a non-file
-    stream's data chunk by chunk first, which doubles the cost of a launch of megabytes."""
+    """``array`` as ``.npy`` bytes, written from where it lies (``np.save`` copies a non-file
+    stream's data chunk by chunk first, which doubles the cost of a launch of megabytes), in
+    pieces: the zip member checksums each piece before it writes it, and the checksum of the
+    next overlaps the write of this one (``OverlappedFile``)."""
     np.lib.format.write_array_header_2_0(file, np.lib.format.header_data_from_array_1_0(array))
-    file.write(memoryview(array).cast("B"))  # type: ignore[arg-type]  # numpy arrays are buffers
+    data = memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy arrays are buffers
+    for start in range(0, len(data), WRITE_PIECE_BYTES):
+        file.write(data[start : start + WRITE_PIECE_BYTES])
+
+
+class OverlappedFile:
+    """The session file as ``zipfile`` writes it: each write is handed to a thread of the file's
+    own and the call returns, so that the checksum zipfile computes of the next piece runs while
+    this one is written (both outside the GIL). What depends on the file's state (``seek``,
+    ``flush``, ``close``) waits for the queued writes first; ``tell`` is counted. A write keeps
+    the caller's buffer until ``flush`` returns: callers flush before they reuse it."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "wb")  # noqa: SIM115 (closed by close())
+        self._position = 0
+        self._queue: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._done = threading.Condition(threading.Lock())
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._write_queued, name="proton_ik-file", daemon=True)
+        self._thread.start()
+
+    def write(self, data: Any) -> int:
+        self._raise_if_failed()
+        view = memoryview(data).cast("B")
+        with self._done:
+            self._pending += 1
+        self._queue.put(view)
+        self._position += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._position
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._wait()
+        self._position = self._file.seek(offset, whence)
+        return self._position
+
+    def flush(self) -> None:
+        self._wait()
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file.closed:
+            return
+        try:
+            self._wait()
+        finally:
+            self._queue.put(None)
+            self._thread.join()
+            self._file.close()
+
+    def _wait(self) -> None:
+        with self._done:
+            self._done.wait_for(lambda: self._pending == 0)
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise OSError(f"writing the session file failed: {self._error}") from self._error
+
+    def _write_queued(self) -> None:
+        while (view := self._queue.get()) is not None:
+            try:
+                if self._error is None:
+                    self._file.write(view)
+            except BaseException as error:  # raised to the caller at its next call
+                self._error = error
+            finally:
+                with self._done:
+                    self._pending -= 1
+                    self._done.notify_all()
 
 
 def _to_json(value: Any, what: str) -> str:

@@ -1,0 +1,53 @@
+"""The session file's writes on a thread of their own (``session_writer.OverlappedFile``): the
+zip it holds is byte for byte the one zipfile writes to a plain file, and a failed write is
+raised at the writer's next call, never lost."""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+
+from proton_ik.runtime.session_writer import WRITE_PIECE_BYTES, OverlappedFile, write_npy
+
+
+def _zip(target, arrays) -> None:
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for index, array in enumerate(arrays):
+            with archive.open(f"launches/{index:06d}.npy", "w", force_zip64=True) as member:
+                write_npy(member, array)
+            archive.writestr(f"launches/{index:06d}.json", '{"launch": %d}' % index)
+
+
+def test_the_zip_is_the_one_a_plain_file_gets(tmp_path):
+    rng = np.random.default_rng(0)
+    sizes = (0, 1, 4096, WRITE_PIECE_BYTES - 1, WRITE_PIECE_BYTES, 3 * WRITE_PIECE_BYTES + 17)
+    arrays = [rng.integers(0, 256, size, dtype=np.uint8) for size in sizes]
+    _zip(tmp_path / "plain.zip", arrays)
+    overlapped = OverlappedFile(tmp_path / "overlapped.zip")
+    _zip(overlapped, arrays)
+    overlapped.close()
+    assert (tmp_path / "overlapped.zip").read_bytes() == (tmp_path / "plain.zip").read_bytes()
+    with zipfile.ZipFile(tmp_path / "overlapped.zip") as archive:
+        assert archive.testzip() is None
+
+
+def test_a_failed_write_is_raised_at_the_next_call(tmp_path):
+    file = OverlappedFile(tmp_path / "failing.zip")
+
+    class Full:
+        closed = False
+
+        def write(self, data):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            self.closed = True
+
+    file._file = Full()  # type: ignore[assignment]
+    file.write(b"header")
+    with pytest.raises(OSError, match="writing the session file failed.*No space left"):
+        file.flush()
+    with pytest.raises(OSError, match="No space left"):
+        file.close()
