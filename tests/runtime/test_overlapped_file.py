@@ -17,7 +17,7 @@ def _zip(target, arrays) -> None:
         for index, array in enumerate(arrays):
             with archive.open(f"launches/{index:06d}.npy", "w", force_zip64=True) as member:
                 write_npy(member, array)
-            archive.writestr(f"launches/{index:06d}.json", '{"launch": %d}' % index)
+            archive.writestr(f"launches/{index:06d}.json", f'{{"launch": {index}}}')
 
 
 def test_the_zip_is_the_one_a_plain_file_gets(tmp_path):
@@ -47,7 +47,7 @@ def test_a_failed_write_is_raised_at_the_next_call(tmp_path):
 
     file._file = Full()  # type: ignore[assignment]
     file.write(b"header")
-    with pytest.raises(OSError, match="writing the session file failed.*No space left"):
+    with pytest.raises(OSError, match=r"writing the session file failed.*No space left"):
         file.flush()
     with pytest.raises(OSError, match="No space left"):
         file.close()
