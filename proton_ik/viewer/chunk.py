@@ -44,6 +44,14 @@ class Chunk:
     files: tuple[str, ...] = ()
     async_parts: tuple[Any, ...] = ()  # event_tables.AsyncParts of the groups that have events or marks
 
+    def problems(self) -> list[str]:
+        """Each problem of the launches that end here, prefixed with its launch."""
+        return [
+            f"launch {row['launch']} ({row['kernel']}): {problem}"
+            for row in self.launches
+            for problem in row["problems"]
+        ]
+
     def lifetimes(self, names: Sequence[str]) -> Columns:
         """Columns ``names`` of the finished units: those with a lifetime to draw."""
         finished = self.units["finished"]
@@ -146,3 +154,29 @@ def _file_codes(events: pd.DataFrame, files: Sequence[str]) -> np.ndarray:
     if "file" not in events:
         return np.full(len(events), -1, np.int64)
     return pd.Categorical(events["file"], categories=list(files)).codes.astype(np.int64)
+
+
+class _Joined(Mapping[str, np.ndarray]):
+    """Columns of several groups one after another, each joined when first read: the writers
+    read a few of the columns that ``trace`` needs all of. A group's rows are in launch order
+    (its ``order`` column); the writers need no more, ``trace`` orders the whole session."""
+
+    def __init__(self, parts: list[Columns]):
+        self._parts = parts
+        self._joined: Columns = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._joined:
+            self._joined[name] = np.concatenate([part[name] for part in self._parts])
+        return self._joined[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts[0])
+
+    def __len__(self) -> int:
+        return len(self._parts[0])
+
+
+def joined_columns(parts: list[Columns]) -> Mapping[str, np.ndarray]:
+    """Columns of several groups one after another (the one group's own where there is one)."""
+    return parts[0] if len(parts) == 1 else _Joined(parts)

@@ -96,6 +96,7 @@ __all__ = [
     "HOST_TRACK",
     "INCREMENTAL_CLOCK_ID",
     "LIFETIME",
+    "MAX_PARTS",
     "PROGRESS_EVENTS",
     "SEQUENCE_ID",
     "PerfettoWriter",
@@ -108,6 +109,10 @@ SEQUENCE_ID = 1  # the first chunk's packet sequence; later chunks count up from
 UUID_BITS = 48
 SEQUENCES_PER_SESSION = 1 << 20
 MAX_MERGED = (1 << 32) // SEQUENCES_PER_SESSION - 1
+# A session rendered in parts (``render_parts``): part p's uuids and flow ids from p << PART_BITS
+# above the session's base, its sequences an equal share of the session's.
+PART_BITS = 40
+MAX_PARTS = 1 << (UUID_BITS - PART_BITS)
 PROGRESS_EVENTS = 1_000_000
 _LIFE_COLUMNS = (*TREE_COLUMNS, "start_cycles", "end_cycles", "count", "overwritten")
 
@@ -173,6 +178,8 @@ class PerfettoWriter:
         warnings: Sequence[str] = (),
         bar: tqdm | None = None,
         merge_index: int = 0,
+        part: int = 0,
+        parts: int = 1,
     ):
         self.timeline = check_timeline(timeline)
         self.path = Path(path)
@@ -180,6 +187,8 @@ class PerfettoWriter:
             raise ValueError(
                 f"merge_index={merge_index}: a merged trace holds 0 to {MAX_MERGED - 1} sessions"
             )
+        if not 0 <= part < parts <= MAX_PARTS:
+            raise ValueError(f"part {part} of {parts}: a session is written in 1 to {MAX_PARTS} parts")
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
         self._sink = _Sink(self._file, compress)
         self._root_uuid = 1 + (merge_index << UUID_BITS)
@@ -187,20 +196,38 @@ class PerfettoWriter:
         if warnings:
             self._root.description = "\n".join(warnings)
         self._bar = bar
-        self._next_uuid = self._root_uuid + 1
-        self._first_sequence = self._sequence = SEQUENCE_ID + merge_index * SEQUENCES_PER_SESSION
+        self._part = part
+        self._next_uuid = self._root_uuid + 1 + (part << PART_BITS)
+        share = SEQUENCES_PER_SESSION // parts
+        self._first_sequence = self._sequence = (
+            SEQUENCE_ID + merge_index * SEQUENCES_PER_SESSION + part * share
+        )
+        self._past_sequences = self._first_sequence + share
         self._open: _OpenLaunch | None = None
         self._host = _HostScopes()
+        # A part of several: the host scopes' launches (path, number, begin, end), for the writer
+        # of the last part, which draws the host scopes' track of the whole session
+        self.host_launches: list[tuple[tuple[str, ...], int, int, int]] | None = [] if parts > 1 else None
         self._untimed: list[tuple[int, dict]] = []  # launches with no time yet: uuid, row
         self._last_end: int | None = None  # the latest end of any launch so far
         # the next flow id (an event from the warp that started it to the one that ended it)
-        self._flow = 1 + (merge_index << UUID_BITS)
+        self._flow = 1 + (merge_index << UUID_BITS) + (part << PART_BITS)
+
+    def add_host_launches(self, launches: Sequence[tuple[tuple[str, ...], int, int, int]]) -> None:
+        """Launches of other parts, in launch order, for this writer's host scopes' track."""
+        for path, number, begin, end in launches:
+            self._host.add(path, number, begin, end)
 
     def add(self, chunk: Chunk) -> None:
         """Write one chunk as its own packet sequence."""
         self._add(chunk, closing=False)
 
     def _add(self, chunk: Chunk, closing: bool) -> None:
+        if self._sequence + 2 > self._past_sequences:
+            raise ValueError(
+                f"{self.path}: a part of the session needs more than its {self._past_sequences - self._first_sequence} "
+                "packet sequences; render it in fewer parts"
+            )
         lives = chunk.lifetimes(_LIFE_COLUMNS)
         numbered = self._number(chunk, lives)
         ending = {int(row["launch"]) for row in chunk.launches}
@@ -243,7 +270,7 @@ class PerfettoWriter:
         """Finish the file (an empty session still gets its root track)."""
         if self._untimed:  # no launch of the session left a time: their slices go at 0
             self._add(empty_chunk(), closing=True)
-        if self._sequence == self._first_sequence:
+        if self._sequence == self._first_sequence and self._part == 0:
             self._start_sequence({LIFETIME: 1})
         instances = self._host.finish()
         if instances:
@@ -264,7 +291,7 @@ class PerfettoWriter:
         """The sequence's interned names and source locations; the first sequence is followed by
         the root track."""
         self._sink.packet(_interning_packet(names, self._sequence, locations))
-        if self._sequence == self._first_sequence:
+        if self._sequence == self._first_sequence and self._part == 0:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 
     def _write_chunks(self, rows: int, build: Callable[[int, int], list[tuple[Rows, np.ndarray]]]) -> None:
@@ -340,7 +367,10 @@ class PerfettoWriter:
             )
             timed = at is not None and begin[at] <= end[at]
             span = (int(begin[at]), int(end[at])) if timed else (1, 0)
-            self._host.add(chunk.host_paths.get(number, ()), number, *span)
+            if self.host_launches is not None:
+                self.host_launches.append((tuple(chunk.host_paths.get(number, ())), number, *span))
+            else:
+                self._host.add(chunk.host_paths.get(number, ()), number, *span)
             if not timed:
                 self._untimed.append((uuid, row))
                 continue

@@ -28,7 +28,7 @@ from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout, RecordKind
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.session_format import Capture, check_required_meta
-from proton_ik.viewer.chunk import Chunk, Columns
+from proton_ik.viewer.chunk import Chunk, Columns, joined_columns
 from proton_ik.viewer.chunk import chunk_from_tables as chunk_from_tables
 from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
 from proton_ik.viewer.event_tables import AsyncParts, async_parts
@@ -258,29 +258,44 @@ class _Tally:
 class Pipeline:
     """Decodes a session's launches run by run (see the module docstring)."""
 
-    def __init__(self, captures: Sequence[Capture], shift: TimeShift, host_offset_ns: int = 0):
+    def __init__(
+        self,
+        captures: Sequence[Capture],
+        shift: TimeShift,
+        host_offset_ns: int = 0,
+        *,
+        clocks: SessionClocks | None = None,
+        only: tuple[int, int] | None = None,
+        prepared: list[Launch] | None = None,
+    ):
         """``host_offset_ns``: added to every time, to put the session on another clock than its
-        GPU's %globaltimer (the host's, for a merge of several GPUs' sessions)."""
-        self.launches = prepare(captures)
+        GPU's %globaltimer (the host's, for a merge of several GPUs' sessions). ``clocks``: the
+        session's clocks as another pipeline fitted them (with its offset), for a pipeline that
+        decodes ``only`` launches ``first`` to ``past - 1`` (a part of ``viewer.render_parts``);
+        ``prepared``: ``prepare(captures)``, made once for several such pipelines."""
+        self.launches = prepare(captures) if prepared is None else prepared
+        self.only = only
         self.shift = shift
         self.kernels = Labels()
         self.scopes = Labels()
         self.files = Labels()
         self.host_scopes = Labels()
         self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
-        self.session = fit_session(self.launches)
-        if host_offset_ns:
-            clocks = self.session.clocks
-            self.session = SessionClocks(
-                dataclasses.replace(clocks, time_ref=clocks.time_ref + host_offset_ns),
-                self.session.start_ns + host_offset_ns,
-            )
+        if clocks is None:
+            clocks = fit_session(self.launches)
+            if host_offset_ns:
+                clocks = SessionClocks(
+                    dataclasses.replace(clocks.clocks, time_ref=clocks.clocks.time_ref + host_offset_ns),
+                    clocks.start_ns + host_offset_ns,
+                )
+        self.session = clocks
         self.mhz, self.source = self.session.clocks.per_launch(len(self.launches))
         self.tallies: dict[int, _Tally] = {}
 
     def chunks(self) -> Iterator[Chunk]:
-        """The session's chunks, in launch order."""
-        for run in _runs(self.launches, lambda launch: launch.view(), split=True):
+        """The session's chunks (or those of its ``only`` launches), in launch order."""
+        launches = self.launches if self.only is None else self.launches[self.only[0] : self.only[1]]
+        for run in _runs(launches, lambda launch: launch.view(), split=True):
             yield self._chunk(run)
 
     def _chunk(self, run: list[_Piece]) -> Chunk:
@@ -297,7 +312,7 @@ class Pipeline:
             for name in ("start", "end"):
                 units[f"{name}_rel_ns"] = units[f"{name}_ns"] - start
                 units[f"{name}_rel_ns_missing"] = units[f"{name}_ns_missing"]
-        joined = [_joined([part[i] for part in parts]) for i in range(3)]  # type: ignore[misc]
+        joined = [joined_columns([part[i] for part in parts]) for i in range(3)]  # type: ignore[misc]
         return Chunk(
             kernels=tuple(self.kernels.codes),
             scopes=tuple(self.scopes.codes),
@@ -408,31 +423,6 @@ def _piece_labels(pieces: list[_Piece]) -> Columns:
         "launch": np.array([int(meta["launch"]) for meta in metas], dtype=np.int64),
         "host_scope": np.array([HOST_SCOPE_SEPARATOR.join(host_scopes(m)) for m in metas], dtype=object),
     }
-
-
-class _Joined(Mapping[str, np.ndarray]):
-    """Columns of several groups one after another, each joined when first read: the writers
-    read a few of the columns that ``trace`` needs all of. A group's rows are in launch order
-    (its ``order`` column); the writers need no more, ``trace`` orders the whole session."""
-
-    def __init__(self, parts: list[Columns]):
-        self._parts = parts
-        self._joined: Columns = {}
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._joined:
-            self._joined[name] = np.concatenate([part[name] for part in self._parts])
-        return self._joined[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parts[0])
-
-    def __len__(self) -> int:
-        return len(self._parts[0])
-
-
-def _joined(parts: list[Columns]) -> Mapping[str, np.ndarray]:
-    return parts[0] if len(parts) == 1 else _Joined(parts)
 
 
 def _expected_ctas(meta: Mapping[str, Any], layout: BufferLayout) -> int | None:

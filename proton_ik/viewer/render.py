@@ -19,8 +19,9 @@ from tqdm import tqdm
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.hatchet import HatchetWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
-from proton_ik.viewer.pipeline import Chunk, Pipeline
+from proton_ik.viewer.pipeline import Pipeline
 from proton_ik.viewer.proton_trace import ProtonChromeWriter
+from proton_ik.viewer.render_parts import plan_parts, render_parts, stored_sizes
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.trace import time_shift_cycles
@@ -55,6 +56,7 @@ def render_session(
     title: str | None = None,
     merge_index: int = 0,
     host_offset_ns: int = 0,
+    workers: int | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -63,15 +65,40 @@ def render_session(
     "ctas" (a track per CTA, for small grids). ``progress=None`` shows a bar if it takes more
     than a few seconds. ``title`` names the Perfetto root track (default: the session's name);
     ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``), and
-    ``host_offset_ns`` moves its times onto the host's clock there."""
+    ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
+    part's stored data (``render_parts.PART_BYTES``) has its Perfetto trace written in parts, on
+    up to ``workers`` processes (None: one per core; 1: in this one): the same file either way."""
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
     timeline = check_timeline(timeline)
     session = read_session(session_path)
     warnings = unrecorded_warnings(session.info)
-    pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
     name = str(session.info.get("name", "proton_ik"))
+    parts = plan_parts(stored_sizes(session))
+    if "pftrace" in outputs and len(parts) > 1:
+        done = render_parts(
+            Path(session_path),
+            outputs["pftrace"],
+            parts,
+            title=title or root_name(name),
+            warnings=warnings,
+            timeline=timeline,
+            merge_index=merge_index,
+            host_offset_ns=host_offset_ns,
+            workers=workers,
+        )
+        rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
+        if rest:  # decoded again, serially: the other formats are not written in parts
+            render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+        return RenderStats(
+            sum(part.launches for part in done),
+            sum(part.records for part in done),
+            sum(part.events for part in done),
+            tuple(problem for part in done for problem in part.problems),
+            tuple(warnings),
+        )
+    pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
     launches = records = events = 0
     problems: list[str] = []
     with ExitStack() as stack:
@@ -108,14 +135,6 @@ def render_session(
             launches += len(chunk.launches)
             records += sum(int(row["records"]) for row in chunk.launches)
             events += len(chunk.events["launch"])
-            problems.extend(_problems(chunk))
+            problems.extend(chunk.problems())
             bar.update(len(chunk.launches))
     return RenderStats(launches, records, events, tuple(problems), tuple(warnings))
-
-
-def _problems(chunk: Chunk) -> list[str]:
-    return [
-        f"launch {row['launch']} ({row['kernel']}): {problem}"
-        for row in chunk.launches
-        for problem in row["problems"]
-    ]

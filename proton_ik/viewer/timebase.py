@@ -97,7 +97,11 @@ class SmClocks:
 
     def for_launch(self, launch: int) -> SmClocks:
         """The rows of one launch."""
-        a, b = np.searchsorted(self.launch, [launch, launch + 1])
+        return self.for_launches(launch, launch + 1)
+
+    def for_launches(self, first: int, past: int) -> SmClocks:
+        """The rows of launches ``first`` to ``past - 1``."""
+        a, b = np.searchsorted(self.launch, [first, past])
         return SmClocks(*(getattr(self, name)[a:b] for name in self.__dataclass_fields__))
 
     @property

@@ -21,7 +21,8 @@ launch hooks give it; ``--records`` does not apply:
     kernels   100 launches of 4096 CTAs x 4 warps, 1 scope per warp (32,768 records per launch):
               what unscoped=kernel records of a compiled model's kernels
 
-Prints finalize's records per second, seconds per million records for each stage, and the trace
+Sessions of more than one part (``render_parts.PART_BYTES`` of stored data) render in parts,
+on ``--workers`` processes (default: one per core). Prints finalize's records per second, seconds per million records for each stage, and the trace
 files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
 process touches first costs more).
 """
@@ -179,9 +180,9 @@ def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
             writer.add_launch(meta, buffer)
 
 
-def measure(path: Path, out: Path, tables: bool) -> dict[str, float]:
+def measure(path: Path, out: Path, tables: bool, workers: int | None = None) -> dict[str, float]:
     began = time.perf_counter()
-    stats = render_session(path, {"pftrace": out / "t.pftrace"}, progress=False)
+    stats = render_session(path, {"pftrace": out / "t.pftrace"}, progress=False, workers=workers)
     finalized = time.perf_counter()
     finalize = {
         "records": stats.records,
@@ -215,10 +216,13 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--finalize-only", action="store_true", help="skip the tables and the JSON")
+    parser.add_argument(
+        "--workers", type=int, help="processes for a session of several parts (default: one per core)"
+    )
     parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # one run, in a fresh process
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.measure, args.cache, not args.finalize_only)))
+        print(json.dumps(measure(args.measure, args.cache, not args.finalize_only, args.workers)))
         return
     args.cache.mkdir(parents=True, exist_ok=True)
     for shape in [*SHAPES, *PAIRED_SHAPES] if args.shape == "all" else [args.shape]:
@@ -241,6 +245,7 @@ def main() -> None:
                         "--cache",
                         str(args.cache),
                         *(["--finalize-only"] if args.finalize_only else []),
+                        *(["--workers", str(args.workers)] if args.workers else []),
                     ],
                     check=True,
                     capture_output=True,

@@ -1,0 +1,232 @@
+"""A large session's Perfetto trace in parts, rendered on worker processes where there are cores.
+
+The session's launches are cut into parts of about ``PART_BYTES`` of stored data each, at launch
+boundaries, by their stored sizes alone: the same parts whatever the number of workers. The
+clocks are fitted once, here, over the whole session (a launch may borrow another's clock
+rate); each part is then decoded and written on its own (``Pipeline(only=...)``) by a
+``PerfettoWriter`` that numbers its tracks, flows and packet sequences in a range of the part's
+own, and the parts' files are concatenated in order (a Perfetto trace is a sequence of packets).
+The host scopes' track spans parts, so the parts hand their launches' host scopes and times
+back, and one more writer draws it last. Rendered by one process or by sixteen, the trace is the
+same, byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
+from proton_ik.viewer.pipeline import Launch, Pipeline, SessionClocks, prepare
+from proton_ik.viewer.session_file import StoredSession, read_session
+from proton_ik.viewer.trace import time_shift_cycles
+
+PART_BYTES = 32 << 20  # stored bytes a part holds at least (its last launch may take it over)
+MAX_WORKERS = 32
+# Where the cores allow fewer workers than this, the parts render in this process: on 2 cores
+# (the render already compresses on a second thread), 2 workers rendered 25% slower than 1.
+FEWEST_WORKERS = 4
+
+
+def plan_parts(sizes: Sequence[int], part_bytes: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive launch ranges (first, past the last) of at least ``part_bytes`` (default
+    ``PART_BYTES``) of stored ``sizes`` each (the last may hold less), at most ``MAX_PARTS - 1``
+    of them (the last part number draws the host scopes)."""
+    total = sum(sizes)
+    per_part = max(PART_BYTES if part_bytes is None else part_bytes, -(-total // (MAX_PARTS - 1)), 1)
+    parts: list[tuple[int, int]] = []
+    first, held = 0, 0
+    for index, size in enumerate(sizes):
+        held += size
+        if held >= per_part:
+            parts.append((first, index + 1))
+            first, held = index + 1, 0
+    if first < len(sizes):
+        parts.append((first, len(sizes)))
+    return parts
+
+
+def stored_sizes(session: StoredSession) -> list[int]:
+    """Each launch's stored bytes, as the session file's directory gives them."""
+    return [int(launch.member.file_size) for launch in session.launches]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """What a worker needs to render one part (pickled to it)."""
+
+    session_path: Path
+    output: Path
+    launches: tuple[int, int]
+    clocks: SessionClocks
+    title: str
+    warnings: tuple[str, ...]
+    timeline: str
+    merge_index: int
+    part: int
+    parts: int
+
+
+@dataclass(frozen=True)
+class PartDone:
+    """What a part's render counted, and its launches' host scopes and times."""
+
+    part: int
+    launches: int
+    records: int
+    events: int
+    problems: tuple[str, ...]
+    host_launches: tuple[tuple[tuple[str, ...], int, int, int], ...]
+
+
+def render_parts(
+    session_path: Path,
+    output: Path,
+    parts: list[tuple[int, int]],
+    *,
+    title: str,
+    warnings: Sequence[str],
+    timeline: str,
+    merge_index: int,
+    host_offset_ns: int,
+    workers: int | None,
+) -> list[PartDone]:
+    """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
+    processes (None: ``default_workers()``); what each part counted, in order."""
+    session = read_session(session_path)
+    fitted = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns).session
+    count = len(parts) + 1  # the last part number: the host scopes' track
+    with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
+        tasks = [
+            _Part(
+                Path(session_path),
+                Path(scratch) / f"{index}.pftrace",
+                (first, past),
+                SessionClocks(fitted.clocks.for_launches(first, past), fitted.start_ns),
+                title,
+                tuple(warnings) if index == 0 else (),
+                timeline,
+                merge_index,
+                index,
+                count,
+            )
+            for index, (first, past) in enumerate(parts)
+        ]
+        done = _run(tasks, workers)
+        host = Path(scratch) / "host.pftrace"
+        with PerfettoWriter(
+            host, title, timeline=timeline, merge_index=merge_index, part=len(parts), parts=count
+        ) as writer:
+            for part in done:
+                writer.add_host_launches(part.host_launches)
+        with open(output, "wb") as whole:
+            for file in [*(task.output for task in tasks), host]:
+                with open(file, "rb") as piece:
+                    shutil.copyfileobj(piece, whole)
+    return done
+
+
+def default_workers() -> int:
+    """The cores this process may run on, shared among the ranks of a job on this host
+    (``LOCAL_WORLD_SIZE``, as torchrun sets it), which finalize at about the same time."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        ranks = 1
+    return max(1, cores // ranks)
+
+
+def _run(tasks: list[_Part], workers: int | None) -> list[PartDone]:
+    wanted = min(workers or default_workers(), len(tasks), MAX_WORKERS)
+    if workers is None and wanted < FEWEST_WORKERS:
+        wanted = 1  # a worker's start and its own read of the session cost more than it saves here
+    if wanted <= 1:
+        return render_some(tasks)
+    # Each worker process takes every wanted-th part: one start and one read of the session each.
+    shares = [tasks[first::wanted] for first in range(wanted)]
+    with ThreadPoolExecutor(max_workers=wanted) as pool:
+        done = list(pool.map(_in_a_process, shares))
+    by_part = {part.part: part for share in done for part in share}
+    return [by_part[task.part] for task in tasks]
+
+
+def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
+    """``render_some`` in a new Python process running this module. Not multiprocessing: a fork
+    copies a process that holds CUDA and other libraries' threads badly, and a spawned child
+    imports the user's main script again, running a script with no ``__main__`` guard twice."""
+    job, done = tasks[0].output.with_suffix(".task"), tasks[0].output.with_suffix(".done")
+    job.write_bytes(pickle.dumps(tasks))
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+    command = [sys.executable, "-m", "proton_ik.viewer.render_parts", str(job), str(done)]
+    ran = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    if ran.returncode != 0:
+        which = ", ".join(f"{t.part} (launches {t.launches[0]} to {t.launches[1] - 1})" for t in tasks)
+        raise RuntimeError(
+            f"rendering parts {which} of the trace failed in their worker process:\n{ran.stderr[-3000:]}"
+        )
+    return pickle.loads(done.read_bytes())
+
+
+def render_some(tasks: list[_Part]) -> list[PartDone]:
+    """Decode and write parts of one session, in order (on a worker process, or in this one)."""
+    if not tasks:
+        return []
+    session = read_session(tasks[0].session_path)
+    prepared = prepare(session.launches)
+    return [_render_part(task, session, prepared) for task in tasks]
+
+
+def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) -> PartDone:
+    pipeline = Pipeline(
+        session.launches,
+        time_shift_cycles(session.info),
+        clocks=task.clocks,
+        only=task.launches,
+        prepared=prepared,
+    )
+    launches = records = events = 0
+    problems: list[str] = []
+    writer = PerfettoWriter(
+        task.output,
+        task.title,
+        timeline=task.timeline,
+        warnings=task.warnings,
+        merge_index=task.merge_index,
+        part=task.part,
+        parts=task.parts,
+    )
+    with writer:
+        for chunk in pipeline.chunks():
+            writer.add(chunk)
+            launches += len(chunk.launches)
+            records += sum(int(row["records"]) for row in chunk.launches)
+            events += len(chunk.events["launch"])
+            problems.extend(chunk.problems())
+    host: Any = writer.host_launches or ()
+    return PartDone(task.part, launches, records, events, tuple(problems), tuple(host))
+
+
+def _work(job: Path, done: Path) -> None:
+    """The worker process: its parts (a list of tasks) and what they counted, as pickles."""
+    task = pickle.loads(job.read_bytes())
+    done.write_bytes(pickle.dumps(render_some(task)))
+
+
+if __name__ == "__main__":
+    # The classes pickled either way are this module's under its import name, not __main__'s.
+    from proton_ik.viewer.render_parts import _work as work
+
+    work(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,0 +1,91 @@
+"""A session's Perfetto trace in parts (``viewer.render_parts``): the same bytes rendered by one
+process or by several, and the same trace read back as the one written whole; the parts cut at
+launch boundaries by stored size."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import render_parts, render_session
+from proton_ik.viewer.read_perfetto import read_perfetto
+
+# six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
+from .test_host_scopes import _host_slices, captures
+
+
+@pytest.fixture
+def session(tmp_path, busy_launch):
+    path = tmp_path / "h.pik"
+    with SessionWriter(path, {"name": "h", "time_shift_cycles": 0}) as writer:
+        for capture in captures(busy_launch):
+            writer.add_launch(capture.meta, capture.buffer)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("sizes", "part_bytes", "parts"),
+    [
+        ([10, 10, 10, 10], 20, [(0, 2), (2, 4)]),
+        ([10, 10, 10], 20, [(0, 2), (2, 3)]),  # the last part holds what is left
+        ([50, 1, 1], 20, [(0, 1), (1, 3)]),  # a launch larger than a part is a part
+        ([5, 5], 100, [(0, 2)]),
+        ([], 100, []),
+    ],
+)
+def test_parts_are_cut_at_launches_by_stored_size(sizes, part_bytes, parts):
+    assert render_parts.plan_parts(sizes, part_bytes) == parts
+
+
+def test_no_more_parts_than_the_trace_can_number():
+    parts = render_parts.plan_parts([1] * 10_000, part_bytes=1)
+    assert len(parts) <= render_parts.MAX_PARTS - 1 and parts[-1][1] == 10_000
+
+
+def _table(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    kept = [c for c in columns if c in frame.columns]
+    return frame[kept].astype(str).sort_values(kept).reset_index(drop=True)
+
+
+def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_whole(
+    session, tmp_path, monkeypatch
+):
+    whole = tmp_path / "whole.pftrace"
+    stats = render_session(session, {"pftrace": whole})
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    here, spread = tmp_path / "here.pftrace", tmp_path / "spread.pftrace"
+    in_parts = render_session(session, {"pftrace": here}, workers=1)
+    render_session(session, {"pftrace": spread}, workers=3)
+    assert here.read_bytes() == spread.read_bytes()
+    assert (in_parts.launches, in_parts.records, in_parts.events) == (
+        stats.launches,
+        stats.records,
+        stats.events,
+    )
+    a, b = read_perfetto(whole).trace, read_perfetto(here).trace
+    columns = ["launch", "kernel", "host_scope", "cta", "sm", "warp", "scope", "begin_ns", "end_ns", "name"]
+    assert _table(b.events, columns).equals(_table(a.events, columns))
+    assert _table(b.launches, columns).equals(_table(a.launches, columns))
+    assert len(b.events) == stats.events
+    # the host scopes span parts: drawn once, as whole
+    assert _host_slices(here) == _host_slices(whole) and len(_host_slices(whole)) == 4
+
+
+def test_a_failing_worker_says_which_part(session, tmp_path, monkeypatch):
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    monkeypatch.setattr(render_parts.sys, "executable", "false")  # a worker that fails at once
+    with pytest.raises(
+        RuntimeError, match=r"rendering parts \d+ \(launches \d+ to \d+\).* of the trace failed"
+    ):
+        render_session(session, {"pftrace": tmp_path / "x.pftrace"}, workers=2)
+
+
+def test_the_ranks_of_a_job_on_one_host_share_its_cores(monkeypatch):
+    monkeypatch.setattr(render_parts.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert render_parts.default_workers() == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")
+    assert render_parts.default_workers() == 1
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    assert render_parts.default_workers() == 16
