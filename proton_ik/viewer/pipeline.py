@@ -119,9 +119,11 @@ class SessionClocks:
     start_ns: int
 
 
-def fit_session(launches: Sequence[Launch]) -> SessionClocks:
+def fit_session(launches: Sequence[Launch], count: int | None = None) -> SessionClocks:
     """Fit every launch's clocks from its unit headers, reading as little of each launch as its
-    stored form allows; only the fitted lines (one per launch and SM) are kept."""
+    stored form allows; only the fitted lines (one per launch and SM) are kept. ``count``: the
+    session's launches, where ``launches`` are some of them (a part: its lines borrow a rate
+    from the part's launches only)."""
     lines, starts = [], []
     for run in _runs(launches, lambda launch: launch.view(headers_only=True), split=False):
         for key in dict.fromkeys(piece.launch.key for piece in run):
@@ -133,7 +135,8 @@ def fit_session(launches: Sequence[Launch]) -> SessionClocks:
     line = LineFit.concat(lines)
     order = np.lexsort((line.sm, line.launch))
     clocks = clocks_from_lines(
-        LineFit(*(getattr(line, f)[order] for f in LineFit.__dataclass_fields__)), len(launches)
+        LineFit(*(getattr(line, f)[order] for f in LineFit.__dataclass_fields__)),
+        len(launches) if count is None else count,
     )
     return SessionClocks(clocks, _first_start(clocks, starts))
 
@@ -264,15 +267,14 @@ class Pipeline:
         shift: TimeShift,
         host_offset_ns: int = 0,
         *,
-        clocks: SessionClocks | None = None,
         only: tuple[int, int] | None = None,
         prepared: list[Launch] | None = None,
     ):
         """``host_offset_ns``: added to every time, to put the session on another clock than its
-        GPU's %globaltimer (the host's, for a merge of several GPUs' sessions). ``clocks``: the
-        session's clocks as another pipeline fitted them (with its offset), for a pipeline that
-        decodes ``only`` launches ``first`` to ``past - 1`` (a part of ``viewer.render_parts``);
-        ``prepared``: ``prepare(captures)``, made once for several such pipelines."""
+        GPU's %globaltimer (the host's, for a merge of several GPUs' sessions). ``only``: decode
+        and fit launches ``first`` to ``past - 1`` alone (a part of ``viewer.render_parts``;
+        where none of them gives a clock rate, they borrow the session's); ``prepared``:
+        ``prepare(captures)``, made once for several such pipelines."""
         self.launches = prepare(captures) if prepared is None else prepared
         self.only = only
         self.shift = shift
@@ -281,13 +283,18 @@ class Pipeline:
         self.files = Labels()
         self.host_scopes = Labels()
         self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
-        if clocks is None:
+        try:
+            fitted = self.launches if only is None else self.launches[only[0] : only[1]]
+            clocks = fit_session(fitted, len(self.launches))
+        except ValueError:
+            if only is None:
+                raise
             clocks = fit_session(self.launches)
-            if host_offset_ns:
-                clocks = SessionClocks(
-                    dataclasses.replace(clocks.clocks, time_ref=clocks.clocks.time_ref + host_offset_ns),
-                    clocks.start_ns + host_offset_ns,
-                )
+        if host_offset_ns:
+            clocks = SessionClocks(
+                dataclasses.replace(clocks.clocks, time_ref=clocks.clocks.time_ref + host_offset_ns),
+                clocks.start_ns + host_offset_ns,
+            )
         self.session = clocks
         self.mhz, self.source = self.session.clocks.per_launch(len(self.launches))
         self.tallies: dict[int, _Tally] = {}

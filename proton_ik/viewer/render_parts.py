@@ -1,11 +1,10 @@
 """A large session's Perfetto trace in parts, rendered on worker processes where there are cores.
 
 The session's launches are cut into parts of about ``PART_BYTES`` of stored data each, at launch
-boundaries, by their stored sizes alone: the same parts whatever the number of workers. The
-clocks are fitted once, here, over the whole session (a launch may borrow another's clock
-rate); each part is then decoded and written on its own (``Pipeline(only=...)``) by a
-``PerfettoWriter`` that numbers its tracks, flows and packet sequences in a range of the part's
-own, and the parts' files are concatenated in order (a Perfetto trace is a sequence of packets).
+boundaries, by their stored sizes alone: the same parts whatever the number of workers. Each
+part is fitted, decoded and written on its own (``Pipeline(only=...)``: a launch whose SMs give
+no clock rate borrows one from its part, not from the whole session) by a ``PerfettoWriter``
+that numbers its tracks, flows and packet sequences in a range of the part's own, and the parts' files are concatenated in order (a Perfetto trace is a sequence of packets).
 The host scopes' track spans parts, so the parts hand their launches' host scopes and times
 back, and one more writer draws it last. Rendered by one process or by sixteen, the trace is the
 same, byte for byte.
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
-from proton_ik.viewer.pipeline import Launch, Pipeline, SessionClocks, prepare
+from proton_ik.viewer.pipeline import Launch, Pipeline, prepare
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.trace import time_shift_cycles
 
@@ -67,7 +66,7 @@ class _Part:
     session_path: Path
     output: Path
     launches: tuple[int, int]
-    clocks: SessionClocks
+    host_offset_ns: int
     title: str
     warnings: tuple[str, ...]
     timeline: str
@@ -102,8 +101,6 @@ def render_parts(
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order."""
-    session = read_session(session_path)
-    fitted = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns).session
     count = len(parts) + 1  # the last part number: the host scopes' track
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
         tasks = [
@@ -111,7 +108,7 @@ def render_parts(
                 Path(session_path),
                 Path(scratch) / f"{index}.pftrace",
                 (first, past),
-                SessionClocks(fitted.clocks.for_launches(first, past), fitted.start_ns),
+                host_offset_ns,
                 title,
                 tuple(warnings) if index == 0 else (),
                 timeline,
@@ -193,7 +190,7 @@ def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) ->
     pipeline = Pipeline(
         session.launches,
         time_shift_cycles(session.info),
-        clocks=task.clocks,
+        task.host_offset_ns,
         only=task.launches,
         prepared=prepared,
     )

