@@ -29,6 +29,7 @@ from pathlib import Path
 from proton_ik import compile_mode, mode, torch_compile
 from proton_ik.host_scopes import enter_scope, exit_scope, scope
 from proton_ik.mode import Mode
+from proton_ik.proton_modes import proton_mode
 from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Result, Session
 
 # Kernels under torch.compile: Inductor's copy of their source keeps their imports of
@@ -129,6 +130,9 @@ def start(
     _check_choice("overwrite", overwrite, (None, True, False), "True replaces files of that name")
     if backend is not None and data is None:
         data = "tree"  # triton.profiler.start's default: the code that calls it opens NAME.hatchet
+    proton = proton_mode(mode)
+    if proton is not None and proton.flushes_every_launch and flush_every is None and flush_seconds is None:
+        flush_every = 1  # Proton's buffer_strategy=flush: records leave the device as they are written
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
     directory, stem = _place(name, out_dir)
     session = Session(

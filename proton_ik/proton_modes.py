@@ -9,7 +9,9 @@ become a ``Mode``. Each of Proton's fields maps as follows:
   and ``warp_group_2`` .. ``warp_group_8`` record every warp (or warpgroup), with a warning;
 - ``buffer_size``: bytes per recording unit, ``0`` for ours to size from the code (capacity
   ``auto``); otherwise a ring of ``buffer_size / 16`` entries, rounded down to a power of two;
-- ``buffer_strategy``: ``circular`` is what our rings do; ``flush`` has no meaning (warning);
+- ``buffer_strategy``: ``circular`` is what our rings do; ``flush`` (Proton's records leave the
+  device as its buffer fills) becomes the session's ``flush_every=1``: each launch's records go
+  to the session file as soon as the drain takes it (``flushes_every_launch``);
 - ``buffer_type``: we write to global memory; ``shared``, Proton's default, is mapped silently;
 - ``sampling_strategy``: ``none``; ``selective`` with ``sampling_options`` (the unit ids to
   keep, comma-separated) becomes ``warps=``: at warp granularity the warps listed, at warpgroup
@@ -115,10 +117,6 @@ class Default:
                 f"granularity={self.granularity}: proton_ik records every "
                 f"{'warpgroup' if self.granularity.startswith('warp_group') else 'warp'}"
             )
-        if self.buffer_strategy == "flush":
-            notes.append(
-                "buffer_strategy=flush: proton_ik's rings keep the newest entries and count the rest"
-            )
         if self.sampling_strategy == "selective" and self.granularity == "cta":
             notes.append(
                 f"sampling_strategy=selective (sampling_options={self.sampling_options!r}) at "
@@ -130,6 +128,11 @@ class Default:
             if name not in _OURS_ALREADY
         ]
         return notes
+
+    @property
+    def flushes_every_launch(self) -> bool:
+        """``buffer_strategy=flush``: the session writes each launch to its file at once."""
+        return self.buffer_strategy == "flush"
 
     def to_mode(self) -> Any:
         """Our ``Mode`` for this Proton mode, warning once per field that has no meaning here."""

@@ -15,6 +15,9 @@ from proton_ik import compile_mode, host_scopes
 from proton_ik.contract.layout import ENTRY_BYTES, Granularity
 from proton_ik.mode import AUTO, Default, Mode
 
+# Sessions started here on a machine with no GPU say so; what these tests check is elsewhere.
+pytestmark = pytest.mark.filterwarnings("ignore:proton_ik. no CUDA GPU here")
+
 
 @pytest.fixture(autouse=True)
 def _no_session_left():
@@ -52,7 +55,6 @@ def test_proton_mode_strings_map_silently_where_they_mean_something(proton, gran
 @pytest.mark.parametrize(
     ("proton", "named"),
     [
-        ("default:buffer_type=shared:buffer_strategy=flush", "buffer_strategy=flush"),
         ("default:granularity=warp_2", "granularity=warp_2"),
         (
             "default:sampling_strategy=selective:sampling_options=0:granularity=cta",
@@ -204,5 +206,21 @@ def test_called_as_triton_profiler_is_it_writes_the_tree_by_default(tmp_path, mo
         ours = proton_ik.start(str(tmp_path / "ours"))
     try:
         assert "hatchet" not in ours.formats and not ours.overwrite
+    finally:
+        proton_ik.finalize()
+
+
+def test_buffer_strategy_flush_writes_each_launch_to_the_session_file_at_once(tmp_path):
+    """Proton's records leave the device as its buffer fills: here, every launch is flushed."""
+    _, warned = _parsed("default:buffer_strategy=flush")
+    assert warned == []
+    session = proton_ik.start("flushing", out_dir=tmp_path, mode="default:buffer_strategy=flush")
+    try:
+        assert session.flush_every == (1, None)
+    finally:
+        proton_ik.finalize()
+    asked = proton_ik.start("asked", out_dir=tmp_path, mode="default:buffer_strategy=flush", flush_every=50)
+    try:
+        assert asked.flush_every == (50, None)  # what the caller asked for stands
     finally:
         proton_ik.finalize()
