@@ -466,3 +466,25 @@ def test_diff_of_a_missing_file_a_trace_or_bad_options_says_which(tmp_path, caps
     for option in (["--confidence", "1.5"], ["--resamples", "10"], ["--min-change", "-1"]):
         assert main(["diff", add, add, *option]) == 2
         assert_one_line_error(capsys.readouterr().err, "diff", f"{option[0][2:].replace('-', '_')}=")
+
+
+@pytest.mark.parametrize("line", [(1 << 31) - 2, (1 << 21) - 1])  # the readers allow up to 1 << 31
+def test_diff_names_scopes_right_whatever_their_lines(tmp_path, capsys, line):
+    """Lines are whatever a session file holds: each scope keeps its own name, nothing crashes."""
+    from proton_ik.runtime.session_writer import SessionWriter
+
+    stored = viewer.read_session(DATA / "add.pik")
+    path = tmp_path / "lines.pik"
+    with SessionWriter(path, stored.info) as writer:
+        for launch in stored:
+            profile = dict(launch.meta["profile"])
+            profile["scopes"] = [{**scope, "line": line + scope["id"]} for scope in profile["scopes"]]
+            writer.add_launch(
+                {**launch.meta, "profile": profile}, launch.buffer, trimmed_on_device=launch.trimmed
+            )
+    table = tmp_path / "lines.csv"
+    assert main(["diff", str(path), str(path), "--csv", str(table), "--resamples", "200"]) == 0
+    written = pd.read_csv(table).sort_values("line_a")
+    assert written["scope"].tolist() == ["load", "compute", "store"]
+    assert written["line_a"].tolist() == written["line_b"].tolist() == [line, line + 1, line + 2]
+    assert (written["count_a"] == 64).all()

@@ -23,7 +23,6 @@ from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.trace import Trace, time_shift_cycles
 
 _CTA_BITS = 32  # a CTA's key: its launch number above, its CTA index below
-_LINE_BITS = 21  # a scope's key in a chunk: kernel code, scope code and line + 1 side by side
 
 
 class ScopeKey(NamedTuple):
@@ -122,28 +121,21 @@ def _cta_key(columns) -> np.ndarray:
 
 
 def _scope_keys(chunk: Chunk, keys: dict[ScopeKey, int]) -> np.ndarray:
-    """Each event's scope key, numbered in ``keys`` (new ones added)."""
+    """Each event's scope key, numbered in ``keys`` (new ones added, in the order first seen).
+    Kernel, scope and line are factorized as columns, not packed into bits: a line may be any
+    number a session file holds (a line of -1, or any negative one, is unknown)."""
     events = chunk.events
-    line = np.asarray(events["line"], dtype=np.int64)
-    packed = (
-        (np.asarray(events["kernel"], dtype=np.int64) << (2 * _LINE_BITS))
-        | (np.asarray(events["scope"], dtype=np.int64) << _LINE_BITS)
-        | (line + 1)
-    )
-    codes, uniques = pd.factorize(packed)
-    mask = (1 << _LINE_BITS) - 1
+    columns = [np.asarray(events[name], dtype=np.int64) for name in ("kernel", "scope", "line")]
+    if not len(columns[0]):
+        return np.zeros(0, np.int64)
+    codes, uniques = pd.MultiIndex.from_arrays(columns).factorize()
     numbers = [
         keys.setdefault(
-            ScopeKey(
-                chunk.kernels[value >> (2 * _LINE_BITS)],
-                chunk.scopes[(value >> _LINE_BITS) & mask],
-                (value & mask) - 1 if value & mask else None,
-            ),
-            len(keys),
+            ScopeKey(chunk.kernels[kernel], chunk.scopes[scope], line if line >= 0 else None), len(keys)
         )
-        for value in uniques.tolist()
+        for kernel, scope, line in uniques.tolist()
     ]
-    return np.asarray(numbers, dtype=np.int64)[codes] if numbers else np.zeros(0, np.int64)
+    return np.asarray(numbers, dtype=np.int64)[codes]
 
 
 def _per_launch(
