@@ -36,14 +36,40 @@ def terminal_safe(text: str) -> str:
     return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
+# A Perfetto trace is a protobuf ``Trace``: its first byte is the tag of field 1 (packet),
+# length-delimited.
+_PERFETTO_FIRST_BYTE = 0x0A
+
+
 def _kind(path: Path) -> str:
     """What a file holds, by content, not suffix: a session file (and a path that is no file:
-    reading it as one says why), a Chrome trace (a JSON object), else a Perfetto trace."""
+    reading it as one says why), a Chrome trace (JSON), a Perfetto trace, or nothing we read
+    ("empty", "unknown"; ``_not_ours`` says so)."""
     if not path.is_file() or is_session_file(path):
         return "session"
     with open(path, "rb") as file:
         head = file.read(64)
-    return "chrome" if head.lstrip().startswith(b"{") else "perfetto"
+    if not head:
+        return "empty"
+    if head.lstrip().startswith((b"{", b"[")):
+        return "chrome"
+    return "perfetto" if head[0] == _PERFETTO_FIRST_BYTE else "unknown"
+
+
+def _not_ours(path: Path, kind: str) -> viewer.SessionFileError | None:
+    """The error for a file that is no session and no trace, else None."""
+    if kind == "empty":
+        return viewer.SessionFileError(
+            f"{path} is empty (0 bytes): not a proton_ik session file nor a trace. A session file is "
+            "written by proton_ik.finalize(); a killed process leaves NAME.pik.HOST-PID.partial instead"
+        )
+    if kind == "unknown":
+        return viewer.SessionFileError(
+            f"{path} is not a proton_ik file: it is neither a session file (.pik, a zip archive), a "
+            "Chrome JSON trace nor a Perfetto trace. Pass a file proton_ik.finalize() wrote, or "
+            "`proton-ik convert` made"
+        )
+    return None
 
 
 def _read_trace(path: Path, kind: str, for_writing: bool = False) -> TraceFile:
@@ -60,6 +86,8 @@ def _show(args: argparse.Namespace) -> int:
     summaries = {}
     for path in paths:
         kind = _kind(path)
+        if (refused := _not_ours(path, kind)) is not None:
+            raise refused
         trace = viewer.load(path) if kind == "session" else _read_trace(path, kind)
         summary = trace.summary()
         if len(paths) > 1:
@@ -98,6 +126,8 @@ def _convert(args: argparse.Namespace) -> int:
     if output.exists() and not args.force:
         raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
     kind = _kind(source)
+    if (refused := _not_ours(source, kind)) is not None:
+        raise refused
     if kind == "session":
         # Streamed: the session's tables are never built, so any session converts in bounded memory.
         viewer.render_session(source, {OUTPUTS[args.to]: output}, timeline=args.timeline)
@@ -127,9 +157,12 @@ def _diff(args: argparse.Namespace) -> int:
     if csv and csv.exists() and not args.force:
         raise UsageError(f"{csv} exists; pass --force to replace it, or another --csv")
     for path in sessions:
-        if _kind(path) != "session":
+        kind = _kind(path)
+        if (refused := _not_ours(path, kind)) is not None:
+            raise refused
+        if kind != "session":
             raise viewer.SessionFileError(
-                f"{path} is a {_kind(path)} trace; diff compares session files (.pik), whose CTAs it "
+                f"{path} is a {kind} trace; diff compares session files (.pik), whose CTAs it "
                 "resamples: pass the .pik files the traces were rendered from"
             )
     frame = diff_sessions(sessions[0], sessions[1], options)

@@ -30,6 +30,7 @@ from triton.language import core as tl
 
 from proton_ik import compile_mode
 from proton_ik.contract.layout import MAX_EVENT_INSTANCES
+from proton_ik.contract.names import name_error
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp, scope_name_problem
 
@@ -81,7 +82,7 @@ class Event(tl.base_value):
         problem = scope_name_problem(name)
         if problem is not None:
             problem = problem.replace("a scope name", "an event name").replace("scope name", "event name")
-            raise ValueError(f'proton_ik: {problem}. Pass a string literal, e.g. pl.event("tma_load")')
+            raise name_error(problem, name, 'pl.event("tma_load")')
         if isinstance(instances, bool) or not isinstance(instances, int):
             raise ValueError(
                 f"proton_ik: event '{name}': instances must be a constant int, got {instances!r}"
@@ -275,7 +276,7 @@ def _name(name: object, what: str) -> str:
     if problem is not None:
         example = {"scope": 'pl.enter_scope("load")', "mark": 'pl.mark("tile")'}[what]
         problem = problem.replace("scope name", f"{what} name")
-        raise ValueError(f"proton_ik: {problem}. Pass a string literal, e.g. {example}")
+        raise name_error(problem, name, example)
     return name  # type: ignore[return-value]  # scope_name_problem accepts only strings
 
 

@@ -1,9 +1,11 @@
-"""The full fuzz run (not in CI): 10,000 malformed inputs across the three formats, each read
-as ``proton-ik show`` reads it in a worker process, with a time limit and its peak memory measured.
+"""The full fuzz run (not in CI): 10,000 malformed inputs across the three formats, each given to
+``proton-ik show``, ``convert`` and ``diff`` in a worker process, with a time limit and its peak
+memory measured.
 
     python tests/fuzz_run.py [--inputs 10000] [--workers 2] [--timeout 20] [--seed 0]
 
-Counts tracebacks (any exception but SessionFileError), hangs (past the time limit) and inputs
+Counts, per command, tracebacks (an exception out of the command, or an exit code other than 0
+and 1, or an error other than one line naming the file), hangs (past the time limit) and inputs
 whose peak memory passes 50x their size plus a fixed allowance (``ALLOWANCE``). The peak is the
 worker's resident high-water mark over the read, reset before each input (Linux clear_refs), less
 what it held before. The last result is in docs/ROBUSTNESS.md.
@@ -23,9 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fuzz.malformed import MUTATIONS, malformed, seeds, show
-
-from proton_ik.viewer import SessionFileError
+from fuzz.malformed import COMMANDS, MUTATIONS, malformed, run, seeds
 
 ALLOWANCE = 128 << 20  # bytes: the decoder's fixed working set, beside 50x the input
 RATIO = 50
@@ -39,16 +39,21 @@ def _rss_kib(field: str) -> int:
 
 
 def _worker(jobs: mp.Queue, results: mp.Queue) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="proton-ik-fuzz-out-"))
     while (job := jobs.get()) is not None:
-        number, path = job
+        number, command, path = job
         Path("/proc/self/clear_refs").write_text("5")  # reset the peak to the current size
         before = _rss_kib("VmRSS:")
         began = time.perf_counter()
         try:
-            show(Path(path))
-            outcome = "read"
-        except SessionFileError:
-            outcome = "refused"
+            code, errors = run(command, Path(path), scratch)
+            one_line = errors.count("\n") == 1 and errors.startswith(f"proton-ik {command}: ")
+            if code == 0:
+                outcome = "read"
+            elif code == 1 and one_line and path in errors:
+                outcome = "refused"
+            else:
+                outcome = f"traceback:exit {code}: {errors[-500:]}"
         except BaseException:
             outcome = "traceback:" + traceback.format_exc(limit=-3)
         peak = (_rss_kib("VmHWM:") - before) * 1024
@@ -72,7 +77,7 @@ def main() -> None:
         suffix, data = malformed(kind, seed_files, random.Random(rng.getrandbits(64)))
         path = folder / f"{number:05d}{suffix}"
         path.write_bytes(data)
-        inputs.append((kind, path, len(data)))
+        inputs += [(kind, command, path, len(data)) for command in COMMANDS]
     context = mp.get_context("fork")
     results: mp.Queue = context.Queue()
     outcomes, tracebacks, hangs, over, worst = Counter(), Counter(), 0, [], (0.0, None)
@@ -93,15 +98,15 @@ def main() -> None:
     while done < len(inputs):
         for slot, (process, jobs, job, started) in list(workers.items()):
             if job is None and pending:
-                number, (kind, path, size) = pending.pop()
-                jobs.put((number, str(path)))
+                number, (kind, command, path, size) = pending.pop()
+                jobs.put((number, command, str(path)))
                 workers[slot] = (process, jobs, number, time.perf_counter())
             elif job is not None and time.perf_counter() - started > args.timeout:
                 process.kill()
                 hangs += 1
                 done += 1
-                outcomes["hang"] += 1
-                print(f"hang: {inputs[job][1]}", file=sys.stderr)
+                outcomes[(inputs[job][1], "hang")] += 1
+                print(f"hang: {inputs[job][1]} on {inputs[job][2]}", file=sys.stderr)
                 start(slot)
         try:
             number, outcome, peak, _ = results.get(timeout=0.05)
@@ -111,11 +116,11 @@ def main() -> None:
         process, jobs, _, _ = workers[slot]
         workers[slot] = (process, jobs, None, 0.0)
         done += 1
-        kind, path, size = inputs[number]
-        outcomes[outcome.split(":")[0]] += 1
+        kind, command, path, size = inputs[number]
+        outcomes[(command, outcome.split(":")[0])] += 1
         if outcome.startswith("traceback"):
-            tracebacks[outcome.splitlines()[-1]] += 1
-            print(f"traceback on {path}:\n{outcome[10:]}", file=sys.stderr)
+            tracebacks[f"{command}: {outcome.splitlines()[-1]}"] += 1
+            print(f"traceback of {command} on {path}:\n{outcome[10:]}", file=sys.stderr)
         if peak > RATIO * size + ALLOWANCE:
             over.append((path, size, peak))
         if peak > largest[0]:
@@ -126,7 +131,12 @@ def main() -> None:
     for _, jobs, _, _ in workers.values():
         jobs.put(None)
     elapsed = time.perf_counter() - began
-    print(f"{len(inputs)} inputs ({', '.join(kinds)}; {elapsed:.0f} s): {dict(outcomes)}")
+    print(
+        f"{len(inputs) // len(COMMANDS)} inputs ({', '.join(kinds)}), each to {', '.join(COMMANDS)} ({elapsed:.0f} s)"
+    )
+    for command in COMMANDS:
+        counts = {outcome: n for (name, outcome), n in sorted(outcomes.items()) if name == command}
+        print(f"  {command}: {counts}")
     print(f"tracebacks: {sum(tracebacks.values())}, hangs (> {args.timeout:.0f} s): {hangs}")
     print(f"over {RATIO}x size + {ALLOWANCE >> 20} MiB: {len(over)}")
     if worst[1]:

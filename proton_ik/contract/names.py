@@ -10,6 +10,22 @@ MAX_NAME_LENGTH = 128
 _FORBIDDEN_NAME_CHARS = frozenset('"\\$')
 
 
+class ScopeNameError(ValueError):
+    """A scope, mark or event name the rule refuses. Triton reports an error raised while it
+    compiles a kernel as the error's ``repr``: this one's is its message as written, not a
+    string literal with its quotes escaped once more."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}: {self}"
+
+
+def name_error(problem: str, name: object, example: str) -> ScopeNameError:
+    """The error for a refused name: how to fix it depends on whether a string was passed."""
+    if isinstance(name, str):
+        return ScopeNameError(f"proton_ik: {problem}. Rename it, e.g. {example}")
+    return ScopeNameError(f"proton_ik: {problem}. Pass a string literal, e.g. {example}")
+
+
 def scope_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a scope, or None if it can. The one rule, used everywhere."""
     if not isinstance(name, str):

@@ -138,8 +138,12 @@ def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
     return rows
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _debug_annotation(value: Any) -> DebugAnnotation | None:
-    """A plain value (number, text, dictionary, list) as a debug annotation; None for none."""
+    """A plain value (number, text, dictionary, list) as a debug annotation; None for none. An
+    integer past int64 (a launch metric of 2^64 flops, say) is written as a double."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
     if isinstance(value, (Mapping, list, tuple, np.ndarray)) and not len(value):
@@ -147,7 +151,7 @@ def _debug_annotation(value: Any) -> DebugAnnotation | None:
     annotation = DebugAnnotation()
     if isinstance(value, (bool, np.bool_)):
         annotation.bool_value = bool(value)
-    elif isinstance(value, numbers.Integral):
+    elif isinstance(value, numbers.Integral) and _INT64_MIN <= int(value) <= _INT64_MAX:
         annotation.int_value = int(value)
     elif isinstance(value, numbers.Real):
         annotation.double_value = float(value)

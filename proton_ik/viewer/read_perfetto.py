@@ -215,7 +215,10 @@ def _perfetto_tables(
     """The tables of a replayed ``.pftrace``: each slice's track walked up to its launch track."""
     launch_tracks = tracks.launches
     if not launch_tracks:
-        raise SessionFileError(f"{path} {_NOT_A_TRACE}: it has no launch track")
+        raise SessionFileError(
+            f"{path} is a Perfetto trace, but not one proton_ik wrote: it has no launch track. "
+            "proton-ik reads the traces it writes and its session files (.pik)"
+        )
     track = np.frombuffer(rows["track"], dtype=np.uint64)
     uuids, slice_track = np.unique(track, return_inverse=True)
     above, track_lane = tracks.launch_of(path, uuids)

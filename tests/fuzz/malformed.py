@@ -1,21 +1,23 @@
 """Malformed inputs for every reader, built by structural mutations of real files: the session
 manifest's fields, the zip's headers, the launch arrays' .npy headers, a .pftrace's packets and a
-Chrome trace's JSON. ``show`` is what ``proton-ik show`` runs; a reader may only succeed or raise
-``SessionFileError``. The CI tests (test_readers.py) and the full run (tests/fuzz_run.py) share this."""
+Chrome trace's JSON. ``run`` runs ``proton-ik show``, ``convert`` or ``diff`` on one, which may
+only succeed or say in one line what is wrong. The CI tests (test_readers.py) and the full run
+(tests/fuzz_run.py) share this."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import random
 import struct
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 from proton_ik import viewer
 from proton_ik.runtime.session_writer import write_session
-from proton_ik.viewer import readback
 from proton_ik.viewer.perfetto import write_perfetto
 
 DATA = Path(__file__).parents[1] / "data"
@@ -32,15 +34,29 @@ def _dumps(value: object) -> bytes:
     return json.dumps(value).replace(json.dumps(DEEP), "[" * 5000 + "]" * 5000).encode()
 
 
-def show(path: Path) -> str:
-    """What ``proton-ik show`` prints for ``path``."""
-    from proton_ik.cli import _kind
+COMMANDS = ("show", "convert", "diff")
 
-    kind = _kind(path)
-    if kind == "session":
-        return viewer.load(path).summary_text()
-    reader = readback.read_chrome if kind == "chrome" else readback.read_perfetto
-    return reader(path).summary_text()
+
+def run(command: str, path: Path, scratch: Path) -> tuple[int, str]:
+    """``proton-ik COMMAND`` on ``path`` as a user runs it (convert: into ``scratch``; diff:
+    against a real session): its exit code and what it printed on stderr. It may only succeed or
+    print one line that names the file; an exception out of it is a traceback."""
+    from proton_ik.cli import main
+
+    argv = {
+        "show": ["show", str(path)],
+        "convert": ["convert", str(path), "--to", "perfetto", "-o", str(scratch / "out.pftrace"), "--force"],
+        "diff": ["diff", str(DATA / "add.pik"), str(path), "--resamples", "200"],
+    }[command]
+    errors = io.StringIO()
+    # Warnings (a cut-short file recovered, say) are kept apart: stderr is the command's error line.
+    with (
+        warnings.catch_warnings(record=True),
+        contextlib.redirect_stderr(errors),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
+        code = main(argv)
+    return code, errors.getvalue()
 
 
 def seeds(tmp: Path) -> dict[str, bytes]:
