@@ -7,6 +7,7 @@ code, and an output that would replace the input or an existing file without ``-
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -173,12 +174,21 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+# What each of the demo's files is, and how to open it.
+_DEMO_FILES = {
+    "session": "the session: proton-ik show / convert / diff it, or proton_ik.viewer.load() it in Python",
+    "pftrace": "open it in https://ui.perfetto.dev: each SM, CTA slot and warp, with its scopes",
+    "json": "Chrome JSON: open it in https://ui.perfetto.dev or chrome://tracing",
+}
+
+
 def _demo(args: argparse.Namespace) -> int:
     from proton_ik import demo
     from proton_ik.session import gpu_available
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    earlier = sorted(path.name for path in out_dir.glob(f"{demo.DEMO_STEM}.*") if path.is_file())
     if gpu_available():
         result = demo.run_on_gpu(out_dir)
         print(terminal_safe(result.trace.summary_text()))
@@ -190,19 +200,27 @@ def _demo(args: argparse.Namespace) -> int:
             f"instead, a real run of the demo matmul recorded on a {trace.device}:"
         )
         print(terminal_safe(trace.summary_text()))
-        stem = out_dir / "proton_ik_demo"
+        stem = out_dir / demo.DEMO_STEM
+        session = stem.with_suffix(".pik")
+        shutil.copyfile(demo.bundled_capture(), session)
         paths = {
+            "session": str(session),
             "pftrace": str(trace.write_perfetto(stem.with_suffix(".pftrace"))),
             "json": str(trace.write_chrome(stem.with_suffix(".json"))),
         }
+    if earlier:
+        print(terminal_safe(f"(replaced the demo's files of an earlier run: {', '.join(earlier)})"))
     for kind, path in paths.items():
-        print(f"{kind:>8}: {path}")
+        print(terminal_safe(f"{kind:>8}: {path}"))
+        if kind in _DEMO_FILES:
+            print(f"          {_DEMO_FILES[kind]}")
     print("Open the .pftrace in https://ui.perfetto.dev to see each SM, CTA and warp.")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="proton-ik", description=__doc__)
+    # The module's docstring, without its reStructuredText literals' backticks.
+    parser = argparse.ArgumentParser(prog="proton-ik", description=(__doc__ or "").replace("``", ""))
     commands = parser.add_subparsers(dest="command", required=True)
 
     show = commands.add_parser(

@@ -13,6 +13,7 @@ import proton_ik.language as pl
 
 DEMO_MODE = "instrumentation"  # the default mode: nothing to choose before a first run
 BUNDLED_CAPTURE = "demo.pik"
+DEMO_STEM = "proton_ik_demo"  # the demo's files: NAME.pik, NAME.pftrace, NAME.json
 
 
 @triton.jit
@@ -51,7 +52,7 @@ def launch_demo(size: int = 1024, launches: int = 2) -> None:
 
 def run_on_gpu(out_dir: Path) -> proton_ik.Result:
     # The demo's own files: a second run replaces them rather than adding proton_ik_demo.1.*
-    proton_ik.start("proton_ik_demo", mode=DEMO_MODE, out_dir=out_dir, overwrite=True)
+    proton_ik.start(DEMO_STEM, mode=DEMO_MODE, out_dir=out_dir, overwrite=True)
     try:
         launch_demo()
     finally:

@@ -52,6 +52,9 @@ def test_start_without_a_gpu_warns_and_still_compiles_instrumented(tmp_path, mon
     assert [s["name"] for s in kernel.metadata.proton_ik["scopes"]] == ["scale"]
     result = proton_ik.finalize()
     assert result.launches == 0 and result.paths == {} and result.events.empty
+    # What the README's snippet prints and reads, with nothing run: words and columns, not None.
+    assert str(result.summary()) == "proton_ik: no launches were captured"
+    assert {"kernel", "launch", "cta", "warp", "scope", "dur_ns"} <= set(result.events.columns)
 
 
 def test_start_twice_names_the_running_session_and_where_it_started(tmp_path):

@@ -241,6 +241,20 @@ def test_demo_without_a_gpu_renders_the_bundled_capture(tmp_path, capsys):
     assert pftrace_scope_counts(pftrace) == Counter(DEMO_EVENTS)
     assert chrome_scope_counts(chrome) == Counter(DEMO_EVENTS)
     assert "ui.perfetto.dev" in out.splitlines()[-1]
+    # The session too, so that every command of the README has a file to start from.
+    session = tmp_path / "proton_ik_demo.pik"
+    assert f" session: {session}" in out.splitlines() and "proton-ik show" in out
+    assert main(["show", str(session)]) == 0
+    capsys.readouterr()
+    # A second run says what it replaced.
+    assert main(["demo", "--out-dir", str(tmp_path)]) == 0
+    assert "(replaced the demo's files of an earlier run: proton_ik_demo.json" in capsys.readouterr().out
+
+
+def test_help_has_no_markup(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
 
 
 def test_demo_creates_its_output_directory(tmp_path, capsys):

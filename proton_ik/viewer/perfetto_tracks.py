@@ -50,12 +50,15 @@ class _Numbered:
         )
 
 
+_RANK_MIN, _RANK_MAX = -(1 << 31), (1 << 31) - 1
+
+
 def _descriptor(uuid: int, parent: int | None, name: str, rank: int | None) -> TrackDescriptor:
     descriptor = TrackDescriptor(uuid=uuid, name=name)
     if parent is not None:
         descriptor.parent_uuid = parent
-    if rank is not None:
-        descriptor.sibling_order_rank = int(rank)
+    if rank is not None:  # an int32 field: a rank past it (a launch numbered 2^31) sorts last
+        descriptor.sibling_order_rank = min(max(int(rank), _RANK_MIN), _RANK_MAX)
     descriptor.child_ordering = TrackDescriptor.EXPLICIT
     # The UI merges same-named sibling tracks unless told not to; every track here stands alone.
     descriptor.sibling_merge_behavior = TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE

@@ -167,7 +167,9 @@ def _kernels(launches: pd.DataFrame, lifetime: pd.Series) -> pd.DataFrame:
         return pd.DataFrame()
     keys = ["host_scope", "kernel"]
     # A launch with no time has no clock: numbers, so that an all-NaN median is NaN, not a warning.
-    launches = launches.assign(mhz=pd.to_numeric(launches["mhz"]))
+    # (a trace read back may hold no clock for any launch: no column then)
+    mhz = pd.to_numeric(launches["mhz"]) if "mhz" in launches.columns else np.nan
+    launches = launches.assign(mhz=mhz)
     totals = launches.groupby(keys, sort=True).agg(
         launches=("launch", "size"),
         ctas=("ctas", "sum"),
