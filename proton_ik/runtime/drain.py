@@ -3,8 +3,8 @@ written crosses to the host, with no synchronization of the user's streams.
 
 One ``Drain`` per device owns a device arena of ``pool_bytes``, handed out as a ring
 (``RingPool``), a side stream and a pinned host mirror of the arena (allocated once: pinning
-per launch costs milliseconds). The launch-exit hook only records an event on the launch's
-stream and queues the launch. A background thread copies launches off the device, oldest
+per launch costs milliseconds). The launch-exit hook only queues the launch, and records an
+event on its stream after every few launches (``LAUNCHES_PER_EVENT``; ``seal`` records the rest). A background thread copies launches off the device, oldest
 first, when the pool is half full, when an allocation waits for room, or when the session
 flushes (finalize, a graph capture). How a launch is copied depends on its segments:
 
