@@ -12,13 +12,14 @@ class ScopeError(ValueError):
 
 
 class ProtonOverrideError(ValueError):
-    """An IR override written for triton.profiler (with ``proton.record`` ops) under proton_ik."""
+    """An IR override written for triton.profiler whose ``proton.record`` ops proton_ik cannot
+    translate (``lowering.proton_records``)."""
 
-    def __init__(self, path: object):
+    def __init__(self, path: object, problem: str):
         self.path = path
         super().__init__(
-            f"proton_ik: the IR override {path} records with proton.record ops, which belong to "
-            "triton.profiler's dialect and which proton_ik does not read. Fix: put "
-            "pl.enter_scope / pl.exit_scope (import proton_ik.language as pl) in the kernel's "
-            "source instead of overriding its IR, or profile this override with triton.profiler"
+            f"proton_ik: the IR override {path}: {problem}. Fix: write each record as "
+            '`proton.record start "name"` or `proton.record end "name"` (what insert_proton_records '
+            "writes), with a name of printable ASCII, or put pl.enter_scope / pl.exit_scope "
+            "(import proton_ik.language as pl) in the kernel's source instead"
         )

@@ -16,20 +16,24 @@ does not copy the knob into its options, so its cache key would not tell a plain
 an instrumented one. While the hook is installed, ``triton.compile`` is wrapped to stamp the
 mode of the compiling thread (``compile_mode.active_mode``) into the options it is given,
 unless they name an ``instrumentation_mode`` of their own.
+
+An IR override written for triton.profiler (``proton.record`` ops, ``TRITON_KERNEL_OVERRIDE`` or
+an autotune config's ``ir_override``) is read through ``lowering.proton_records``: Triton is
+handed a copy with those ops translated into our markers.
 """
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import triton
+import triton.compiler.compiler as compiler_module
 from triton import knobs
 
 from proton_ik import compile_mode
 from proton_ik.lowering import occupancy, staging
-from proton_ik.lowering.errors import ProtonOverrideError
 from proton_ik.lowering.pipeline import instrument, update_metadata
+from proton_ik.lowering.proton_records import TranslatedCopies
 from proton_ik.mode import Mode
 
 # The metadata dict is shared by all stages of one compile: the "ttir" stage leaves its text
@@ -45,40 +49,49 @@ def _mode_for(options) -> Mode | None:
     return compile_mode.active_mode()
 
 
-PROTON_RECORD_OP = "proton.record"
+_copies = TranslatedCopies()
 
 
-def _overrides(options) -> list[Path]:
-    """IR files that this compile may take in place of a stage's output: the override folder
-    (TRITON_KERNEL_OVERRIDE) and an autotune config's ``ir_override``."""
-    files: list[Path] = []
-    if knobs.compilation.override and knobs.cache.override_dir:
-        folder = Path(knobs.cache.override_dir)
-        if folder.is_dir():
-            files += [p for p in folder.rglob("*") if p.suffix in (".ttir", ".ttgir", ".llir", ".ptx")]
-    ir_override = getattr(options, "ir_override", None)
-    if ir_override:
-        files.append(Path(ir_override))
-    return files
+def _translating(get_override_manager):
+    """Triton's ``get_override_manager``, as installed: the files its manager hands a compile
+    (``TRITON_KERNEL_OVERRIDE``) are our translated copies where they carry ``proton.record``."""
+
+    @functools.wraps(get_override_manager)
+    def translated_override_manager(key):
+        manager = get_override_manager(key)
+        get_file = manager.get_file
+
+        def get_translated_file(filename):
+            found = get_file(filename)
+            return None if found is None else str(_copies.of(found))
+
+        manager.get_file = get_translated_file
+        return manager
+
+    translated_override_manager.untranslated = get_override_manager
+    return translated_override_manager
 
 
-def _refuse_proton_overrides(options) -> None:
-    """An override written for triton.profiler carries ``proton.record`` ops, which Triton's
-    parser rejects here with a bare "Dialect 'proton' not found": say what to do instead."""
-    for path in _overrides(options):
-        try:
-            text = path.read_text(errors="replace")
-        except OSError:
-            continue
-        if PROTON_RECORD_OP in text:
-            raise ProtonOverrideError(path)
+def _translate_ir_override(stages, metadata_key: str = "ir_override") -> None:
+    """An autotune config's ``ir_override`` (Triton parses it after the stage of its suffix):
+    each stage points it at the translated copy first."""
+    for ext, make in list(stages.items()):
+
+        def translated_stage(src, metadata, make=make):
+            module = make(src, metadata)
+            if metadata.get(metadata_key):
+                metadata[metadata_key] = str(_copies.of(metadata[metadata_key]))
+            return module
+
+        stages[ext] = translated_stage
 
 
 def _stages_hook(backend, stages, options, language, capability) -> None:
     mode = _mode_for(options)
     if mode is None or "ptx" not in stages:
         return
-    _refuse_proton_overrides(options)
+    if getattr(options, "ir_override", None):
+        _translate_ir_override(stages)
     make_ptx = stages["ptx"]
     if "ttir" in stages:
         make_ttir = stages["ttir"]
@@ -145,6 +158,8 @@ def install() -> None:
         knobs.runtime.add_stages_inspection_hook = _Chained(current)
     if not hasattr(triton.compile, "unstamped"):
         triton.compile = _stamping(triton.compile)
+    if not hasattr(compiler_module.get_override_manager, "untranslated"):
+        compiler_module.get_override_manager = _translating(compiler_module.get_override_manager)
 
 
 def uninstall() -> None:
@@ -154,3 +169,5 @@ def uninstall() -> None:
         knobs.runtime.add_stages_inspection_hook = current.previous
     if hasattr(triton.compile, "unstamped"):
         triton.compile = triton.compile.unstamped
+    if hasattr(compiler_module.get_override_manager, "untranslated"):
+        compiler_module.get_override_manager = compiler_module.get_override_manager.untranslated
