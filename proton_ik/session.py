@@ -73,6 +73,21 @@ class Result:
         return self._trace_or_empty().summary()
 
 
+def _memory_of(device: int) -> dict[str, int]:
+    """The device's memory clock (kHz) and bus width (bits), as Triton's driver reads them;
+    nothing where it cannot."""
+    try:
+        from triton.runtime import driver
+
+        properties = driver.active.utils.get_device_properties(device)
+        return {
+            "memory_clock_rate": int(properties["mem_clock_rate"]),
+            "bus_width": int(properties["mem_bus_width"]),
+        }
+    except Exception:  # a driver without them: -m util then has no bandwidth to divide by
+        return {}
+
+
 def gpu_available() -> bool:
     return why_no_gpu() is None
 
@@ -180,6 +195,9 @@ class Session:
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
             "device_index": device,
+            # what proton-viewer's -m util reads of the device (its .hatchet's device entry)
+            "arch": f"{properties.major}{properties.minor}",
+            **_memory_of(device),
             **self.job,
         }
         # Before the mode is set: the clock-reading kernel compiles plain.

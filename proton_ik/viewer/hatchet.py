@@ -82,9 +82,12 @@ class HatchetWriter:
 
     def close(self) -> Path:
         """Write the tree and the devices."""
+        # proton-viewer's -m util reads the device's architecture, SM count, SM clock (kHz),
+        # memory clock (kHz) and bus width (bits): the session records them at its start.
         devices = {
-            device: {"clock_rate": round(mhz * 1000), "memory_clock_rate": 0, "bus_width": 0,
-                     "arch": str(self.info.get("arch", "")), "num_sms": int(self.info.get("sm_count", 0))}
+            device: {"clock_rate": round(mhz * 1000), "memory_clock_rate": _whole(self.info.get("memory_clock_rate")),
+                     "bus_width": _whole(self.info.get("bus_width")), "arch": str(self.info.get("arch", "")),
+                     "num_sms": _whole(self.info.get("sm_count"))}
             for device, mhz in self._devices.items()
         }  # fmt: skip
         tree = self._frames.json()
@@ -140,9 +143,18 @@ class HatchetWriter:
         device = str(row.get("device") if row.get("device") is not None else 0)
         self._devices.setdefault(device, float(row.get("mhz") or 0))
         units = int(row.get("units") or 0)
+        # hook="triton": the launch's own metrics (bytes, flops16, ...) on its frame, as Proton's
+        metrics = row.get("launch_metrics")
+        if isinstance(metrics, Mapping):
+            self._frames.add_launch_metrics(launch, metrics, device)
         for scope_path, (cycles, time, count) in self._pending.pop(int(row["launch"]), {}).items():
             frame = self._frames.frame(self._scope_paths[scope_path], launch)
             self._frames.add(frame, cycles, cycles / units if units else 0.0, time, count, device)
+
+
+def _whole(value: object) -> int:
+    """A device property from the session info, or 0 where the session has none."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
 def _pairs(key: np.ndarray, width: int) -> list[tuple[int, int]]:
@@ -158,6 +170,7 @@ class _Frames:
         self.children: list[list[int]] = [[]]
         self.index: dict[tuple[int, str], int] = {}
         self.metrics: dict[int, list[float]] = {}
+        self.launch_metrics: dict[int, dict[str, float]] = {}  # a launch frame's bytes, flops, ...
         self.device: dict[int, str] = {}
 
     def frame(self, path: tuple[str, ...], under: int = 0) -> int:
@@ -179,13 +192,22 @@ class _Frames:
             sums[i] += value
         self.device.setdefault(frame, device)
 
+    def add_launch_metrics(self, frame: int, metrics: Mapping[str, Any], device: str) -> None:
+        sums = self.launch_metrics.setdefault(frame, {})
+        for name, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value):
+                sums[str(name)] = sums.get(str(name), 0.0) + float(value)
+        self.device.setdefault(frame, device)
+
     def json(self) -> dict[str, Any]:
         """The tree as Proton's JSON: each frame's name, metrics and children."""
 
         def node(frame: int) -> dict[str, Any]:
             metrics: dict[str, Any] = {}
             if frame == 0:
-                metrics = dict.fromkeys(_METRICS, 0)
+                # "bytes" on the root (an internal frame), so that -m util finds the column even
+                # where no launch gave bytes: their frames read NaN there, not an error.
+                metrics = {**dict.fromkeys(_METRICS, 0), "bytes": 0}
             elif frame in self.metrics:
                 cycles, normalized, time, count = self.metrics[frame]
                 metrics = {
@@ -193,6 +215,13 @@ class _Frames:
                     "normalized_cycles": normalized,
                     "time (ns)": int(time),
                     "count": int(count),
+                    "device_id": self.device[frame],
+                    "device_type": CUDA,
+                }
+            if frame in self.launch_metrics:
+                metrics = {
+                    **metrics,
+                    **self.launch_metrics[frame],
                     "device_id": self.device[frame],
                     "device_type": CUDA,
                 }

@@ -107,3 +107,27 @@ def test_a_launch_in_pieces_sums_as_one(tmp_path, monkeypatch):
     render_session(DATA / "add.pik", {"hatchet": tmp_path / "pieces.hatchet"})
     assert len(read_session(DATA / "add.pik").launches) == 1  # so the pieces are of one launch
     assert json.loads((tmp_path / "pieces.hatchet").read_text()) == json.loads(whole.read_text())
+
+
+def test_the_viewer_derives_util_from_the_device_and_the_launch_metrics(tmp_path):
+    """-m util: the device's memory clock and bus width as the session recorded them (an H100's
+    here), the launch's bytes and flops as hook="triton" kept them."""
+    stored = read_session(DATA / "add.pik")
+    info = {**stored.info, "arch": "90", "sm_count": 132, "memory_clock_rate": 2_619_000, "bus_width": 5120}
+    path = tmp_path / "util.pik"
+    with SessionWriter(path, info) as writer:
+        for launch in stored:
+            meta = {**launch.meta, "launch_metrics": {"bytes": 3 * 4 * 65536, "flops32": 65536}}
+            writer.add_launch(meta, launch.buffer, trimmed_on_device=launch.trimmed)
+    render_session(path, {"hatchet": tmp_path / "util.hatchet"})
+    devices = json.loads((tmp_path / "util.hatchet").read_text())[1]["CUDA"]
+    assert {d["memory_clock_rate"] for d in devices.values()} == {2_619_000}
+    assert {d["bus_width"] for d in devices.values()} == {5120}
+    gf, metrics = viewer.parse(["util"], str(tmp_path / "util.hatchet"))
+    frame = gf.dataframe.set_index("name")
+    util = frame.loc["add_kernel", metrics[0]]
+    peak = 2 * 2_619_000 * 1e3 * 5120 / 8  # bytes per second: DDR, kHz, bits
+    time = next(c for c in frame.columns if str(c).startswith("time (ns)") and "inc" in str(c))
+    time_s = frame.loc["add_kernel", time] * 1e-9  # the launch's scopes' time, as the viewer sums it
+    assert util == pytest.approx((3 * 4 * 65536 / peak) / time_s, rel=0.05)
+    assert 0 < util < 1
