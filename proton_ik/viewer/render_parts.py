@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -155,9 +156,20 @@ def _run(tasks: list[_Part], workers: int | None) -> list[PartDone]:
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [tasks[first::wanted] for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
-        done = list(pool.map(_in_a_process, shares))
+        done = list(pool.map(_in_a_process_or_here, shares))
     by_part = {part.part: part for share in done for part in share}
     return [by_part[task.part] for task in tasks]
+
+
+def _in_a_process_or_here(tasks: list[_Part]) -> list[PartDone]:
+    """``_in_a_process``, or, where the worker could not run them (no Python to start, a worker
+    killed for memory), ``render_some`` in this process, with a warning: the trace is written
+    either way, and a fault of the session itself is raised here as the serial render raises it."""
+    try:
+        return _in_a_process(tasks)
+    except (RuntimeError, OSError, pickle.UnpicklingError, EOFError) as error:
+        warnings.warn(f"proton_ik: {error}; rendering them in this process instead", stacklevel=2)
+        return render_some(tasks)
 
 
 def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
