@@ -82,7 +82,7 @@ def render_session(
             outputs["pftrace"],
             parts,
             title=title or root_name(name),
-            warnings=warnings,
+            session_warnings=warnings,
             timeline=timeline,
             merge_index=merge_index,
             host_offset_ns=host_offset_ns,

@@ -94,7 +94,7 @@ def render_parts(
     parts: list[tuple[int, int]],
     *,
     title: str,
-    warnings: Sequence[str],
+    session_warnings: Sequence[str],
     timeline: str,
     merge_index: int,
     host_offset_ns: int,
@@ -111,7 +111,7 @@ def render_parts(
                 (first, past),
                 host_offset_ns,
                 title,
-                tuple(warnings) if index == 0 else (),
+                tuple(session_warnings) if index == 0 else (),  # the root's: part 0 draws it
                 timeline,
                 merge_index,
                 index,
