@@ -12,8 +12,9 @@ same, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -62,7 +63,8 @@ def stored_sizes(session: StoredSession) -> list[int]:
 
 @dataclass(frozen=True)
 class _Part:
-    """What a worker needs to render one part (pickled to it)."""
+    """What a worker needs to render one part (sent to it as JSON: plain data, read back
+    without running anything)."""
 
     session_path: Path
     output: Path
@@ -75,6 +77,25 @@ class _Part:
     part: int
     parts: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self),
+            "session_path": str(self.session_path),
+            "output": str(self.output),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> _Part:
+        return cls(
+            **{
+                **data,
+                "session_path": Path(data["session_path"]),
+                "output": Path(data["output"]),
+                "launches": tuple(data["launches"]),
+                "warnings": tuple(data["warnings"]),
+            }
+        )
+
 
 @dataclass(frozen=True)
 class PartDone:
@@ -86,6 +107,11 @@ class PartDone:
     events: int
     problems: tuple[str, ...]
     host_launches: tuple[tuple[tuple[str, ...], int, int, int], ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PartDone:
+        host = tuple((tuple(path), number, begin, end) for path, number, begin, end in data["host_launches"])
+        return cls(**{**data, "problems": tuple(data["problems"]), "host_launches": host})
 
 
 def render_parts(
@@ -167,7 +193,7 @@ def _in_a_process_or_here(tasks: list[_Part]) -> list[PartDone]:
     either way, and a fault of the session itself is raised here as the serial render raises it."""
     try:
         return _in_a_process(tasks)
-    except (RuntimeError, OSError, pickle.UnpicklingError, EOFError) as error:
+    except (RuntimeError, OSError, ValueError, KeyError, TypeError) as error:
         warnings.warn(f"proton_ik: {error}; rendering them in this process instead", stacklevel=2)
         return render_some(tasks)
 
@@ -177,7 +203,7 @@ def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
     copies a process that holds CUDA and other libraries' threads badly, and a spawned child
     imports the user's main script again, running a script with no ``__main__`` guard twice."""
     job, done = tasks[0].output.with_suffix(".task"), tasks[0].output.with_suffix(".done")
-    job.write_bytes(pickle.dumps(tasks))
+    job.write_text(json.dumps([task.to_json() for task in tasks]))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
     command = [sys.executable, "-m", "proton_ik.viewer.render_parts", str(job), str(done)]
     ran = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
@@ -186,7 +212,7 @@ def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
         raise RuntimeError(
             f"rendering parts {which} of the trace failed in their worker process:\n{ran.stderr[-3000:]}"
         )
-    return pickle.loads(done.read_bytes())
+    return [PartDone.from_json(part) for part in json.loads(done.read_text())]
 
 
 def render_some(tasks: list[_Part]) -> list[PartDone]:
@@ -229,13 +255,10 @@ def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) ->
 
 
 def _work(job: Path, done: Path) -> None:
-    """The worker process: its parts (a list of tasks) and what they counted, as pickles."""
-    task = pickle.loads(job.read_bytes())
-    done.write_bytes(pickle.dumps(render_some(task)))
+    """The worker process: its parts (a JSON list of tasks), and what they counted, as JSON."""
+    tasks = [_Part.from_json(task) for task in json.loads(job.read_text())]
+    done.write_text(json.dumps([dataclasses.asdict(part) for part in render_some(tasks)]))
 
 
 if __name__ == "__main__":
-    # The classes pickled either way are this module's under its import name, not __main__'s.
-    from proton_ik.viewer.render_parts import _work as work
-
-    work(Path(sys.argv[1]), Path(sys.argv[2]))
+    _work(Path(sys.argv[1]), Path(sys.argv[2]))
