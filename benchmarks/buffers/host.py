@@ -77,7 +77,7 @@ def host_round(
 ) -> dict[str, Any]:
     """One timed loop of ``variant``, after one untimed launch that compiles or loads the kernel."""
     fn = fresh(problem.fn)
-    with _variant_session(variant, directory) as run:
+    with variant_session(variant, directory) as run:
         compiled = fn[launch.grid](*launch.args, **problem.options)
         torch.cuda.synchronize()
         check_instrumented(variant, compiled)
@@ -93,9 +93,12 @@ def host_round(
 
 
 @contextlib.contextmanager
-def _variant_session(variant: str, directory: Path) -> Iterator[IkRun | None]:
+def variant_session(
+    variant: str, directory: Path, name: str = "host", **ik_options: Any
+) -> Iterator[IkRun | None]:
+    """A session of ``variant``: proton_ik's (``ik_options`` to ``start``), Proton's, or none."""
     if variant == "proton_ik":
-        with ik_session("host", directory) as run:
+        with ik_session(name, directory, **ik_options) as run:
             yield run
     elif variant == "proton":
         with proton_session(directory):

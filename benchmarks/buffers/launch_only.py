@@ -12,7 +12,6 @@ each kernel (``DIR/<kernel>.txt``, sorted by own time): where each added microse
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import io
 import pstats
@@ -20,14 +19,13 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.buffers.host import HOST_VARIANTS, check_instrumented
-from benchmarks.buffers.sessions import IkRun, end_leftover_session, ik_session, proton_session
+from benchmarks.buffers.host import HOST_VARIANTS, check_instrumented, variant_session
+from benchmarks.buffers.sessions import end_leftover_session
 from benchmarks.buffers.settings import Settings, median, out_of_budget, rounds_summary
 from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
@@ -87,7 +85,7 @@ def launch_round(
 ) -> dict[str, Any]:
     """One timed loop of ``variant`` after one untimed launch that compiles or loads the kernel."""
     fn = fresh(problem.fn)
-    with _session(variant, directory) as run:
+    with variant_session(variant, directory, "launch_only", formats=()) as run:
         compiled = fn[launch.grid](*launch.args, **problem.options)
         torch.cuda.synchronize()
         check_instrumented(variant, compiled)
@@ -112,18 +110,6 @@ def launch_round(
     if run is not None:
         found["recorded_launches"] = int(run.result.launches)  # the untimed first launch included
     return found
-
-
-@contextlib.contextmanager
-def _session(variant: str, directory: Path) -> Iterator[IkRun | None]:
-    if variant == "proton_ik":
-        with ik_session("launch_only", directory, formats=()) as run:
-            yield run
-    elif variant == "proton":
-        with proton_session(directory):
-            yield None
-    else:
-        yield None
 
 
 def summarize(problem: Problem, per_round: dict[str, list[dict[str, Any]]], launches: int) -> dict[str, Any]:

@@ -201,40 +201,26 @@ def _e2e_md(results: dict[str, Any]) -> list[str]:
     e2e = results.get("end_to_end", {})
     if "plain_ms" not in e2e:
         return []
-    rows = [
-        ["plain", _fmt(e2e["plain_ms"]["median"], ".3f"), _fmt(e2e["plain_ms"]["spread_pct"]), "1.00", "-"],
-    ]
-    for key, label in (("loop_ms", "proton_ik: loop + sync"), ("flushed_ms", "proton_ik: + drain flushed")):
-        median = e2e[key]["median"]
-        rows.append(
-            [
-                label,
-                _fmt(median, ".3f"),
-                _fmt(e2e[key]["spread_pct"]),
-                _fmt(median / e2e["plain_ms"]["median"], ".2f"),
-                _fmt(median / e2e["copy_ms"]["median"], ".2f"),
-            ]
+    plain, copy = e2e["plain_ms"]["median"], e2e["copy_ms"]["median"]
+
+    def row(label: str, timing: dict[str, Any], against_copy: str | None = None) -> list[str]:
+        """ms per launch, its spread, and its ratios to the plain launch and to the copy."""
+        median = timing["median"]
+        ratio = _fmt(median / copy, ".2f") if against_copy is None else against_copy
+        return [label, _fmt(median, ".3f"), _fmt(timing["spread_pct"]), _fmt(median / plain, ".2f"), ratio]
+
+    rows = [row("plain", e2e["plain_ms"], "-")]
+    rows += [
+        row(label, e2e[key])
+        for key, label in (
+            ("loop_ms", "proton_ik: loop + sync"),
+            ("flushed_ms", "proton_ik: + drain flushed"),
         )
-    copy = e2e["copy_ms"]
-    rows.append(
-        [
-            f"pinned copy of {e2e['written_bytes_per_launch']:,} bytes",
-            _fmt(copy["median"], ".3f"),
-            _fmt(copy["spread_pct"]),
-            _fmt(copy["median"] / e2e["plain_ms"]["median"], ".2f"),
-            "1.00",
-        ]
-    )
+    ]
+    rows.append(row(f"pinned copy of {e2e['written_bytes_per_launch']:,} bytes", e2e["copy_ms"], "1.00"))
     if "write_ms" in e2e:
-        write = e2e["write_ms"]
         rows.append(
-            [
-                f"sequential file write of {e2e['copied_bytes_per_launch']:,.0f} bytes",
-                _fmt(write["median"], ".3f"),
-                _fmt(write["spread_pct"]),
-                _fmt(write["median"] / e2e["plain_ms"]["median"], ".2f"),
-                _fmt(write["median"] / copy["median"], ".2f"),
-            ]
+            row(f"sequential file write of {e2e['copied_bytes_per_launch']:,.0f} bytes", e2e["write_ms"])
         )
     return [
         "",

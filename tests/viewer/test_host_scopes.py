@@ -49,13 +49,17 @@ def captures(busy_launch) -> list[LaunchCapture]:
     return result
 
 
-@pytest.fixture
-def session(tmp_path, busy_launch):
-    path = tmp_path / "h.pik"
+def write_host_scoped(path, busy_launch):
+    """The session of ``PLAN``, written to ``path``."""
     with SessionWriter(path, {"name": "h", "time_shift_cycles": 0}) as writer:
         for capture in captures(busy_launch):
             writer.add_launch(capture.meta, capture.buffer)
     return path
+
+
+@pytest.fixture
+def session(tmp_path, busy_launch):
+    return write_host_scoped(tmp_path / "h.pik", busy_launch)
 
 
 def test_events_and_launches_carry_the_host_scope_path_and_the_name(session):
@@ -114,7 +118,7 @@ def test_a_summary_without_host_scopes_or_names_is_unchanged(busy_launch):
     assert header.split()[0] == "scope"
 
 
-def _host_slices(path) -> list[tuple[str, int, int, int, dict]]:
+def host_slices(path) -> list[tuple[str, int, int, int, dict]]:
     """The host track's slices: (name, depth, begin, end, args), replayed from its packets."""
     packets = read_packets(path)
     host = next(p.track_descriptor for p in packets if p.track_descriptor.name == HOST_TRACK)
@@ -163,7 +167,7 @@ def test_the_host_track_spans_each_scope_instance_over_its_launches(session, tmp
         ("bwd", 1, *span(2, 2), {"launches": 1, "first_launch": 2, "last_launch": 2}),
         ("eval", 0, *span(5, 5), {"launches": 1, "first_launch": 5, "last_launch": 5}),
     ]
-    assert _host_slices(tmp_path / "h.pftrace") == sorted(expected, key=lambda s: (s[2], s[1]))
+    assert host_slices(tmp_path / "h.pftrace") == sorted(expected, key=lambda s: (s[2], s[1]))
 
 
 def test_launch_slices_are_named_after_their_launch(session, tmp_path):

@@ -7,21 +7,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import render_parts, render_session
 from proton_ik.viewer.read_perfetto import read_perfetto
 
 # six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
-from .test_host_scopes import _host_slices, captures
+from .test_host_scopes import host_slices, write_host_scoped
 
 
 @pytest.fixture
 def session(tmp_path, busy_launch):
-    path = tmp_path / "h.pik"
-    with SessionWriter(path, {"name": "h", "time_shift_cycles": 0}) as writer:
-        for capture in captures(busy_launch):
-            writer.add_launch(capture.meta, capture.buffer)
-    return path
+    return write_host_scoped(tmp_path / "h.pik", busy_launch)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +68,7 @@ def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_
     gap = b.events.sort_values(keys)["dur_ns"].to_numpy() - a.events.sort_values(keys)["dur_ns"].to_numpy()
     assert abs(gap).max() <= 50
     # the host scopes span parts: drawn once, as whole
-    drawn, expected = _host_slices(here), _host_slices(whole)
+    drawn, expected = host_slices(here), host_slices(whole)
     assert [(n, d, args) for n, d, _, _, args in drawn] == [(n, d, args) for n, d, _, _, args in expected]
     assert len(expected) == 4
 
