@@ -170,17 +170,30 @@ class LaunchRecorder:
     """
 
     def __init__(
-        self, pool_bytes: int, sink: Sink, launch_metadata: bool = False, flush: FlushPolicy | None = None
+        self,
+        pool_bytes: int,
+        sink: Sink,
+        launch_metadata: bool = False,
+        flush: FlushPolicy | None = None,
+        *,
+        is_capturing: Callable[[], bool] | None = None,
+        current_device: Callable[[], int] | None = None,
     ):
+        """``is_capturing`` and ``current_device``: the two CUDA queries each launch makes
+        (whether the current stream captures a graph, the current device); by default torch's
+        C entry points, whose Python wrappers cost microseconds a launch. A test on a machine
+        with no GPU passes its own."""
         import torch
 
         self._torch = torch
-        # torch's C entry points, where it has them (a CPU build does not): their Python wrappers
-        # cost microseconds on every launch.
-        self._capturing = getattr(
-            torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing
-        )
-        self._current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        if is_capturing is None:
+            is_capturing = getattr(
+                torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing
+            )
+        if current_device is None:
+            current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        self._capturing: Callable[[], bool] = is_capturing
+        self._current_device: Callable[[], int] = current_device
         self.flush = flush or FlushPolicy()
         self._flush_checked = not self.flush.never
         self.pool_bytes = pool_bytes

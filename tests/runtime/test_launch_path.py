@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from triton.compiler.compiler import CompiledKernel, LazyDict
 
 from proton_ik import host_scopes
 from proton_ik.contract.layout import BufferLayout
@@ -43,20 +44,15 @@ class _Drain:
         self.submitted.append((launch, stream))
 
 
-class _LazyDict:
-    """Triton's LazyDict, as the launcher hands it to the exit hook."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def get(self):
-        return self.data
-
-
 class _Compiled:
-    """What the wrapped ``CompiledKernel.launch_metadata`` reads of the kernel."""
+    """What Triton's ``CompiledKernel.launch_metadata`` reads of a loaded kernel."""
 
+    name = "k"
     function = FUNCTION
+    src = None  # not an ASTSource: no launch_metadata function of the kernel's own
+
+    def _init_handles(self) -> None:
+        """Loaded already."""
 
 
 @pytest.fixture
@@ -64,23 +60,18 @@ def recorder(monkeypatch):
     metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4), num_warps=4)
     kernel = loaded.KernelInfo("k", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
     monkeypatch.setitem(loaded.KERNELS, FUNCTION, kernel)
-    monkeypatch.setattr(
-        hooks,
-        "_plain_launch_metadata",
-        lambda self, grid, stream, *args: _LazyDict({"function": FUNCTION, "stream": stream}),
+    recorder = hooks.LaunchRecorder(
+        1 << 20, lambda *args: None, is_capturing=lambda: False, current_device=lambda: 0
     )
-    recorder = hooks.LaunchRecorder(1 << 20, lambda *args: None)
-    recorder._capturing = lambda: False
-    recorder._current_device = lambda: 0
     recorder.drains = {0: _Drain()}
-    recorder.recording = True
-    monkeypatch.setattr(hooks._announcing, "launching", recorder._launching)
-    return recorder
+    recorder.install()  # Triton's CompiledKernel.launch_metadata now announces each launch
+    yield recorder
+    recorder.uninstall()
 
 
 def _launch(recorder: hooks.LaunchRecorder, args: tuple, grid=(256, 1, 1)) -> None:
     """One launch as Triton makes it: launch_metadata, the allocator, the launch, the exit hook."""
-    data = hooks._announced_launch_metadata(_Compiled(), grid, 5, *args)  # type: ignore[arg-type]
+    data = CompiledKernel.launch_metadata(_Compiled(), grid, 5, *args)  # type: ignore[arg-type]
     recorder.allocate(256 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
     recorder.exit(data)
 
@@ -138,12 +129,12 @@ def test_the_record_a_launch_leaves_says_what_the_session_file_stores(recorder):
 def test_a_launch_that_announced_nothing_is_still_known_by_its_metadata(recorder):
     """A launch path that bound ``launch_metadata`` before the session wrapped it."""
     recorder.allocate(256 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
-    recorder.exit(_LazyDict({"function": FUNCTION, "stream": 5}))
+    recorder.exit(LazyDict({"name": "k", "function": FUNCTION, "stream": 5}))
     ((launch, _),) = recorder.drains[0].submitted
     assert launch.meta()["kernel"] == "k"
 
 
 def test_the_allocator_hands_the_launcher_an_int(recorder):
-    hooks._announced_launch_metadata(_Compiled(), (4,), 5)  # type: ignore[arg-type]
+    CompiledKernel.launch_metadata(_Compiled(), (4,), 5)  # type: ignore[arg-type]
     pointer = recorder.allocate(4 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
     assert type(pointer) is int and pointer >= _Drain.base
