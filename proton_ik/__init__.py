@@ -88,7 +88,8 @@ def start(
     directory, as in ``triton.profiler``, unless ``out_dir`` is given. ``pool_bytes`` bounds
     the device memory that holds records in flight, per device. ``formats`` names the traces
     finalize writes besides the session file: ``"pftrace"`` (the default), ``"json"``
-    (Chrome), ``"chrome_trace"`` and ``"hatchet"`` (Proton's file names). Proton's ``data``
+    (Chrome), ``"chrome_trace"`` and ``"hatchet"`` (Proton's file names), and ``"html"`` (a
+    self-contained report, ``proton_ik.viewer.report``). Proton's ``data``
     adds its file (``"tree"``: NAME.hatchet, ``"trace"``: NAME.chrome_trace); ``hook="triton"``
     names each launch from the kernel's ``launch_metadata``. ``timeline`` lays out the traces'
     tracks: ``"slots"`` (the default: each SM's CTA slots, as many as CTAs ran on it at once,

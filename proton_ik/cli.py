@@ -1,4 +1,4 @@
-"""``proton-ik``: summarise, convert, compare and demo from the command line.
+"""``proton-ik``: summarise, convert, compare, report and demo from the command line.
 
 Exit codes: 0 success, 1 a file it cannot read (the message says why), 2 bad usage (argparse's
 code, and an output that would replace the input or an existing file without ``--force``).
@@ -174,6 +174,30 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from proton_ik.viewer.report import write_report
+
+    source = Path(args.file)
+    output = Path(args.output) if args.output else source.with_suffix(".html")
+    inputs = [source, *([Path(args.diff)] if args.diff else [])]
+    if any(output.exists() and path.exists() and output.resolve() == path.resolve() for path in inputs):
+        raise UsageError(f"{output} is an input file; writing there would destroy it. Pass another -o")
+    if output.exists() and not args.force:
+        raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
+    for path in inputs:
+        kind = _kind(path)
+        if (refused := _not_ours(path, kind)) is not None:
+            raise refused
+        if kind != "session":
+            raise viewer.SessionFileError(
+                f"{path} is a {kind} trace; report reads session files (.pik): pass the .pik file "
+                "the trace was rendered from"
+            )
+    write_report(source, output, diff_with=inputs[1] if args.diff else None)
+    print(terminal_safe(f"wrote {output}"))
+    return 0
+
+
 # What each of the demo's files is, and how to open it.
 _DEMO_FILES = {
     "session": "the session: proton-ik show / convert / diff it, or proton_ik.viewer.load() it in Python",
@@ -277,6 +301,17 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("--csv", help="also write the per-scope table to this CSV file")
     diff.add_argument("-f", "--force", action="store_true", help="replace an existing CSV file")
     diff.set_defaults(run=_diff)
+
+    report = commands.add_parser(
+        "report", help="one self-contained HTML page of a session: tables, histograms, heatmaps"
+    )
+    report.add_argument("file", help="the session (.pik)")
+    report.add_argument("-o", "--output", help="the .html to write (default: FILE with .html)")
+    report.add_argument(
+        "--diff", metavar="BASE", help="compare with this session (.pik): BASE is A, FILE is B"
+    )
+    report.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
+    report.set_defaults(run=_report)
 
     demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
     demo.add_argument("--out-dir", default=".", help="where to write the trace (default: here)")

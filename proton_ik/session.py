@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is 
 DEFAULT_POOL_BYTES = 512 << 20
 # The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
 # tree under triton.profiler's file names.
-FORMATS = ("pftrace", "json", "chrome_trace", "hatchet")
+FORMATS = ("pftrace", "json", "chrome_trace", "hatchet", "html")  # html: the report (viewer.report)
 DEFAULT_FORMATS = ("pftrace",)  # Chrome JSON is large: written only when asked for
 SESSION_SUFFIX = ".pik"
 
@@ -362,7 +362,9 @@ class Session:
             fmt: session_files.partial_path(self.out_dir, claim.stem, f".{fmt}") for fmt in self.formats
         }
         try:
-            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline)
+            # The report links to the trace by its final name, not the name it is written under.
+            link = f"{claim.stem}.pftrace" if "pftrace" in outputs else None
+            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline, trace_link=link)
         except BaseException:
             for written in outputs.values():
                 written.unlink(missing_ok=True)

@@ -27,8 +27,9 @@ from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.trace import time_shift_cycles
 from proton_ik.viewer.tracks import check_timeline, root_name
 
-# Perfetto, Chrome JSON (also under Proton's name for it), and Proton's tree for proton-viewer.
-OUTPUTS = ("pftrace", "json", "chrome_trace", "hatchet")
+# Perfetto, Chrome JSON (also under Proton's name for it), Proton's tree for proton-viewer, and
+# the HTML report (``viewer.report``).
+OUTPUTS = ("pftrace", "json", "chrome_trace", "hatchet", "html")
 PROGRESS_DELAY_S = 2.0  # progress=None: a bar only for renders that take longer than this
 
 
@@ -57,6 +58,7 @@ def render_session(
     merge_index: int = 0,
     host_offset_ns: int = 0,
     workers: int | None = None,
+    trace_link: str | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -67,7 +69,17 @@ def render_session(
     ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``), and
     ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
     part's stored data (``render_parts.PART_BYTES``) has its Perfetto trace written in parts, on
-    up to ``workers`` processes (None: one per core; 1: in this one): the same file either way."""
+    up to ``workers`` processes (None: one per core; 1: in this one): the same file either way.
+    "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
+    trace by ``trace_link`` (default: the "pftrace" output's name, where it is written beside)."""
+    if "html" in outputs:
+        traces = {fmt: path for fmt, path in outputs.items() if fmt != "html"}
+        stats = render_session(
+            session_path, traces, timeline=timeline, progress=progress, title=title,
+            merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
+        )  # fmt: skip
+        _write_report(session_path, outputs["html"], traces.get("pftrace"), trace_link)
+        return stats
     unknown = sorted(set(outputs) - set(OUTPUTS))
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
@@ -138,3 +150,13 @@ def render_session(
             problems.extend(chunk.problems())
             bar.update(len(chunk.launches))
     return RenderStats(launches, records, events, tuple(problems), tuple(warnings))
+
+
+def _write_report(session_path: str | Path, out: Path, pftrace: Path | None, link: str | None) -> None:
+    """The HTML report, linking to the Perfetto trace (``link``, else ``pftrace``'s name when it
+    lies beside the report)."""
+    from proton_ik.viewer.report import write_report
+
+    if link is None and pftrace is not None and Path(pftrace).parent.resolve() == Path(out).parent.resolve():
+        link = Path(pftrace).name
+    write_report(session_path, out, trace_link=link)
