@@ -229,12 +229,25 @@ def deactivate(session: object = None) -> None:
     _check_session("deactivate", session).deactivate()
 
 
-def merge(paths: str | Path | list, output: str | Path, *, timeline: str | None = None) -> Path:
+def merge(
+    paths: str | Path | list,
+    output: str | Path,
+    *,
+    timeline: str | None = None,
+    torch_trace: str | Path | None = None,
+) -> Path:
     """One Perfetto trace of several sessions (a job's ranks: files, or folders of ``.pik``
-    files), a root track each, on one time axis; returns its path."""
-    from proton_ik.viewer.merge import merge_sessions
+    files), a root track each, on one time axis; returns its path. ``torch_trace``: a
+    ``torch.profiler`` trace of the same steps (``prof.export_chrome_trace``), drawn beside them,
+    each session aligned to the kernels CUPTI recorded (``viewer.torch_timeline``; how well:
+    ``proton-ik merge --torch-trace`` prints it)."""
+    from proton_ik.viewer.merge import merge_sessions, sessions_of
 
-    return merge_sessions(paths, output, timeline=timeline)
+    if torch_trace is None:
+        return merge_sessions(paths, output, timeline=timeline)
+    from proton_ik.viewer.torch_timeline import merge_torch_trace
+
+    return merge_torch_trace(sessions_of(paths), torch_trace, output, timeline=timeline)[0]
 
 
 def flush(session: object = None) -> None:

@@ -114,8 +114,22 @@ def _merge(args: argparse.Namespace) -> int:
         raise UsageError(f"{output} is one of the inputs; writing there would destroy it. Pass another -o")
     if output.exists() and not args.force:
         raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
-    merge_sessions(sessions, output, timeline=args.timeline)
-    print(terminal_safe(f"{output}: {len(sessions)} sessions, a root track each"))
+    if args.torch_trace is None:
+        merge_sessions(sessions, output, timeline=args.timeline)
+        print(terminal_safe(f"{output}: {len(sessions)} sessions, a root track each"))
+        return 0
+    from proton_ik.viewer.kineto import TorchTraceError, read_kineto
+    from proton_ik.viewer.torch_timeline import merge_torch_trace
+
+    try:
+        torch_trace = read_kineto(args.torch_trace)
+    except TorchTraceError as error:
+        raise UsageError(str(error)) from None
+    _, alignments = merge_torch_trace(sessions, torch_trace, output, timeline=args.timeline)
+    said = f"{len(sessions)} session{'s' if len(sessions) > 1 else ''}"
+    print(terminal_safe(f"{output}: {said} and {torch_trace.path.name} on one time axis"))
+    for path, alignment in zip(sessions, alignments, strict=True):
+        print(terminal_safe(f"  {path.name}: {alignment.describe()}"))
     return 0
 
 
@@ -265,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     merge.add_argument("-o", "--output", required=True, help="the .pftrace to write")
     merge.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
     merge.add_argument("--timeline", choices=TIMELINES, help="tracks: SM slots (default) or a track per CTA")
+    merge.add_argument(
+        "--torch-trace",
+        metavar="TRACE",
+        help="a torch.profiler trace of the same steps (prof.export_chrome_trace): its CPU threads, "
+        "streams and kernels drawn beside the sessions, each launch aligned to the kernel CUPTI saw",
+    )
     merge.set_defaults(run=_merge)
 
     convert = commands.add_parser(

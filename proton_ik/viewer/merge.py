@@ -45,10 +45,16 @@ def sessions_of(paths: str | Path | Sequence[str | Path]) -> list[Path]:
 
 
 def merge_sessions(
-    paths: str | Path | Sequence[str | Path], output: str | Path, *, timeline: str | None = None
+    paths: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    timeline: str | None = None,
+    host_offsets_ns: Sequence[int] | None = None,
 ) -> Path:
     """Write one Perfetto trace of the sessions ``paths`` (files, or folders of ``.pik`` files),
-    each under a root track named by its rank (or file) and session; return its path."""
+    each under a root track named by its rank (or file) and session; return its path.
+    ``host_offsets_ns``: what to add to each session's times, in place of its clock pairs' offset
+    (``torch_timeline`` aligns sessions to a ``torch.profiler`` trace so)."""
     sessions = sessions_of(paths)
     output = Path(output)
     labels: list[str] = []
@@ -61,7 +67,7 @@ def merge_sessions(
             f"{label}: {info.get('name', path.stem)} ({path.name})" if label != path.name else label
         )
     aligned = [offset or 0 for offset in offsets]
-    if len(sessions) > 1 and None in offsets:
+    if host_offsets_ns is None and len(sessions) > 1 and None in offsets:
         unaligned = ", ".join(p.name for p, o in zip(sessions, offsets, strict=True) if o is None)
         warnings.warn(
             f"proton_ik: {unaligned} recorded no host and GPU clock pairs; the sessions are merged "
@@ -69,6 +75,10 @@ def merge_sessions(
             stacklevel=2,
         )
         aligned = [0] * len(sessions)
+    if host_offsets_ns is not None:
+        if len(host_offsets_ns) != len(sessions):
+            raise ValueError(f"{len(host_offsets_ns)} offsets for {len(sessions)} sessions")
+        aligned = [int(offset) for offset in host_offsets_ns]
     with tempfile.TemporaryDirectory(prefix=".merge-", dir=output.parent) as scratch:
         parts = []
         for index, (path, label) in enumerate(zip(sessions, labels, strict=True)):
