@@ -21,12 +21,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 MODE = "instrumentation:unscoped=kernel"
-# The sessions timed: the user's scoped kernel alone records, or every kernel does.
-SESSION_MODES = {"session_user": "instrumentation", "session": MODE}
+# The sessions timed: the user's scoped kernel alone records, or every kernel does; and every
+# kernel with a device pool that holds all the records of the steps timed (none waits for the
+# drain: the profile of a window of steps, flushed at its end).
+SESSION_MODES = {"session_user": "instrumentation", "session": MODE, "session_window": MODE}
+WINDOW_POOL_BYTES = 8 << 30
+POOL_BYTES = {"session_window": WINDOW_POOL_BYTES}
 STEPS = 50  # steps of a round: the records of the later ones leave the device pool as they run
 SHORT_STEPS = 10  # the first steps of a session, whose records all stay in the device pool
 # First calls in a fresh process: plain, in a session (compiles in this process: every kernel
@@ -61,8 +66,12 @@ def _exact(compiled, x, out_dir: Path) -> dict[str, Any]:
         compiled(x)
         torch.cuda.synchronize()
         result = proton_ik.finalize()
+    # Triton's kernels among what CUPTI saw: Inductor's (named triton_*) and the user's own.
+    triton_kernel = compiled_block.block_attention_kernel.fn.__name__
     cupti_kernels = sorted(
-        e.name for e in cupti.events() if e.device_type.name == "CUDA" and "triton" in e.name
+        e.name
+        for e in cupti.events()
+        if e.device_type.name == "CUDA" and (e.name.startswith("triton_") or e.name == triton_kernel)
     )
     launches, events = result.trace.launches, result.events
     wrong: list[str] = []
@@ -148,21 +157,28 @@ def measure(ctx) -> dict[str, Any]:
         results["outputs_equal"] = bool(torch.equal(profiled, expected))
         timed: dict[str, list[float]] = {"plain": []}
         finalize: dict[str, list[float]] = {}
+        waited: dict[str, list[float]] = {}  # seconds the steps waited for room in the pool
         for round_ in range(rounds):
             timed["plain"].append(_steps(compiled, x, STEPS))
             for label, mode in SESSION_MODES.items():
                 # No trace rendered at finalize: the finalize timed is the session file's alone.
-                proton_ik.start(f"steps_{round_}", mode=mode, out_dir=str(out_dir), formats=())
+                pool = {"pool_bytes": POOL_BYTES[label]} if label in POOL_BYTES else {}
+                proton_ik.start(f"steps_{round_}", mode=mode, out_dir=str(out_dir), formats=(), **pool)
                 compiled(x)  # the launchers for this mode: compiled in the first round, kept after
                 timed.setdefault(f"{label}_short", []).append(_steps(compiled, x, SHORT_STEPS))
                 timed.setdefault(label, []).append(_steps(compiled, x, STEPS))
                 began = time.perf_counter()
-                proton_ik.finalize()
+                with warnings.catch_warnings():  # the pool's stall, said in the report instead
+                    warnings.simplefilter("ignore")
+                    done = proton_ik.finalize()
                 finalize.setdefault(label, []).append(time.perf_counter() - began)
+                waited.setdefault(label, []).append(done.pool_wait_seconds)
         results["step_ms"] = {label: 1e3 * float(np.median(seconds)) for label, seconds in timed.items()}
         results["step_ms"]["rounds"] = {label: [1e3 * s for s in seconds] for label, seconds in timed.items()}
         results["step_ms"]["finalize_s"] = {label: float(np.median(s)) for label, s in finalize.items()}
+        results["step_ms"]["pool_wait_s"] = {label: float(np.median(s)) for label, s in waited.items()}
         results["session_modes"] = SESSION_MODES
+        results["window_pool_bytes"] = WINDOW_POOL_BYTES
         log(
             f"compiled step (ms): {', '.join(f'{k} {v:.3f}' for k, v in results['step_ms'].items() if isinstance(v, float))}"
         )

@@ -44,6 +44,8 @@ class Result:
     launches: int = 0
     records: int = 0  # counted while a trace is written; 0 with formats=()
     finalize_seconds: float = 0.0
+    # Seconds the program waited for room in a full device pool (``warn_of_stalls``).
+    pool_wait_seconds: float = 0.0
     session_path: Path | None = None
     _trace: Any = field(default=None, repr=False)
 
@@ -321,6 +323,7 @@ class Session:
                 f"them with `proton-ik convert {self.session_path.name} --to perfetto`"
             ) from failure
         result.launches = self._recorder.launches
+        result.pool_wait_seconds = warn_of_stalls(self._recorder.pool_stalls())
         if claim is None:
             result.finalize_seconds = time.perf_counter() - began
             return result
@@ -372,3 +375,30 @@ class Session:
         for fmt, written in outputs.items():
             paths[fmt] = str(claim.place(f".{fmt}", written))
         return stats.records
+
+
+STALL_WARN_SECONDS = 0.01  # less than this spent waiting for the pool goes unsaid
+
+
+def warn_of_stalls(stalls: list) -> float:
+    """Say, once per session, when a full device pool held the program back and how large a pool
+    would not have (``runtime.hooks.PoolStall``); return the seconds waited."""
+    waited = sum(stall.seconds for stall in stalls)
+    if waited < STALL_WARN_SECONDS:
+        return waited
+    said = []
+    for stall in stalls:
+        needed_gib = -(-stall.needed_bytes // (1 << 30))
+        said.append(
+            f"device {stall.device}: its pool of {stall.pool_bytes >> 20} MiB filled, and launches "
+            f"waited {stall.waits} times, {stall.seconds:.2f} s in all, for earlier launches' records "
+            f"to reach the file; the session's launches took {stall.needed_bytes / (1 << 30):.2f} GiB "
+            f"of pool in all (pool_bytes={needed_gib} << 30 would have held them)"
+        )
+    warnings.warn(
+        "proton_ik: the program ran slower than it would unprofiled while it waited for the "
+        f"device pool: {'; '.join(said)}. Pass a larger pool_bytes to proton_ik.start() where the "
+        "device has the memory, or profile fewer steps (start later, finalize sooner)",
+        stacklevel=4,  # the user's call of proton_ik.finalize
+    )
+    return waited

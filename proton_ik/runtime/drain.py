@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,9 @@ class Drain:
         self._host_bytes = self.host_arena.numpy()
         self.sink = sink
         self.copied_bytes = 0  # device-to-host bytes of records, for the benchmarks
+        # How long the user's threads waited for room in a full pool, and how often.
+        self.waits = 0
+        self.waited_seconds = 0.0
         self._streams: dict[int, Any] = {}
         # Events to record after launches, made now and recycled once their launch is drained:
         # making one costs microseconds, and its first record creates the CUDA event.
@@ -169,7 +173,10 @@ class Drain:
                 return False
             self._room_wanted = True
             self._cond.notify_all()
+            began = time.perf_counter()
             self._cond.wait_for(self._took_one_after(self._taken))
+            self.waited_seconds += time.perf_counter() - began
+            self.waits += 1
         self.raise_if_failed()
         return True
 

@@ -135,6 +135,19 @@ class CapturedLaunch:
     buffer: Any
 
 
+@dataclass(frozen=True)
+class PoolStall:
+    """How long a device's full pool held the program back: the user's threads waited ``waits``
+    times, ``seconds`` in all, for earlier launches' records to reach the file. ``needed_bytes``:
+    the pool every launch of the session took together (a pool that large never waits)."""
+
+    device: int
+    waits: int
+    seconds: float
+    pool_bytes: int
+    needed_bytes: int
+
+
 @dataclass
 class FlushPolicy:
     """When recorded launches go to the session file without waiting for the pool to fill: every
@@ -367,6 +380,14 @@ class LaunchRecorder:
         knobs.runtime.kernel_load_end_hook.remove(on_kernel_load)
         knobs.runtime.launch_exit_hook.remove(self.exit)
         set_profile_allocator(None)
+
+    def pool_stalls(self) -> list[PoolStall]:
+        """The devices whose pool filled, so that a launch waited for room."""
+        return [
+            PoolStall(device, drain.waits, drain.waited_seconds, drain.pool.capacity, drain.pool.handed_out)
+            for device, drain in sorted(self.drains.items())
+            if drain.waits
+        ]
 
     def close(self) -> None:
         """Copy everything off every device; stop the drain threads."""

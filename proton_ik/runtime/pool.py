@@ -39,6 +39,7 @@ class RingPool:
         self._live: collections.deque[Chunk] = collections.deque()
         self._lock = threading.Lock()
         self.high_water = 0
+        self.handed_out = 0  # bytes of every chunk handed out so far: what a pool holding all would need
 
     def _round(self, size: int) -> int:
         return -(-max(size, 1) // self.align) * self.align
@@ -62,6 +63,7 @@ class RingPool:
             self._used += skip + need
             chunk = Chunk(offset, size, skip)
             self._live.append(chunk)
+            self.handed_out += need
             if self._used > self.high_water:
                 self.high_water = self._used
             return chunk
