@@ -26,7 +26,8 @@ of a whole session), ``render`` (a session straight to trace files), ``readback`
 again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``, ``trace_file``, ``read_checks``,
 ``nesting_order``), and ``diff`` (two sessions compared scope by scope: ``diff_sample``,
 ``diff_stats``, ``bootstrap``, ``diff_text``), ``ranks`` (a job's sessions side by side), and
-``recover`` (the complete launches of a session file never closed). Helpers: ``groups`` (numbering tracks, threads
+``recover`` (the complete launches of a session file never closed), and ``report`` (one
+self-contained HTML page of a session: ``show``'s numbers, histograms, heatmaps). Helpers: ``groups`` (numbering tracks, threads
 and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops
 in Python per record, event or unit, so a session of millions of records finalizes in seconds;
 ``tests/viewer/finalize_speed.py`` measures it.

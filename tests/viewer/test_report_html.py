@@ -165,6 +165,9 @@ class _Recorder:
     def unrecorded_info(self) -> list[dict]:
         return []
 
+    def pool_stalls(self) -> list:
+        return []
+
 
 class _Follower:
     def uninstall(self) -> None: ...

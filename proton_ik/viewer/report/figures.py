@@ -122,8 +122,16 @@ def _group_quantiles(group: np.ndarray, values: np.ndarray, groups: int) -> dict
 
 def top_scopes(events: pd.DataFrame) -> list[str]:
     """A kernel's scopes of most total time, at most ``MAX_SCOPES_DRAWN``."""
-    totals = events.groupby(events["scope"].astype(str))["dur_ns"].sum().sort_values(ascending=False)
-    return list(totals.index[:MAX_SCOPES_DRAWN])
+    codes, names = scope_codes(events)
+    totals = np.bincount(codes, weights=events["dur_ns"].to_numpy(np.float64), minlength=len(names))
+    order = np.argsort(-totals, kind="stable")
+    return [names[i] for i in order[:MAX_SCOPES_DRAWN] if totals[i] > 0]
+
+
+def scope_codes(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Each event's scope as a code, and the names of the codes (no string per event)."""
+    scope = events["scope"]
+    return scope.cat.codes.to_numpy(np.int64), [str(name) for name in scope.cat.categories]
 
 
 def launch_starts(units: pd.DataFrame) -> pd.Series:
@@ -155,11 +163,11 @@ def sm_heatmaps(events: pd.DataFrame, units: pd.DataFrame, scopes: list[str]) ->
     alive = coverage(units["sm"].to_numpy(np.int64), u_begin * scale, u_end * scale, sms)
     e_begin = _since_launch(events["launch"], events["begin_rel_ns"].to_numpy(np.float64), starts) * scale
     e_end = _since_launch(events["launch"], events["end_rel_ns"].to_numpy(np.float64), starts) * scale
-    scope = events["scope"].astype(str).to_numpy()
+    scope, names = scope_codes(events)
     sm = events["sm"].to_numpy(np.int64)
     maps = []
     for name in scopes:
-        chosen = scope == name
+        chosen = scope == names.index(name)
         busy = coverage(sm[chosen], e_begin[chosen], e_end[chosen], sms)
         with np.errstate(invalid="ignore", divide="ignore"):
             fraction = np.where(alive > 0, np.minimum(busy / alive, 1.0), np.nan)
@@ -202,12 +210,12 @@ def cta_heatmap(events: pd.DataFrame, units: pd.DataFrame, scopes: list[str]) ->
     ctas = int(max(units["cta"].max(), events["cta"].max())) + 1
     launches = max(1, units["launch"].nunique())
     cta = events["cta"].to_numpy(np.int64)
-    scope = events["scope"].astype(str).to_numpy()
+    scope, names = scope_codes(events)
     dur = events["dur_ns"].to_numpy(np.float64)
-    rows = [
-        np.bincount(cta[scope == name], weights=dur[scope == name], minlength=ctas) / launches
-        for name in scopes
-    ]
+    rows = []
+    for name in scopes:
+        chosen = scope == names.index(name)
+        rows.append(np.bincount(cta[chosen], weights=dur[chosen], minlength=ctas) / launches)
     starts = launch_starts(units)
     end = _since_launch(units["launch"], units["end_rel_ns"].to_numpy(np.float64, na_value=np.nan), starts)
     last = pd.Series(end).groupby([units["launch"].to_numpy(), units["cta"].to_numpy()]).max()

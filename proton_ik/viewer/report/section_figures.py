@@ -44,7 +44,8 @@ def _left_out(collected: Collected, drawn: list[tuple[int, str]]) -> str:
 
 
 def _of_kernel(frame: pd.DataFrame, kernel: str) -> pd.DataFrame:
-    return frame[(frame["kernel"] == kernel).to_numpy(bool)]
+    mine = (frame["kernel"] == kernel).to_numpy(bool)
+    return frame if mine.all() else frame[mine]  # one kernel: no copy of millions of rows
 
 
 def sm_section(collected: Collected) -> Section:
