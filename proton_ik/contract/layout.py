@@ -4,7 +4,8 @@ Every launch gets ``num_ctas * cta_bytes`` bytes of Triton's ``profile_scratch``
 bytes ``[c * cta_bytes, (c + 1) * cta_bytes)``:
 
     +----------------------+  CTA header, written once by thread 0, at its exit
-    | CTA_HEADER (64 B)    |  magic, version, linear CTA id, %smid, %nctaid, units, capacity
+    | CTA_HEADER (64 B)    |  magic, version, linear CTA id, %smid, %nctaid, units, capacity,
+    |                      |  the CTA's thread-block cluster: its id, the CTA's rank, its CTAs
     +----------------------+
     | unit 0 segment       |  UNIT_HEADER (48 B): start/end clock64 and %globaltimer, the
     |   header + entries   |  entries and single records written; then ``capacity`` entries
@@ -48,6 +49,12 @@ depends on the scope count alone. The prologue zeroes them and the writer lane a
 duration with fire-and-forget reductions (``red.global``); zero is every field's identity,
 the minimum being kept as the maximum of ``~duration``. The unit header is as in a trace, with
 no entries.
+
+The CTA header's cluster fields (sm_90 and later: ``%clusterid``, ``%cluster_ctarank``,
+``%cluster_nctarank``) sit where three reserved words were, which every writer before them set
+to 0. A ``cluster_ctas`` of 0 reads "not recorded": an older file, or a kernel compiled for a
+target before sm_90, whose epilogue stores 0 there. A CTA launched without clusters records a
+cluster of one CTA, its own. So old bytes keep their meaning and the version is unchanged.
 
 Bump ``VERSION`` whenever anything in this file changes meaning.
 """
@@ -131,7 +138,10 @@ CTA_HEADER_DTYPE = np.dtype(
         ("nctaid_z", "<u4"),
         ("units", "<u4"),
         ("capacity", "<u4"),  # ring entries per unit
-        ("reserved", "<u4", (7,)),
+        ("cluster", "<u4"),  # linear cluster id: %clusterid x + y * nx + z * nx * ny (%nclusterid)
+        ("cluster_rank", "<u4"),  # %cluster_ctarank: the CTA's rank in its cluster
+        ("cluster_ctas", "<u4"),  # %cluster_nctarank: CTAs in the cluster; 0: not recorded
+        ("reserved", "<u4", (4,)),
     ]
 )
 CTA_HEADER_BYTES = CTA_HEADER_DTYPE.itemsize

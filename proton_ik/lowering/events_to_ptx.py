@@ -60,7 +60,7 @@ _CLOCK = "\tmov.u32 \t%pik_c, %clock;"
 _COUNT_SINGLE = ["\tadd.s32 \t%pik_n, %pik_n, 1;", "\tadd.s32 \t%pik_singles, %pik_singles, 1;"]
 
 
-def store_event(op: StoreEventOp, capacity: int) -> list[str]:
+def store_event(op: StoreEventOp, capacity: int, policy: bool) -> list[str]:
     tag = [
         f"\tshl.b32 \t{TAG_REGISTER}, {_register(op.index)}, {TAG_INDEX_SHIFT};",
         f"\tand.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {TAG_INDEX_MASK << TAG_INDEX_SHIFT};",
@@ -68,11 +68,11 @@ def store_event(op: StoreEventOp, capacity: int) -> list[str]:
     ]
     work = tag + _slot(capacity)
     body = [_CLOCK, *work] if op.is_end else [*work, _CLOCK]
-    store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"})
+    store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"}, policy)
     return ["\t// pik event record", *body, store, *_COUNT_SINGLE]
 
 
-def store_value(op: StoreValueOp, capacity: int) -> list[str]:
+def store_value(op: StoreValueOp, capacity: int, policy: bool) -> list[str]:
     values = {
         "tag": op.tag.value.data,
         "clock": "%pik_c",
@@ -83,7 +83,7 @@ def store_value(op: StoreValueOp, capacity: int) -> list[str]:
         "\t// pik value record",
         *_slot(capacity),
         _CLOCK,
-        stores_ptx.entry_store(VALUE_ENTRY_DTYPE, values),
+        stores_ptx.entry_store(VALUE_ENTRY_DTYPE, values, policy),
         *_COUNT_SINGLE,
     ]
 
@@ -104,10 +104,12 @@ def is_entry(op: Operation) -> bool:
     return isinstance(op, StoreEventOp | StoreValueOp)
 
 
-def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], capacity: int) -> bool:
+def plan_sites(
+    ops: Iterable[Operation], sites: dict[int, list[str]], capacity: int, policy: bool = True
+) -> bool:
     """Add the lines of these ops' sites to ``sites`` (site -> PTX lines, as planned for the
     other ops), and guard the guarded ones; True if any op was ours (then ``declarations``
-    are needed)."""
+    are needed). ``policy``: the stores carry the records' L2 policy (``stores_ptx``)."""
     ours = False
     guards: list[GuardOp] = []
     for op in ops:
@@ -115,7 +117,7 @@ def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], capacity: 
             if op.site is None:
                 raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
             lower = store_event if isinstance(op, StoreEventOp) else store_value
-            sites[op.site.value.data] = lower(op, capacity)  # type: ignore[arg-type]
+            sites[op.site.value.data] = lower(op, capacity, policy)  # type: ignore[arg-type]
             ours = True
         elif isinstance(op, GuardOp):
             guards.append(op)

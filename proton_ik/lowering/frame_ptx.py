@@ -2,10 +2,13 @@
 
 The prologue (``pikgpu.segment_setup``) stores nothing: it finds the unit's entries in the
 ``profile_scratch`` parameter and its writer lane, and reads the low 32 bits of the start's
-clock and %globaltimer, and makes the records' L2 policy (``stores_ptx``). The epilogue (``pikgpu.finalize``), which every ``ret`` branches to,
+clock and %globaltimer, and makes the records' L2 policy (``stores_ptx``) where the target has
+one. The epilogue (``pikgpu.finalize``), which every ``ret`` branches to,
 reads the end's clock64 and %globaltimer, rebuilds the start's, and writes the unit header and,
 in thread 0, the CTA header (docs/PERFORMANCE.md, issue 10: stores before the kernel's first
-loads cost short CTAs the most). Staged kernels (``staging``) copy their entries there too.
+loads cost short CTAs the most), with the CTA's thread-block cluster where the target has
+clusters (sm_90 and later; 0s before, which read "not recorded"). Staged kernels (``staging``)
+copy their entries there too.
 
 All offsets come from ``proton_ik.contract.layout``, and so does the order of the operands of
 every vector store: each names the layout fields it writes (``stores_ptx.vector``).
@@ -30,6 +33,15 @@ from proton_ik.lowering import staging
 from proton_ik.lowering.stores_ptx import POLICY, header_store
 
 EXIT_LABEL = "$pik_exit"
+CLUSTER_MIN_SM = 90  # %clusterid, %cluster_ctarank and %cluster_nctarank exist from sm_90 on
+# The epilogue's registers of the CTA's cluster: ``pikgpu_to_ptx`` declares them with its own.
+CLUSTER_REGISTERS = ("cluster", "cluster_rank", "cluster_ctas", "cluster_t", "cluster_n")
+
+
+def has_clusters(target_sm: int | None) -> bool:
+    """Whether PTX for ``target_sm`` (None: a module without ``.target``, taken as the newest)
+    has the cluster registers."""
+    return target_sm is None or target_sm >= CLUSTER_MIN_SM
 
 
 def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
@@ -88,25 +100,25 @@ def _entries(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     ]
 
 
-def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
+def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool, policy: bool) -> list[str]:
     """The unit's entries and writer lane (and its stage, when staged), and the low halves of its
     start times. No store: the kernel's first loads must not queue behind stores whose addresses
     and values wait on special-register reads (docs/PERFORMANCE.md, issue 10). Only the start's
     two 32-bit halves wait in registers (the time's in a uniform one); the epilogue writes every
-    header."""
+    header. ``policy``: the target has L2 cache hints (``stores_ptx.POLICY_MIN_SM``)."""
     return [
         "\t// pik prologue: this unit's entries and writer lane, the low halves of its start times",
         *_entries(setup, scratch_param),
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
-        POLICY,  # the L2 policy of the records' stores (``stores_ptx``)
+        *([POLICY] if policy else []),  # the L2 policy of the records' stores (``stores_ptx``)
         *(staging.prologue(_writer(setup)[1]) if staged else []),
         "\tmov.u32 \t%pik_start_clock, %clock;",
         "\tmov.u32 \t%pik_start_time, %globaltimer_lo;",
     ]
 
 
-def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[str]:
+def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, clusters: bool) -> list[str]:
     """Every header, at the unit's exit. The 64-bit start times are the end times less the
     32-bit distances from the start's low halves: exact while a unit runs under 2**32 cycles (2 s
     at 2 GHz) and 2**32 ns (4 s).
@@ -114,7 +126,10 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
     Unstaged, the unit header's address comes from the records' pointer, which lives across the
     kernel anyway; the CTA's region and the writer lane are computed again, so that nothing else
     of the prologue's stays live. Staged, the records use the stage, not the pointer: the unit's
-    entries are computed again too, then the stage is copied, then the headers are written."""
+    entries are computed again too, then the stage is copied, then the headers are written.
+
+    ``clusters``: the target has thread-block clusters (``CLUSTER_MIN_SM``), whose registers
+    thread 0 reads into the CTA header; elsewhere it stores 0 there ("not recorded")."""
     layout = setup.layout
     starts = [
         *_rebuilt_start("%pik_start_clock64", "%pik_clk64", "%pik_start_clock"),
@@ -133,6 +148,11 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
     else:
         unit_header = [*starts, *_cta_region(setup, scratch_param), *_writer(setup)[0], *_unit_header()]
     cta = CTA_HEADER_DTYPE
+    cluster: dict[str, object] = (
+        {"cluster": "%pik_cluster", "cluster_rank": "%pik_cluster_rank", "cluster_ctas": "%pik_cluster_ctas"}
+        if clusters
+        else {"cluster": 0, "cluster_rank": 0, "cluster_ctas": 0}
+    )
     return [
         f"{EXIT_LABEL}:",
         "\t// pik epilogue: the unit's start and end times and counts; thread 0 the CTA header",
@@ -142,6 +162,7 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
         "\tsetp.eq.u32 \t%pik_h, %pik_tid, 0;",
         *sampling_ptx.restrict_header(layout.sampling, "%pik_h"),
         "\tmov.u32 \t%pik_sm, %smid;",
+        *(_cluster() if clusters else []),
         header_store(
             "%pik_h",
             "%pik_base",
@@ -158,9 +179,25 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[st
             "%pik_h",
             "%pik_base",
             cta,
-            {"capacity": layout.capacity, "reserved[0]": 0, "reserved[1]": 0, "reserved[2]": 0},
+            {"capacity": layout.capacity, **cluster},
         ),
         "\tret;",
+    ]
+
+
+def _cluster() -> list[str]:
+    """The CTA's cluster: its linear id (x + y * nx + z * nx * ny over %clusterid and
+    %nclusterid), the CTA's rank in it and its CTAs, into ``CLUSTER_REGISTERS``."""
+    return [
+        "\tmov.u32 \t%pik_cluster, %clusterid.z;",
+        "\tmov.u32 \t%pik_cluster_n, %nclusterid.y;",
+        "\tmov.u32 \t%pik_cluster_t, %clusterid.y;",
+        "\tmad.lo.u32 \t%pik_cluster, %pik_cluster, %pik_cluster_n, %pik_cluster_t;",
+        "\tmov.u32 \t%pik_cluster_n, %nclusterid.x;",
+        "\tmov.u32 \t%pik_cluster_t, %clusterid.x;",
+        "\tmad.lo.u32 \t%pik_cluster, %pik_cluster, %pik_cluster_n, %pik_cluster_t;",
+        "\tmov.u32 \t%pik_cluster_rank, %cluster_ctarank;",
+        "\tmov.u32 \t%pik_cluster_ctas, %cluster_nctarank;",
     ]
 
 

@@ -79,6 +79,7 @@ _REGS_32 = [
     "nz",
     "cta",
     "sm",
+    *frame_ptx.CLUSTER_REGISTERS,
 ]
 _REGS_64 = [
     "scratch",
@@ -125,10 +126,11 @@ def _slot(capacity: int) -> list[str]:
     ]
 
 
-def _single(store: StoreRecordOp, capacity: int) -> list[str]:
+def _single(store: StoreRecordOp, capacity: int, policy: bool) -> list[str]:
     clock = ["\tmov.u32 \t%pik_c, %clock;"]
+    values = {"first.tag": store.tag.value.data, "first.clock": "%pik_c"}
     store_lines = [
-        stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": store.tag.value.data, "first.clock": "%pik_c"}),
+        stores_ptx.entry_store(ENTRY_DTYPE, values, policy),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
         "\tadd.s32 \t%pik_singles, %pik_singles, 1;",
     ]
@@ -142,7 +144,7 @@ def _pair_begin(pair: int) -> list[str]:
     return ["\t// pik pair begin", f"\tmov.u32 \t%pik_b{pair}, %clock;"]
 
 
-def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
+def _pair_end(store: StorePairOp, capacity: int, pair: int, policy: bool) -> list[str]:
     tags = store.begin_tag.value.data, store.end_tag.value.data
     return [
         "\t// pik pair end",
@@ -156,14 +158,20 @@ def _pair_end(store: StorePairOp, capacity: int, pair: int) -> list[str]:
                 "second.tag": tags[1],
                 "second.clock": "%pik_c",
             },
+            policy,
         ),
         "\tadd.s32 \t%pik_n, %pik_n, 1;",
     ]
 
 
-def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxPlan:
+def plan_ptx(
+    module: ModuleOp, scratch_param: str, staged: bool = False, target_sm: int | None = None
+) -> PtxPlan:
     """Turn a verified ``pikgpu`` module into PTX fragments keyed by marker site. ``staged``: the
-    pairs go through shared memory (``staging``), where every entry is a pair of a trace."""
+    pairs go through shared memory (``staging``), where every entry is a pair of a trace.
+    ``target_sm``: the PTX's ``.target`` (None where it names none: the newest), which decides
+    whether the records' stores carry an L2 policy (sm_80 on) and the CTA header its cluster
+    (sm_90 on); nothing the target lacks is emitted."""
     ops = list(module.body.block.ops)
     setups = [o for o in ops if isinstance(o, SegmentSetupOp)]
     if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
@@ -178,11 +186,13 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxP
         and not setup.layout.aggregate
         and not any(_is_entry_but_a_pair(o) for o in ops)
     )
+    policy = stores_ptx.has_policy(target_sm)
+    clusters = frame_ptx.has_clusters(target_sm)
     plan = PtxPlan(
         _declarations(len(pairs)),
-        frame_ptx.prologue(setup, scratch_param, staged),
+        frame_ptx.prologue(setup, scratch_param, staged, policy),
         {},
-        frame_ptx.epilogue(setup, scratch_param, staged),
+        frame_ptx.epilogue(setup, scratch_param, staged, clusters),
     )
     plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
     if setup.layout.aggregate:
@@ -198,16 +208,16 @@ def plan_ptx(module: ModuleOp, scratch_param: str, staged: bool = False) -> PtxP
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
             plan.sites[site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            plan.sites[site_of(op)] = _pair_end(op, capacity, pair_of_begin[op.begin_clock.owner])
+            plan.sites[site_of(op)] = _pair_end(op, capacity, pair_of_begin[op.begin_clock.owner], policy)
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-            plan.sites[site_of(op)] = _single(op, capacity)
+            plan.sites[site_of(op)] = _single(op, capacity, policy)
         elif isinstance(op, AggregateBeginOp):
             plan.sites[site_of(op)] = aggregate_to_ptx.begin(op)
         elif isinstance(op, AggregateEndOp):
             plan.sites[site_of(op)] = aggregate_to_ptx.end(op, site_of(op))
-    if events_to_ptx.plan_sites(ops, plan.sites, capacity):
+    if events_to_ptx.plan_sites(ops, plan.sites, capacity, policy):
         plan.declarations += events_to_ptx.declarations()
     plan.begins = {site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
     plan.pair_begins = {
@@ -287,10 +297,4 @@ def lower_to_ptx(module: ModuleOp, ptx: str, staged: bool = False) -> str:
     _, params = ptx_text.entry_params(ptx.splitlines())
     if not params:
         raise ValueError("the kernel has no parameters; Triton's profile_scratch must be the last one")
-    instrumented = apply_plan(ptx, plan_ptx(module, params[-1], staged))
-    sm = ptx_text.target_sm(ptx.splitlines())
-    return (
-        instrumented
-        if sm is None or sm >= stores_ptx.POLICY_MIN_SM
-        else stores_ptx.without_policy(instrumented)
-    )
+    return apply_plan(ptx, plan_ptx(module, params[-1], staged, ptx_text.target_sm(ptx.splitlines())))

@@ -21,6 +21,7 @@ from triton.experimental.gluon import language as gl
 import proton_ik
 import proton_ik.language as pl
 from proton_ik.contract.layout import (
+    CTA_HEADER_DTYPE,
     ENTRY_BYTES,
     MAGIC,
     TAG_END_BIT,
@@ -30,6 +31,7 @@ from proton_ik.contract.layout import (
     Granularity,
     field_offset,
     make_tag,
+    vector_fields,
 )
 from proton_ik.lowering import placement
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
@@ -804,4 +806,30 @@ def test_records_keep_their_lines_in_l2_from_sm_80_and_assemble_before_it(sm):
     hinted = ptx.count("st.global.L2::cache_hint.v4.b32 \t[%pik_a]")
     plain = ptx.count("st.global.v4.b32 \t[%pik_a]")
     assert (hinted, plain, "createpolicy" in ptx) == ((2, 0, True) if sm >= 80 else (0, 2, False))
+    assert compiled.asm["cubin"]
+
+
+CLUSTER_REGISTERS = ("%clusterid.", "%nclusterid.", "%cluster_ctarank", "%cluster_nctarank")
+
+
+@pytest.mark.parametrize("sm", [80, 90])
+def test_the_cta_header_holds_the_cluster_from_sm_90_and_zeros_before_it(sm):
+    """The cluster's registers exist from sm_90 on (``frame_ptx.CLUSTER_MIN_SM``): there thread 0
+    reads them into the CTA header's cluster fields; before it, it stores 0 there ("not
+    recorded") and reads none of them, and the kernel still assembles."""
+    mode = Mode(stage=False)
+    with proton_ik.instrumented(mode):
+        source = ASTSource(add_kernel, signature=ADD_SIGNATURE, constexprs={"BLOCK": 1024})
+        options = {"instrumentation_mode": mode.knob, "num_warps": 4}
+        compiled = triton.compile(source, target=GPUTarget("cuda", sm, 32), options=options)
+    ptx = compiled.asm["ptx"]
+    reads = [line.strip() for line in ptx.splitlines() if any(r in line for r in CLUSTER_REGISTERS)]
+    offset = vector_fields(CTA_HEADER_DTYPE, ["capacity", "cluster", "cluster_rank", "cluster_ctas"])
+    store = next(line.strip() for line in ptx.splitlines() if f"[%pik_base+{offset}]" in line)
+    if sm >= 90:
+        assert len(reads) == 7 and "mov.u32 \t%pik_cluster_rank, %cluster_ctarank;" in reads
+        assert store.endswith("%pik_cluster, %pik_cluster_rank, %pik_cluster_ctas};")
+    else:
+        assert reads == [] and store.endswith(", 0, 0, 0};")
+    assert store.startswith("@%pik_h st.global.v4.b32")
     assert compiled.asm["cubin"]

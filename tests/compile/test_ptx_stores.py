@@ -3,7 +3,8 @@ sm_90 compiles for every thread of a grid, and the test reads the bytes back wit
 dtypes.
 
 The other compile tests check the PTX's text; these check what its stores put where. Each
-thread is given its %tid, %ctaid, %nctaid and %smid, and distinct %clock64, %clock and
+thread is given its %tid, %ctaid, %nctaid and %smid, its thread-block cluster's registers (one
+CTA a cluster unless the launch says otherwise), and distinct %clock64, %clock and
 %globaltimer readings; the buffer starts poisoned. Then every CTA's header must name the CTA's
 own linear id (x + y * nx + z * nx * ny) and sit at that id's region, every unit header must
 hold the clock64 and globaltimer its writer read, in that order, every entry the tags and
@@ -157,6 +158,7 @@ class Thread:
     )
     inputs: dict[str, int] = field(default_factory=dict)  # the kernel's own registers that ours read
     stage: bytearray = field(default_factory=bytearray)  # the CTA's shared memory array of ours
+    cluster: tuple[int, int, int] = (1, 1, 1)  # the launch's cluster shape, in CTAs
 
     def special(self, name: str) -> int:
         axis = "xyz".index(name[-1]) if name[-2] == "." else -1
@@ -166,6 +168,15 @@ class Thread:
             return self.ctaid[axis]
         if name.startswith("%nctaid."):
             return self.nctaid[axis]
+        if name.startswith("%clusterid."):
+            return self.ctaid[axis] // self.cluster[axis]
+        if name.startswith("%nclusterid."):
+            return self.nctaid[axis] // self.cluster[axis]
+        if name == "%cluster_ctarank":
+            x, y, z = (c % d for c, d in zip(self.ctaid, self.cluster, strict=True))
+            return x + y * self.cluster[0] + z * self.cluster[0] * self.cluster[1]
+        if name == "%cluster_nctarank":
+            return int(np.prod(self.cluster))
         if name == "%smid":
             return self.smid
         if name in self.inputs:
@@ -380,11 +391,18 @@ class Launch:
     threads: dict[tuple[int, int], Thread]  # (linear CTA id, tid) -> the thread
 
 
-def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP, inputs=None) -> Launch:
+def launch(
+    case: Case,
+    grid: tuple[int, int, int],
+    clock_step: int = CLOCK_STEP,
+    inputs=None,
+    cluster: tuple[int, int, int] = (1, 1, 1),
+) -> Launch:
     """Run every thread of the grid. Each thread's clock moves ``clock_step`` before each read;
     the default keeps every thread's readings apart from every other's. ``inputs(linear CTA id,
     tid)`` gives the values of the kernel's own registers that the instrumentation reads (a
-    predicate, an event's index, a value)."""
+    predicate, an event's index, a value). ``cluster``: the thread-block cluster's shape, which
+    divides the grid."""
     program, labels, scratch = parse_program(case.ptx)
     declared = re.search(rf"\.shared \.align \d+ \.b8 {STAGE_SYMBOL}\[(\d+)\];", case.ptx)
     stage_bytes = int(declared.group(1)) if declared else 0
@@ -404,6 +422,7 @@ def launch(case: Case, grid: tuple[int, int, int], clock_step: int = CLOCK_STEP,
                     threads[linear, tid] = Thread(
                         tid, (x, y, z), grid, smid_of(linear), clock, time, clock_step,
                         inputs={} if inputs is None else inputs(linear, tid), stage=stage,
+                        cluster=cluster,
                     )  # fmt: skip
                     running[tid] = ({}, 0)
                 while running:  # every thread up to the next bar.warp.sync, then on from there
@@ -503,6 +522,27 @@ def test_every_cta_header_names_its_own_linear_id_at_its_own_region(warp_pairs: 
         assert (cta["units"] == warp_pairs.layout.units).all()
         assert (cta["capacity"] == warp_pairs.layout.capacity).all()
         assert memory.conflicts == [], grid
+
+
+@pytest.mark.parametrize(
+    ("grid", "cluster"),
+    [((4, 3, 1), (1, 1, 1)), ((4, 3, 2), (2, 1, 1)), ((4, 2, 2), (2, 2, 1)), ((2, 2, 4), (1, 1, 4))],
+)
+def test_every_cta_header_names_its_cluster_its_rank_and_the_clusters_ctas(warp_pairs: Case, grid, cluster):
+    """Thread 0 stores the linear cluster id (x + y * nx + z * nx * ny over the cluster grid),
+    the CTA's rank in its cluster (x-major within the cluster shape) and the cluster's CTAs."""
+    memory = launch(warp_pairs, grid, cluster=cluster).memory
+    cta, _, _ = regions(warp_pairs, memory)
+    ids = np.arange(int(np.prod(grid)))
+    x, y, z = ids % grid[0], ids // grid[0] % grid[1], ids // (grid[0] * grid[1])
+    (cx, cy, cz), (nx, ny) = cluster, (grid[0] // cluster[0], grid[1] // cluster[1])
+    assert cta["cluster"].tolist() == (x // cx + y // cy * nx + z // cz * nx * ny).tolist()
+    assert cta["cluster_rank"].tolist() == (x % cx + y % cy * cx + z % cz * cx * cy).tolist()
+    assert (cta["cluster_ctas"] == cx * cy * cz).all()
+    # Each cluster holds every rank once.
+    ranks = sorted(zip(cta["cluster"].tolist(), cta["cluster_rank"].tolist(), strict=True))
+    assert ranks == [(c, r) for c in range(len(ids) // (cx * cy * cz)) for r in range(cx * cy * cz)]
+    assert memory.conflicts == []
 
 
 def test_headers_and_entries_hold_what_each_writer_read(case: Case):

@@ -79,14 +79,19 @@ def test_every_store_writes_each_field_the_value_the_layout_names():
         {"entries": "%pik_n", "end_magic": str(MAGIC), "singles": "%pik_singles", "reserved": "0"},
         {"magic": str(MAGIC), "version": str(VERSION), "cta": "%pik_cta", "smid": "%pik_sm"},
         {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": str(LAYOUT.units)},
-        {"capacity": str(LAYOUT.capacity), "reserved[0]": "0", "reserved[1]": "0", "reserved[2]": "0"},
+        {
+            "capacity": str(LAYOUT.capacity),
+            "cluster": "%pik_cluster",
+            "cluster_rank": "%pik_cluster_rank",
+            "cluster_ctas": "%pik_cluster_ctas",
+        },
     ]
 
 
 def test_stores_follow_fields_that_move(monkeypatch):
     """The CTA header's fields 16 bytes later (still 64 bytes): every header store moves with them."""
     fields = [(name, CTA_HEADER_DTYPE.fields[name][0]) for name in CTA_HEADER_DTYPE.names[:-1]]
-    moved = np.dtype([("pad", "<u4", (4,)), *fields, ("reserved", "<u4", (3,))])
+    moved = np.dtype([("pad", "<u4", (4,)), *fields])
     assert moved.itemsize == CTA_HEADER_DTYPE.itemsize
     written = stores(BASES)[-3:]
     monkeypatch.setattr(frame_ptx, "CTA_HEADER_DTYPE", moved)
@@ -121,3 +126,21 @@ def test_a_layout_that_reorders_a_stores_fields_is_refused(monkeypatch, name, re
     monkeypatch.setattr(frame_ptx, name, reordered)
     with pytest.raises(ValueError, match=r"not 4-byte scalars one after another in this order"):
         plan_ptx(parse_module(MODULE), "k_param_3")
+
+
+@pytest.mark.parametrize("sm", [75, 80, 90, None])
+def test_the_plan_emits_only_what_the_target_has(sm):
+    """The target decides what is emitted, nothing is emitted and taken out again: a cache hint
+    and its policy from sm_80 on, the cluster's registers from sm_90 on (None: no ``.target``,
+    the newest)."""
+    plan = plan_ptx(parse_module(MODULE), "k_param_3", target_sm=sm)
+    text = "\n".join(
+        [*plan.prologue, *(line for site in plan.sites.values() for line in site), *plan.epilogue]
+    )
+    newest = sm is None
+    assert ("createpolicy" in text, "cache_hint" in text) == (newest or sm >= 80,) * 2
+    assert ("%cluster_ctarank" in text, "%clusterid.x" in text) == (newest or sm >= 90,) * 2
+    record_stores = [line for line in text.splitlines() if "[%pik_a" in line]
+    assert len(record_stores) == 2 and all(
+        ("%pik_pol" in line) == (newest or sm >= 80) for line in record_stores
+    )

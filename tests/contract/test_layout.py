@@ -19,7 +19,8 @@ from proton_ik.contract.layout import (
 def test_scalars_are_named_inside_records_and_arrays():
     cta = scalar_fields(CTA_HEADER_DTYPE)
     assert cta["capacity"] == (field_offset(CTA_HEADER_DTYPE, "capacity"), 4)
-    assert cta["reserved[6]"] == (CTA_HEADER_DTYPE.itemsize - 4, 4)
+    assert cta["reserved[3]"] == (CTA_HEADER_DTYPE.itemsize - 4, 4)
+    assert [cta[name] for name in ("cluster", "cluster_rank", "cluster_ctas")] == [(36, 4), (40, 4), (44, 4)]
     assert list(scalar_fields(ENTRY_DTYPE).items()) == [
         ("first.tag", (0, 4)),
         ("first.clock", (4, 4)),
