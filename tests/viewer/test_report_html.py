@@ -77,7 +77,7 @@ def test_every_section_has_its_anchor_and_the_trace_is_linked(tmp_path):
 
 def test_a_report_without_a_trace_says_how_to_make_one(tmp_path):
     text = write_report(DEMO, tmp_path / "r.html").read_text()
-    assert "No Perfetto trace was written" in text and "proton-ik convert" in text
+    assert "No Perfetto trace was written" in text and "proton-ik convert demo.pik --to perfetto" in text
 
 
 def test_hostile_names_are_escaped(tmp_path, busy_launch):
@@ -190,3 +190,28 @@ def test_finalize_writes_the_report_beside_the_session(tmp_path, formats):
     text = (tmp_path / "run.html").read_text()
     assert ('<a href="run.pftrace">' in text) == ("pftrace" in formats)
     assert result.records == viewer.load(tmp_path / "run.pik").record_count > 0
+
+
+def test_kernels_interleaved_in_host_scopes_keep_shows_numbers(tmp_path, busy_launch):
+    path = tmp_path / "k.pik"
+    with SessionWriter(path, {"name": "k", "time_shift_cycles": 20}) as writer:
+        for i in range(7):
+            capture = busy_launch(launch=i, num_ctas=1 + i % 4, iterations=3 + i % 3)
+            capture.meta["host_scope"] = ["step", "fwd" if i % 3 else "bwd"]
+            writer.add_launch(capture.meta, capture.buffer)
+    summary = viewer.load(path).summary()
+    assert summary.kernels["host_scope"].nunique() == 2 and summary.kernels["kernel"].nunique() == 2
+    page = ReportPage(write_report(path, tmp_path / "k.html").read_text())
+    expected = show_rows(summary)
+    tables = range(len(page.sections["scopes"]))
+    shown = [{key: row[key] for key in expected[0]} for table in tables for row in page.rows("scopes", table)]
+    assert shown == expected
+    assert sum(len(page.rows("kernels", t)) for t in range(len(page.sections["kernels"]))) == 7
+
+
+def test_a_session_of_no_launches_reports_so(tmp_path):
+    path = tmp_path / "none.pik"
+    with SessionWriter(path, {"name": "none", "time_shift_cycles": 0}):
+        pass
+    page = ReportPage(write_report(path, tmp_path / "n.html").read_text())
+    assert set(page.sections) == set(SECTIONS) - {"diff"}

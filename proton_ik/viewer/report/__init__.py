@@ -53,7 +53,7 @@ def write_report(
     trace_exists = trace_link is not None and (out.resolve().parent / trace_link).exists()
     collected = collect(session)
     sections = [
-        overview(collected, trace_link, trace_exists),
+        overview(collected, session.name, trace_link, trace_exists),
         kernels_section(collected),
         scopes_section(collected, scope_extras(collected.events, collected.launches)),
         sm_section(collected),

@@ -56,7 +56,7 @@ def collect(session_path: str | Path) -> Collected:
     session = read_session(session_path)
     shift = time_shift_cycles(session.info)
     if not session.launches:
-        trace = Trace(session.info, *_empty_tables())
+        trace = Trace.from_captures(session.info, [])  # tables with every column and no rows
         return Collected(dict(session.info), trace, trace.summary())
     pipeline = Pipeline(session.launches, shift)
     kept: dict[str, list[dict[str, np.ndarray]]] = {"events": [], "units": [], "unmatched": []}
@@ -110,13 +110,3 @@ def _table(
             columns[name] = np.where(codes >= 0, remap[np.maximum(codes, 0)], -1)
     present = [name for name in names if name in columns]
     return frame(columns, present, {name: labels[name][0] for name in labels if name in present})
-
-
-def _empty_tables() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Tables with the report's columns and no rows, for a session that holds no launch."""
-    events = pd.DataFrame({name: pd.Series(dtype=np.int64) for name in EVENT_NAMES})
-    events["file"] = pd.Series(dtype=object)
-    units = pd.DataFrame({name: pd.Series(dtype=np.int64) for name in UNIT_NAMES})
-    units["finished"] = pd.Series(dtype=bool)
-    unmatched = pd.DataFrame({name: pd.Series(dtype=np.int64) for name in UNMATCHED_COLUMNS})
-    return events, units, unmatched, pd.DataFrame()

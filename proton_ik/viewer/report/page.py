@@ -44,7 +44,7 @@ rows.forEach(function(r){body.appendChild(r);});});});
 function tab(){var id=location.hash.slice(1);var target=id?document.getElementById(id):null;
 var one=!!target&&target.tagName==='SECTION';document.body.classList.toggle('tab',one);
 document.querySelectorAll('main>section').forEach(function(s){s.classList.toggle('on',s===target);});
-if(one){window.scrollTo(0,0);}}
+if(one){window.scrollTo(0,0);setTimeout(function(){window.scrollTo(0,0);},0);}}
 window.addEventListener('hashchange',tab);window.addEventListener('load',tab);tab();
 document.body.dataset.ready='1';});
 """

@@ -45,7 +45,8 @@ def kernel_title(kernel: Any) -> str:
     return f"{kernel.kernel}" + (f" (host scope {kernel.host_scope})" if kernel.host_scope else "")
 
 
-def overview(collected: Collected, trace_link: str | None, trace_exists: bool) -> Section:
+def overview(collected: Collected, session: str, trace_link: str | None, trace_exists: bool) -> Section:
+    """The session's name, device and counts, and its Perfetto trace (``session``: its file name)."""
     info, launches = collected.info, collected.launches
     records = int(launches["records"].sum()) if len(launches) else 0
     facts = [
@@ -60,12 +61,12 @@ def overview(collected: Collected, trace_link: str | None, trace_exists: bool) -
     body = table(["", ""], rows, left=1)
     if trace_link is None:
         body += paragraph(
-            "No Perfetto trace was written with this session; `proton-ik convert SESSION.pik --to "
+            f"No Perfetto trace was written with this session; `proton-ik convert {session} --to "
             "perfetto` makes one, for the raw slices."
         )
     else:
         link = f'<a href="{_attr(trace_link)}">{_text(trace_link)}</a>'
-        missing = "" if trace_exists else " (not written yet: `proton-ik convert` the .pik to make it)"
+        missing = "" if trace_exists else f" (not written yet: `proton-ik convert {session} --to perfetto`)"
         body += f"<p>Raw slices: {link}{_text(missing)}. {_text(PERFETTO_NOTE)}</p>"
     return Section("overview", "Session", body)
 

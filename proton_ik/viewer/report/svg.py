@@ -70,12 +70,13 @@ def heatmap_svg(heatmap: Heatmap, row_px: int = ROW_PX, vmax: float = 1.0, label
     )
     image = _data_uri(colours(np.clip(values / vmax, 0, 1)))
     return (
-        f'<svg class="heat" width="{label_px + PLOT_PX + 40}" height="{height + 34}" role="img">'
+        f'<svg class="heat" width="{label_px + PLOT_PX + 40}" height="{height + 40}" role="img">'
         f"<title>{escape(heatmap.title)}: {escape(heatmap.value_label)}</title>"
+        '<g transform="translate(0,6)">'
         f'<image x="{label_px}" y="0" width="{PLOT_PX}" height="{height}" preserveAspectRatio="none" '
         f'href="{image}"/>{labels}{ticks}'
         f'<text x="{label_px + PLOT_PX / 2}" y="{height + 30}" text-anchor="middle">'
-        f"{escape(heatmap.x_label)}{f' ({escape(heatmap.x_unit)})' if heatmap.x_unit else ''}</text></svg>"
+        f"{escape(heatmap.x_label)}{f' ({escape(heatmap.x_unit)})' if heatmap.x_unit else ''}</text></g></svg>"
     )
 
 
