@@ -22,7 +22,7 @@ launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfe
 ``perfetto_wire`` and ``perfetto_sink``) and ``chrome`` (trace writers, chunk by chunk),
 ``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``proton_trace``
 (Proton's ``.chrome_trace``, in Proton's schema), ``trace`` (the tables
-of a whole session), ``render`` (a session straight to trace files), ``readback`` (traces read
+of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and skews), ``render`` (a session straight to trace files), ``readback`` (traces read
 again: ``read_chrome``, ``read_perfetto``, ``pftrace_packets``, ``trace_file``, ``read_checks``,
 ``nesting_order``), and ``diff`` (two sessions compared scope by scope: ``diff_sample``,
 ``diff_stats``, ``bootstrap``, ``diff_text``), ``ranks`` (a job's sessions side by side), and
@@ -38,6 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from proton_ik.viewer.clusters import cluster_table
 from proton_ik.viewer.render import RenderStats, render_session
 from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
 from proton_ik.viewer.summary import Summary
@@ -54,6 +55,7 @@ __all__ = [
     "Summary",
     "Trace",
     "aggregate_table",
+    "cluster_table",
     "load",
     "read_session",
     "render",

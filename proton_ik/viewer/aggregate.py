@@ -42,8 +42,8 @@ from proton_ik.viewer.timebase import SmClocks
 
 HIST_COLUMNS = tuple(f"hist_{b}" for b in range(HISTOGRAM_BINS))
 AGGREGATE_COLUMNS = (
-    "launch", "kernel", "name", "host_scope", "cta", "sm", "warp", "unit", "scope", "scope_id", "line",
-    "finished", "count", "sum_cycles", "min_cycles", "max_cycles", "mean_cycles", "sum_cycles_raw",
+    "launch", "kernel", "name", "host_scope", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "scope",
+    "scope_id", "line", "finished", "count", "sum_cycles", "min_cycles", "max_cycles", "mean_cycles", "sum_cycles_raw",
     "min_cycles_raw", "max_cycles_raw", "ns_per_cycle", "sum_ns", "mean_ns", "min_ns", "max_ns",
     *HIST_COLUMNS,
 )  # fmt: skip
@@ -154,6 +154,8 @@ def _columns(launch: Launch, clocks: SmClocks, shift: int) -> dict[str, np.ndarr
         "host_scope": np.full(n, HOST_SCOPE_SEPARATOR.join(host_scopes(meta)), dtype=object),
         "cta": units.cta[row],
         "sm": units.smid[row],
+        "cluster": units.cluster[row],
+        "cluster_rank": units.cluster_rank[row],
         "warp": units.unit[row] * launch.kernel.warps_per_unit,
         "unit": units.unit[row],
         "scope": np.array([names.get(i, f"<scope {i}>") for i in scope_ids], dtype=object)[stats.scope],

@@ -342,7 +342,13 @@ def _slice_rows(slices: _Slices, ids: _Ids, head: Rows, args: Rows, lo: int, hi:
     microseconds(rows, slices.ts[index])
     rows.constant(b',"dur":')
     microseconds(rows, slices.dur[index])
-    rows.constant(b',"args":{"cta":').decimal(tracks.cta[tracks.row_cta[index]]).take(args, thread)
+    cta = tracks.row_cta[index]
+    rows.constant(b',"args":{"cta":').decimal(tracks.cta[cta])
+    cluster, rank = tracks.cta_cluster[cta], tracks.cta_cluster_rank[cta]
+    if (recorded := cluster >= 0).any():
+        rows.constant(b',"cluster":', recorded).decimal(np.maximum(cluster, 0), where=recorded)
+        rows.constant(b',"cluster_rank":', recorded).decimal(np.maximum(rank, 0), where=recorded)
+    rows.take(args, thread)
     rows.decimal(slices.cycles[index]).constant(b',"line":')
     rows.decimal(np.maximum(line, 0), where=has_line).constant(b"null", ~has_line)
     if has_file.any():

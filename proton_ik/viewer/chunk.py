@@ -78,6 +78,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         scopes=tuple(scopes),
         events={
             **{name: _ints(events[name]) for name in _EVENT_INTS},
+            **_optional_ints(events),
             "kernel": _codes(events["kernel"], kernels),
             "scope": _codes(events["scope"], scopes),
             "file": _file_codes(events, files),
@@ -87,6 +88,7 @@ def chunk_from_tables(events: pd.DataFrame, units: pd.DataFrame, launches: pd.Da
         },
         units={
             **{name: _ints(units[name]) for name in _UNIT_INTS},
+            **_optional_ints(units),
             "kernel": _codes(units["kernel"], kernels),
             "finished": units["finished"].to_numpy(bool),
         },
@@ -105,8 +107,13 @@ def empty_chunk() -> Chunk:
     return Chunk(
         kernels=(),
         scopes=(),
-        events={name: ints for name in (*_EVENT_INTS, "kernel", "scope", "file", "host_scope")},
-        units={**{name: ints for name in (*_UNIT_INTS, "kernel")}, "finished": np.zeros(0, bool)},
+        events={
+            name: ints for name in (*_EVENT_INTS, *_OPTIONAL_INTS, "kernel", "scope", "file", "host_scope")
+        },
+        units={
+            **{name: ints for name in (*_UNIT_INTS, *_OPTIONAL_INTS, "kernel")},
+            "finished": np.zeros(0, bool),
+        },
         unmatched={},
         launches=[],
         widths={},
@@ -127,6 +134,15 @@ _UNIT_INTS = (
     "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns", "start_rel_ns", "dur_ns", "start_cycles",
     "end_cycles", "count", "overwritten",
 )  # fmt: skip
+# Read where a table has them, -1 where it does not (tables built by hand, older trace files).
+_OPTIONAL_INTS = ("cluster", "cluster_rank")
+
+
+def _optional_ints(table: pd.DataFrame) -> Columns:
+    return {
+        name: _ints(table[name]) if name in table else np.full(len(table), -1, np.int64)
+        for name in _OPTIONAL_INTS
+    }
 
 
 def _ints(column: pd.Series) -> np.ndarray:

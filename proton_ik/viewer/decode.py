@@ -51,6 +51,9 @@ class CtaTable:
     cta: np.ndarray  # int64, linear CTA id from the header
     smid: np.ndarray  # int64
     nctaid: np.ndarray  # int64, shape (n, 3)
+    cluster: np.ndarray  # int64, linear thread-block cluster id; -1 where not recorded
+    cluster_rank: np.ndarray  # int64, the CTA's rank in its cluster; -1 where not recorded
+    cluster_ctas: np.ndarray  # int64, CTAs in its cluster (1 without clusters); -1 where not recorded
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class UnitTable:
     launch: np.ndarray  # int64, as in CtaTable
     cta: np.ndarray  # int64, linear CTA id
     smid: np.ndarray  # int64
+    cluster: np.ndarray  # int64, its CTA's cluster, as in CtaTable
+    cluster_rank: np.ndarray  # int64, its CTA's rank in the cluster, as in CtaTable
     unit: np.ndarray  # int64, the unit's id in its CTA (not its segment's: units may be sampled)
     start_clock: np.ndarray  # int64, %clock64 at kernel start
     start_time: np.ndarray  # int64, %globaltimer ns at kernel start
@@ -223,6 +228,12 @@ def _decode_ctas(
         & (header["cta"] == layout.sampling.cta_of_slot(slot))
     )
     nctaid = np.stack([header["nctaid_x"], header["nctaid_y"], header["nctaid_z"]], axis=1)
+    # A cluster of 0 CTAs was not recorded: a file from before the fields, or a target before sm_90.
+    recorded = (header["cluster_ctas"] > 0) & (header["cluster_rank"] < header["cluster_ctas"])
+
+    def cluster_field(name: str) -> np.ndarray:
+        return np.where(recorded, header[name].astype(np.int64), -1)
+
     return CtaTable(
         launch=launch,
         slot=slot,
@@ -231,6 +242,9 @@ def _decode_ctas(
         cta=header["cta"].astype(np.int64),
         smid=header["smid"].astype(np.int64),
         nctaid=nctaid.astype(np.int64),
+        cluster=cluster_field("cluster"),
+        cluster_rank=cluster_field("cluster_rank"),
+        cluster_ctas=cluster_field("cluster_ctas"),
     )
 
 
@@ -249,6 +263,8 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
         launch=launch,
         cta=cta,
         smid=np.repeat(ctas.smid[ctas.valid], layout.units),
+        cluster=np.repeat(ctas.cluster[ctas.valid], layout.units),
+        cluster_rank=np.repeat(ctas.cluster_rank[ctas.valid], layout.units),
         unit=np.tile(layout.sampling.unit_of_slot(np.arange(layout.units)), len(valid_ctas)),
         start_clock=headers["start_clock"].astype(np.int64),
         start_time=headers["start_time"].astype(np.int64),

@@ -31,12 +31,12 @@ from proton_ik.viewer.timebase import SmClocks
 
 Columns = dict[str, np.ndarray]
 ASYNC_EVENT_COLUMNS = [
-    "kernel", "launch", "host_scope", "cta", "sm", "event", "event_id", "index", "status", "start_warp",
+    "kernel", "launch", "host_scope", "cta", "sm", "cluster", "cluster_rank", "event", "event_id", "index", "status", "start_warp",
     "start_unit", "end_warp", "end_unit", "start_cycles", "end_cycles", "dur_cycles", "start_ns", "end_ns",
     "dur_ns", "start_rel_ns", "end_rel_ns", "line", "start_record", "end_record",
 ]  # fmt: skip
 MARK_COLUMNS = [
-    "kernel", "launch", "host_scope", "cta", "sm", "warp", "unit", "mark", "mark_id", "cycles", "ns",
+    "kernel", "launch", "host_scope", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "mark", "mark_id", "cycles", "ns",
     "rel_ns", "line", "record",
 ]  # fmt: skip
 VALUE_COLUMNS = [*MARK_COLUMNS, "value", "value_type", "bits"]
@@ -145,13 +145,15 @@ class _Timing:
         return out, missing
 
     def where(self, unit_row: np.ndarray) -> Columns:
-        """Kernel, launch, host scope, CTA and SM of each unit row."""
+        """Kernel, launch, host scope, CTA, SM and cluster of each unit row."""
         units = self.units
         piece = units.launch[unit_row]
         return {
             **{key: column[piece] for key, column in self.labels.items()},
             "cta": units.cta[unit_row],
             "sm": units.smid[unit_row],
+            "cluster": units.cluster[unit_row],
+            "cluster_rank": units.cluster_rank[unit_row],
         }
 
 

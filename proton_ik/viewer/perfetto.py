@@ -11,6 +11,9 @@ or warp::
                                               ``launch_metadata`` name; "lifetime" if it has
                                               none), whose args are the launch's metadata,
                                               grid, config and totals
+        clusters                              where thread-block clusters hold several CTAs:
+                                              a slice per cluster, first CTA start to last
+                                              CTA end (``perfetto_clusters``)
         SM 17                                 sorted by SM, then slot (or CTA), then warp
           resident CTAs, scopes in flight     counter tracks
           slot 2                              timeline="slots": a CTA slot; "ctas": "CTA 42"
@@ -50,6 +53,7 @@ Its parts: ``tracks`` (the track model, shared with the Chrome writer and the re
 ``perfetto_tracks`` (its uuids and descriptors), ``perfetto_slices`` (slice packets),
 ``perfetto_counters`` (counter points), ``perfetto_host`` (the host scopes' track),
 ``perfetto_async`` (events, marks and values, on async, warp and counter tracks),
+``perfetto_clusters`` (the clusters tracks),
 ``perfetto_wire`` (protobuf encoding) and ``perfetto_sink`` (bundling and compression); this
 module drives them, chunk by chunk.
 """
@@ -69,6 +73,7 @@ from proton_ik.viewer.byterows import Rows, assemble
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
 from proton_ik.viewer.event_tables import AsyncParts
 from proton_ik.viewer.perfetto_async import write_async
+from proton_ik.viewer.perfetto_clusters import ClusterTracks
 from proton_ik.viewer.perfetto_counters import _counter_points, _InFlight
 from proton_ik.viewer.perfetto_host import _HostInstance, _HostScopes, _write_host_track
 from proton_ik.viewer.perfetto_sink import _Sink
@@ -205,6 +210,7 @@ class PerfettoWriter:
         self._past_sequences = self._first_sequence + share
         self._open: _OpenLaunch | None = None
         self._host = _HostScopes()
+        self._clusters = ClusterTracks()
         # A part of several: the host scopes' launches (path, number, begin, end), for the writer
         # of the last part, which draws the host scopes' track of the whole session
         self.host_launches: list[tuple[tuple[str, ...], int, int, int]] | None = [] if parts > 1 else None
@@ -264,6 +270,9 @@ class PerfettoWriter:
             self._flow = write_async(
                 self._sink, chunk.async_parts, lives, numbered, self._sequence, self._allocate, self._flow
             )
+            self._sequence += 1
+        tracks, uuids = numbered.tracks, numbered.launch_uuid
+        if self._clusters.add(self._sink, lives, tracks, uuids, ending, self._sequence, self._allocate):
             self._sequence += 1
 
     def close(self) -> Path:

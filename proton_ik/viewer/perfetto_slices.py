@@ -46,8 +46,8 @@ from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, laun
 
 # Besides the SM and warp every slice of a unit track shares (and the CTA, where the track is
 # one CTA's), and its kind:
-_SCOPE_ANNOTATIONS = ("cta", "cycles", "line")
-_LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten")
+_SCOPE_ANNOTATIONS = ("cta", "cycles", "line", "cluster", "cluster_rank")
+_LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten", "cluster", "cluster_rank")
 _SCOPE_KIND, _UNIT_KIND, _LAUNCH_KIND = KINDS
 
 
@@ -224,6 +224,10 @@ def _markers(
         return stacked(scoped, lived, np.full(n_launches, -1))
 
     no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
+
+    def of_cta(column: np.ndarray) -> np.ndarray:
+        return both(column[tracks.row_cta[:n_events]], column[tracks.row_cta[n_events:]])
+
     shared = {"sm": tracks.sm[tracks.unit_sm], "warp": tracks.warp}
     if tracks.timeline == "ctas":
         shared["cta"] = tracks.place[tracks.unit_place]
@@ -251,7 +255,9 @@ def _markers(
         shared=_annotations(n_units, shared),
         shared_names=frozenset(shared),
         values={
-            "cta": both(tracks.cta[tracks.row_cta[:n_events]], tracks.cta[tracks.row_cta[n_events:]]),
+            "cta": of_cta(tracks.cta),
+            "cluster": of_cta(tracks.cta_cluster),
+            "cluster_rank": of_cta(tracks.cta_cluster_rank),
             "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
             # A scope whose source location is interned has its line there, not here too.
             "line": both(np.where(locations > 0, -1, events["line"]), no_life),

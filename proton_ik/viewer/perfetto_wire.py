@@ -119,7 +119,7 @@ def _kind_annotation(kind: str) -> bytes:
     return _key(_EVENT, "debug_annotations") + varint_bytes(len(body)) + body
 
 
-_OPTIONAL = ("line",)  # -1: the slice has no such annotation
+_OPTIONAL = ("line", "cluster", "cluster_rank")  # -1: the slice has no such annotation
 
 
 def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:

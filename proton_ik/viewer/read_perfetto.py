@@ -26,6 +26,7 @@ from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.table import config_text
 from proton_ik.viewer.trace_file import TraceFile, _trace_file
 from proton_ik.viewer.tracks import (
+    CLUSTER_TRACK,
     FILE_ARG,
     HOST_TRACK,
     LAUNCH_TOTALS,
@@ -89,6 +90,8 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         if kind != "track_event":
             continue
         event = packet.track_event
+        if event.track_uuid in tracks.clusters:
+            continue  # a cluster's slice sums up its CTAs' (``perfetto_clusters``): nothing to read
         if event.track_uuid:  # events, marks and values (``perfetto_async``), at absolute times
             if event.type in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
                 add = (
@@ -163,6 +166,7 @@ class TrackTree:
         self.uuids, self.parents, self.lanes = array("Q"), array("Q"), array("q")
         self.launches: dict[int, tuple[int, str]] = {}
         self.host: set[int] = set()  # the host scopes' track
+        self.clusters: set[int] = set()  # the launches' clusters tracks
         self.title = ""
 
     def add(self, descriptor: Any) -> None:
@@ -172,6 +176,8 @@ class TrackTree:
         self.lanes.append(parse_lane(name) or 0)
         if descriptor.parent_uuid == 1 and name == HOST_TRACK:
             self.host.add(descriptor.uuid)
+        if name == CLUSTER_TRACK and descriptor.parent_uuid in self.launches:
+            self.clusters.add(descriptor.uuid)
         launch = parse_launch_name(name) if descriptor.parent_uuid == 1 else None
         if launch is not None:
             self.launches[descriptor.uuid] = launch

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.aggregate_summary import aggregate_lines
+from proton_ik.viewer.clusters import cluster_lines
 from proton_ik.viewer.event_summary import event_lines
 from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
 from proton_ik.viewer.table import TimeShift
@@ -36,7 +37,8 @@ class Summary:
     """``scopes``: one row per (host scope, kernel, launch name, scope). ``kernels``: one row per
     (host scope, kernel), with what was lost. ``aggregates``: the per-scope statistics of
     aggregate launches (``aggregate_summary.summarize_aggregates``), empty when there are none.
-    ``events``: latency statistics of events (``event_summary.summarize_events``)."""
+    ``events``: latency statistics of events (``event_summary.summarize_events``). ``clusters``:
+    per launch and thread-block cluster, its CTAs and their skews (``clusters.cluster_table``)."""
 
     scopes: pd.DataFrame
     kernels: pd.DataFrame
@@ -44,6 +46,7 @@ class Summary:
     warnings: list[str] = field(default_factory=list)  # about the session as a whole
     aggregates: pd.DataFrame = field(default_factory=pd.DataFrame)
     events: pd.DataFrame = field(default_factory=pd.DataFrame)
+    clusters: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __str__(self) -> str:
         return format_summary(self)
@@ -215,6 +218,7 @@ def format_summary(summary: Summary) -> str:
         lines.extend(_kernel_lines(summary.kernels, summary.scopes, summary.aggregates))
     for kernel in dict.fromkeys(summary.events["kernel"]) if len(summary.events) else ():
         lines.extend(event_lines(summary.events, kernel))
+    lines.extend(cluster_lines(summary.clusters))
     if summary.warnings:
         lines.extend(f"warning: {warning}" for warning in summary.warnings)
     if summary.problems:

@@ -4,7 +4,9 @@ Times are absolute %globaltimer nanoseconds (int64), converted from cycles with 
 per-SM clock fits, so events and lifetimes share one time axis; ``*_rel_ns`` columns, added
 once the whole session is known, count from the session's first unit start.
 
-Event columns that need a word: ``warp`` is the unit's first warp; ``depth`` counts the scopes
+Event columns that need a word: ``cluster`` and ``cluster_rank`` are the CTA's thread-block
+cluster (its linear id) and its rank there, -1 where not recorded (before sm_90, older files);
+``warp`` is the unit's first warp; ``depth`` counts the scopes
 open on the unit when this one began; ``lane`` is 0 unless the scope overlaps an earlier one
 without nesting (trace writers put lanes on separate tracks); ``begin_record`` and
 ``end_record`` number the unit's records, overwritten ones included; ``line`` and ``file`` are
@@ -48,18 +50,18 @@ from proton_ik.viewer.sampled import sampled_text
 from proton_ik.viewer.timebase import SmClocks
 
 EVENT_COLUMNS = [
-    "kernel", "launch", "host_scope", "cta", "sm", "warp", "unit", "lane", "scope", "scope_id", "depth",
-    "begin_cycles", "begin_cycles_raw", "end_cycles", "dur_cycles", "begin_ns", "end_ns", "dur_ns",
-    "line", "file", "begin_record", "end_record",
+    "kernel", "launch", "host_scope", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "lane", "scope",
+    "scope_id", "depth", "begin_cycles", "begin_cycles_raw", "end_cycles", "dur_cycles", "begin_ns", "end_ns",
+    "dur_ns", "line", "file", "begin_record", "end_record",
 ]  # fmt: skip
 UNIT_COLUMNS = [
-    "kernel", "launch", "cta", "sm", "warp", "unit", "start_cycles", "end_cycles", "start_ns", "end_ns",
-    "dur_ns", "globaltimer_start_ns", "globaltimer_end_ns", "count", "kept", "overwritten", "finished",
-    "decoded",
+    "kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "start_cycles", "end_cycles",
+    "start_ns", "end_ns", "dur_ns", "globaltimer_start_ns", "globaltimer_end_ns", "count", "kept", "overwritten",
+    "finished", "decoded",
 ]  # fmt: skip
 UNMATCHED_COLUMNS = [
-    "kernel", "launch", "cta", "sm", "warp", "unit", "scope", "scope_id", "record", "cycles", "kind", "line",
-    "file",
+    "kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "scope", "scope_id", "record",
+    "cycles", "kind", "line", "file",
 ]  # fmt: skip
 _INT64_MASKED = {
     "end_cycles", "start_ns", "end_ns", "dur_ns", "globaltimer_end_ns", "count", "line", "start_rel_ns",
@@ -171,13 +173,15 @@ class TimeShift:
 
 
 def _where(group: LaunchGroup, row: np.ndarray) -> dict[str, np.ndarray]:
-    """Kernel, launch, CTA, SM, warp and unit of each of ``row``'s units."""
+    """Kernel, launch, CTA, SM, cluster, warp and unit of each of ``row``'s units."""
     units = group.units
     return {
         "kernel": np.full(len(row), group.kernel),
         "launch": group.number[units.launch[row]],
         "cta": units.cta[row],
         "sm": units.smid[row],
+        "cluster": units.cluster[row],
+        "cluster_rank": units.cluster_rank[row],
         "warp": units.unit[row] * group.warps_per_unit,
         "unit": units.unit[row],
     }
@@ -238,6 +242,8 @@ def unit_columns(group: LaunchGroup, clocks: SmClocks, unit_rows: np.ndarray) ->
         "launch": group.number[units.launch],
         "cta": units.cta,
         "sm": units.smid,
+        "cluster": units.cluster,
+        "cluster_rank": units.cluster_rank,
         "warp": units.unit * group.warps_per_unit,
         "unit": units.unit,
         "start_cycles": units.start_clock,

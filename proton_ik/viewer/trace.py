@@ -8,6 +8,8 @@ want the tables; ``render.render_session`` writes trace files without holding th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.aggregate import aggregate_frame, empty_frame
 from proton_ik.viewer.aggregate_summary import summarize_aggregates
+from proton_ik.viewer.clusters import cluster_table
 from proton_ik.viewer.event_summary import summarize_events
 from proton_ik.viewer.event_tables import frames, parts_of
 from proton_ik.viewer.pipeline import Chunk, Pipeline
@@ -51,6 +54,8 @@ class Trace:
     ``aggregate``); empty when there are none. ``async_events``, ``marks`` and ``values``: the
     events (``pl.start_event`` / ``pl.end_event``, paired across the warps of a CTA, unmatched
     starts and ends included), the marks, and the marks with a value (see ``event_tables``).
+    ``clusters``: per launch and thread-block cluster, its CTAs, their SMs and the skews of their
+    starts and ends (``clusters``; empty before sm_90 and in older sessions).
     """
 
     def __init__(
@@ -124,8 +129,13 @@ class Trace:
             for problem in row.problems
         ]
 
+    @cached_property
+    def clusters(self) -> pd.DataFrame:
+        """One row per launch and thread-block cluster (``clusters.CLUSTER_COLUMNS``)."""
+        return cluster_table(self.units)
+
     def summary(self) -> Summary:
-        return summarize(
+        summary = summarize(
             self.events,
             self.units,
             self.unmatched,
@@ -135,6 +145,7 @@ class Trace:
             summarize_aggregates(self.aggregates, self.time_shift_cycles.pair),
             summarize_events(self.async_events),
         )
+        return replace(summary, clusters=self.clusters)
 
     def summary_text(self) -> str:
         return str(self.summary())

@@ -120,6 +120,8 @@ def _writable_trace_file(
             "scope": _labels(columns["scope"]),
             "cta": pd.Series(columns["cta"], dtype="Int64"),
             "sm": pd.Series(columns["sm"], dtype="Int64"),
+            "cluster": pd.Series(columns["cluster"], dtype="Int64"),
+            "cluster_rank": pd.Series(columns["cluster_rank"], dtype="Int64"),
             "warp": warp,
             "unit": warp // width,
             "lane": np.asarray(columns["lane"], dtype=np.int64),
@@ -150,9 +152,8 @@ def _writable_trace_file(
     events = slices[~lifetime].reset_index(drop=True)
     events["begin_rel_ns"] = events["begin_ns"] - start
     events["end_rel_ns"] = events["end_ns"] - start
-    units = slices.loc[
-        lifetime, ["kernel", "launch", "cta", "sm", "warp", "unit", "dur_ns", "count", "overwritten"]
-    ]
+    unit_columns = ["kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "dur_ns"]
+    units = slices.loc[lifetime, [*unit_columns, "count", "overwritten"]]
     units = units.reset_index(drop=True)
     units["start_ns"] = slices["begin_ns"][lifetime].to_numpy()
     units["end_ns"] = slices["end_ns"][lifetime].to_numpy()

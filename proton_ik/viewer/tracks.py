@@ -38,6 +38,7 @@ from proton_ik.viewer.slots import FREE, assign_slots
 
 LIFETIME = "lifetime"  # the slice spanning a unit (or a launch) from its start to its end
 HOST_TRACK = "host scopes"  # the track of host scope slices, beside the launch tracks
+CLUSTER_TRACK = "clusters"  # under a launch: a slice per thread-block cluster (``perfetto_clusters``)
 ROOT_PREFIX = "proton_ik: "  # the root track's name: this, then the session's name
 TIMELINES = ("slots", "ctas")  # what a place is: an SM's CTA slot, or a CTA
 DEFAULT_TIMELINE = "slots"
@@ -45,8 +46,9 @@ PLACE_PREFIX = {"slots": b"slot ", "ctas": b"CTA "}
 COUNTERS = ("resident CTAs", "scopes in flight")  # an SM track's counter tracks, in this order
 
 # The whole-number args of a slice on a unit track: where it ran, its cycles and source line
-# (scopes), and its records (lifetimes); and the text arg that says what it is.
-SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten")
+# (scopes), and its records (lifetimes), its CTA's thread-block cluster and rank there (where
+# recorded); and the text arg that says what it is.
+SLICE_ARGS = ("cta", "sm", "warp", "cycles", "line", "records", "overwritten", "cluster", "cluster_rank")
 KIND_ARG = "kind"  # text: what a slice is, one of KINDS
 FILE_ARG = "file"  # text: a scope's source file (Perfetto: its interned source location's)
 KINDS = (RecordKind.SCOPE.name.lower(), "unit", "launch")  # from scope records, unit headers, a launch
@@ -125,6 +127,8 @@ class Tracks:
     cta_sm: np.ndarray
     cta_begin: np.ndarray
     cta_end: np.ndarray
+    cta_cluster: np.ndarray  # per CTA: its thread-block cluster and rank there (-1: not recorded)
+    cta_cluster_rank: np.ndarray
     row_track: np.ndarray  # per slice (scope events, then lifetimes): its unit track and its CTA
     row_cta: np.ndarray
     events: int  # slices that are scope events; the rest are lifetimes
@@ -198,7 +202,9 @@ class Tracks:
 
 
 # What the tree reads of the finished units' columns (``Chunk.lifetimes``).
-TREE_COLUMNS = ("kernel", "launch", "sm", "cta", "unit", "warp", "start_ns", "end_ns")
+TREE_COLUMNS = (
+    "kernel", "launch", "sm", "cta", "cluster", "cluster_rank", "unit", "warp", "start_ns", "end_ns",
+)  # fmt: skip
 
 
 def track_tree(
@@ -212,7 +218,7 @@ def track_tree(
     events = chunk.events
     rows = {
         column: stacked(events[column], np.zeros(len(lives["launch"])) if column == "lane" else lives[column])
-        for column in ("launch", "sm", "cta", "unit", "warp", "lane")
+        for column in ("launch", "sm", "cta", "cluster", "cluster_rank", "unit", "warp", "lane")
     }
     begin = stacked(events["begin_ns"], lives["start_ns"])
     end = stacked(events["end_ns"], lives["end_ns"])
@@ -260,6 +266,8 @@ def track_tree(
         cta_sm=sm_of_cta,
         cta_begin=cta_begin,
         cta_end=cta_end,
+        cta_cluster=rows["cluster"][cta_first],
+        cta_cluster_rank=rows["cluster_rank"][cta_first],
         row_track=track_of_row,
         row_cta=cta_of_row,
         events=len(events["launch"]),

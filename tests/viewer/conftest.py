@@ -118,6 +118,10 @@ class FakeLaunch:
             "nctaid_z": 1,
             "units": self.layout.units,
             "capacity": self.layout.capacity,
+            # What an sm_90 kernel launched without clusters records: a cluster of its own.
+            "cluster": cta,
+            "cluster_rank": 0,
+            "cluster_ctas": 1,
             "reserved": 0,
             **overrides,
         }

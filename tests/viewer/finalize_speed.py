@@ -138,6 +138,7 @@ def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
             for name, value in {
                 "magic": MAGIC, "version": VERSION, "cta": cta, "smid": sm, "nctaid_x": num_ctas,
                 "nctaid_y": 1, "nctaid_z": 1, "units": units, "capacity": PAIRED_CAPACITY, "reserved": 0,
+                "cluster": cta, "cluster_rank": 0, "cluster_ctas": 1,
             }.items():  # fmt: skip
                 header[name] = value
             start = clock0[sm][:, None] + 2_000_000 * launch + (cta // sms)[:, None] * 9_000

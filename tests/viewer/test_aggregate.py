@@ -63,6 +63,7 @@ class FakeAggregateLaunch:
         header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
         fields = {"magic": MAGIC, "version": VERSION, "cta": cta, "smid": smid, "nctaid_x": self.num_ctas}
         fields.update(nctaid_y=1, nctaid_z=1, units=self.layout.units, capacity=0, reserved=0)
+        fields.update(cluster=cta, cluster_rank=0, cluster_ctas=1)  # an sm_90 kernel without clusters
         for name, value in fields.items():
             header[name] = value
 

@@ -98,6 +98,7 @@ def write_session(
             for name, value in {
                 "magic": MAGIC, "version": VERSION, "cta": cta, "smid": sm, "nctaid_x": num_ctas,
                 "nctaid_y": 1, "nctaid_z": 1, "units": units, "capacity": layout.capacity, "reserved": 0,
+                "cluster": cta, "cluster_rank": 0, "cluster_ctas": 1,
             }.items():  # fmt: skip
                 header[name] = value
             spread = cta_spread * rng.standard_normal((num_ctas, 1, 1))
