@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from proton_ik.viewer import Trace, cluster_table, load
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import Trace, cluster_table, load, render_session
 from proton_ik.viewer.clusters import CLUSTER_COLUMNS
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.readback import read_chrome, read_perfetto
@@ -234,3 +235,38 @@ def test_no_clusters_track_where_every_cluster_is_one_cta(tmp_path, fake_launch,
         fake.unit(cta, 0, 100, T0 + 100).finish(200, T0 + 200)
     trace = Trace.from_captures({"name": "c"}, [fake.capture()])
     assert cluster_slices(pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace"))) == ({}, [])
+
+
+def test_a_launch_in_pieces_draws_each_cluster_once_as_a_whole(
+    tmp_path, fake_launch, monkeypatch, pftrace_packets
+):
+    """Rendered CTA by CTA, a cluster's CTAs come in different chunks: its slice is the same."""
+    session = tmp_path / "s.pik"
+    with SessionWriter(session, {"name": "s", "time_shift_cycles": 0}) as writer:
+        for launch in (0, 1):
+            capture = cluster_launch(fake_launch).capture(launch=launch)
+            writer.add_launch(capture.meta, capture.buffer)
+
+    def drawn(path: Path) -> list[tuple]:
+        tracks, events = cluster_slices(pftrace_packets(path))
+        launch_of = {p.track_descriptor.uuid: p.track_descriptor.name for p in pftrace_packets(path)}
+        return sorted(
+            (
+                launch_of[tracks[p.track_event.track_uuid].parent_uuid],
+                p.track_event.name,
+                p.timestamp,
+                tuple(
+                    (a.name, a.int_value, tuple(v.int_value for v in a.array_values))
+                    for a in p.track_event.debug_annotations
+                ),
+            )
+            for p in events
+            if p.track_event.type == p.track_event.TYPE_SLICE_BEGIN
+        )
+
+    render_session(session, {"pftrace": tmp_path / "whole.pftrace"})
+    monkeypatch.setattr("proton_ik.viewer.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    render_session(session, {"pftrace": tmp_path / "pieces.pftrace"})
+    whole = drawn(tmp_path / "whole.pftrace")
+    assert len(whole) == 2 * len(expected_clusters())  # each launch's three clusters
+    assert drawn(tmp_path / "pieces.pftrace") == whole
