@@ -193,9 +193,16 @@ def _one_to_one(candidates: pd.DataFrame, voted: int) -> pd.DataFrame:
     inside = (candidates["begin_offset"] - voted <= MATCH_WITHIN_NS) & (
         candidates["end_offset"] - voted >= -MATCH_WITHIN_NS
     )
-    near = candidates[inside].assign(cost=(candidates["begin_offset"] - voted).abs())
-    near = near.sort_values("cost", kind="stable")
-    return near.drop_duplicates("launch").drop_duplicates("cupti")
+    left = candidates[inside].assign(cost=(candidates["begin_offset"] - voted).abs())
+    left = left.sort_values("cost", kind="stable")
+    chosen = []
+    while len(left):
+        # Each launch's nearest kernel, kept where no nearer launch wants that kernel; those
+        # launches and kernels leave, and the rest choose again among what is left.
+        best = left.drop_duplicates("launch").drop_duplicates("cupti")
+        chosen.append(best)
+        left = left[~left["launch"].isin(best["launch"]) & ~left["cupti"].isin(best["cupti"])]
+    return pd.concat(chosen) if chosen else left
 
 
 def _matches(chosen: pd.DataFrame, spans: pd.DataFrame, kernels: pd.DataFrame, offset: int) -> pd.DataFrame:

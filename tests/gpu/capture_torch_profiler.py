@@ -22,7 +22,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import proton_ik
 import proton_ik.language as pl
-from proton_ik.viewer.torch_timeline import merge_torch_trace
+from proton_ik.viewer.kineto import read_kineto
+from proton_ik.viewer.torch_timeline import launch_spans, merge_torch_trace
 
 BLOCK, CTAS = 512, 264
 SPINS = (2_000, 20_000, 200_000, 2_000_000)  # about 10 us, 100 us, 1 ms and 10 ms on an H200
@@ -76,7 +77,24 @@ def capture(out: Path, steps: int = 3) -> dict:
     trace_path = out / "torch_profiler_trace.json"
     prof.export_chrome_trace(str(trace_path))
     _, (alignment,) = merge_torch_trace([out / "torch_profiler.pik"], trace_path, out / "merged.pftrace")
+    spans, _ = launch_spans(out / "torch_profiler.pik")
+    kernels = read_kineto(trace_path).kernels
+    offset = alignment.offset_ns or 0
+    unmatched = []
+    for launch in spans[spans["launch"].isin(alignment.unmatched)].itertuples():
+        same = kernels[kernels["name"] == launch.kernel]
+        nearest = same.iloc[(same["begin_ns"] - launch.start_ns - offset).abs().argsort()[:2]]
+        unmatched.append(
+            {
+                "launch": int(launch.launch),
+                "kernel": launch.kernel,
+                "ns": int(launch.end_ns - launch.start_ns),
+                "nearest_begin_minus_ours": (nearest["begin_ns"] - launch.start_ns - offset).tolist(),
+                "nearest_end_minus_ours": (nearest["end_ns"] - launch.end_ns - offset).tolist(),
+            }
+        )
     return {
+        "unmatched_detail": unmatched,
         "launches": result.launches,
         "matched": len(alignment.matches),
         "unmatched": alignment.unmatched,

@@ -23,7 +23,7 @@ def test_every_launch_lines_up_with_its_cupti_kernel(tmp_path):
     found = capture_torch_profiler.capture(tmp_path)
     steps = 3
     assert found["launches"] == steps * (1 + len(capture_torch_profiler.SPINS)) + 2
-    assert found["matched"] == found["launches"] and found["unmatched"] == []
+    assert found["matched"] == found["launches"] and found["unmatched"] == [], found["unmatched_detail"]
     assert len(found["streams"]) == 2 and len(set(found["streams"].values())) == 2
     errors = found["errors"]
     assert errors["kernels"] >= steps * 3  # the 100 us, 1 ms and 10 ms launches at least

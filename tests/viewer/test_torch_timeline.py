@@ -214,3 +214,27 @@ def test_hostile_events_are_skipped_not_fatal(tmp_path, kineto):
     assert len(trace.kernels) == len(kineto.kernels)
     _, (alignment,) = merge_torch_trace([SESSION], trace, tmp_path / "h.pftrace")
     assert len(alignment.matches) == 17
+
+
+def test_two_launches_that_want_one_kernel_get_one_each():
+    """Two streams start a kernel of one name within nanoseconds: the nearer launch takes the
+    kernel both lie nearest, and the other the next one, rather than staying unmatched."""
+    import pandas as pd
+
+    others = [(i, "other", 0, 7, 100_000 * (i + 1), 100_000 * (i + 1) + 5_000) for i in range(5)]
+    spans = pd.DataFrame(
+        [*others, (5, "busy", 0, 0, 10_000, 90_000), (6, "busy", 0, 1, 10_005, 90_005)],
+        columns=["launch", "kernel", "device", "stream", "start_ns", "end_ns"],
+    )
+    kernels = pd.DataFrame(
+        [
+            *[("other", 0, 7, s, e + 300, i, i) for i, _, _, _, s, e in others],
+            ("busy", 0, 13, 9_700, 90_500, 20, 20),  # the one both lie further from
+            ("busy", 0, 7, 10_010, 90_400, 21, 21),  # the one both lie nearest
+        ],
+        columns=["name", "device", "stream", "begin_ns", "end_ns", "correlation", "event"],
+    )
+    alignment = align_launches(spans, kernels, prior_ns=None)
+    assert alignment.unmatched == []
+    busy = alignment.matches.set_index("launch").loc[[5, 6], "event"].to_dict()
+    assert busy == {6: 21, 5: 20}  # launch 6 lies nearer kernel 21 (5 ns against 10)
