@@ -30,11 +30,13 @@ says why each is where it is):
 - *Compile workers* never see the mode: what they compile comes back plain and ``run`` switches
   it. Under ``unscoped=kernel`` every kernel records, so compiles stay in this process
   (``AsyncCompile.use_process_pool``), each kernel compiled once rather than twice.
-- *Launch paths*: the static launcher refuses profile buffers and falls back to the Python one,
-  which goes through Triton's (``runtime.hooks``). The C++ wrapper (``cpp_wrapper``,
-  AOTInductor) would give a whole grid one CTA's buffer: its kernels compile plain, with a
-  warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of their pool,
-  which a captured profile buffer fails: one recorded in a session is refused, saying what to do.
+- *Launch paths*: the static launcher refuses profile buffers (and any kernel built while a
+  launch hook is set); for kernels that record, ``inductor_static`` gives it a launcher that
+  does what Triton's does around a launch, so that they keep the static path. The C++ wrapper
+  (``cpp_wrapper``, AOTInductor) would give a whole grid one CTA's buffer: its kernels compile
+  plain, with a warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
+  their pool, which a captured profile buffer fails: one recorded in a session is refused,
+  saying what to do.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik import after_import, compile_mode
+from proton_ik import after_import, compile_mode, inductor_static
 from proton_ik.mode import Mode
 
 __all__ = ["follow", "proton_ik_imports"]
@@ -59,6 +61,7 @@ _HEURISTICS = "torch._inductor.runtime.triton_heuristics"
 _KERNEL_WRAP = "torch._higher_order_ops.triton_kernel_wrap"
 _ASYNC_COMPILE = "torch._inductor.async_compile"
 _GRAPH_TREES = "torch._inductor.cudagraph_trees"
+_STATIC_LAUNCHER = "torch._inductor.runtime.static_triton_launcher"
 _PACKAGE = "proton_ik"
 
 
@@ -358,6 +361,14 @@ def _patch_heuristics(module: types.ModuleType) -> None:
     if _state.installed and not _missing(module, *names):
         _replace(module, "CachingAutotuner", "_precompile_config", _precompile_config)
         _replace(module, "CachingAutotuner", "run", _run)
+        static = sys.modules.get(_STATIC_LAUNCHER)
+        if static is not None and getattr(module, "statically_launched_kernel_by_device", None) is not None:
+            _replace(
+                module,
+                "",
+                "statically_launched_kernel_by_device",
+                lambda original: inductor_static.recording_kernels(original, static),
+            )
 
 
 def _patch_kernel_wrap(module: types.ModuleType) -> None:

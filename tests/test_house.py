@@ -33,6 +33,7 @@ FORBIDDEN = {
         "proton_ik.viewer",
         "proton_ik.session",
     ],
+    "proton_ik.inductor_static": ["proton_ik."],  # Triton's surfaces only, as Triton's launcher
     "proton_ik.after_import": ["proton_ik."],
     "proton_ik.session_files": ["proton_ik."],  # file names and claims: nothing else of ours
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
