@@ -270,3 +270,19 @@ def test_a_launch_in_pieces_draws_each_cluster_once_as_a_whole(
     whole = drawn(tmp_path / "whole.pftrace")
     assert len(whole) == 2 * len(expected_clusters())  # each launch's three clusters
     assert drawn(tmp_path / "pieces.pftrace") == whole
+
+
+def test_a_real_cluster_launch_names_each_ctas_cluster_and_rank():
+    """tests/gpu/capture_clusters.py on an H200: a tl.dot matmul launched with num_ctas=2 on
+    8 programs, so 16 hardware CTAs in 8 clusters of 2 (Triton's driver launches num_ctas
+    times the grid in x, in clusters of (num_ctas, 1, 1))."""
+    trace = load(DATA / "clusters.pik")
+    units = trace.units
+    ctas = units.groupby("cta")[["cluster", "cluster_rank"]].first()
+    assert list(ctas.index) == list(range(16))
+    assert (ctas["cluster"] == ctas.index // 2).all() and (ctas["cluster_rank"] == ctas.index % 2).all()
+    clusters = trace.clusters
+    assert len(clusters) == 8 and (clusters["ctas"].map(len) == 2).all()
+    assert (clusters["start_skew_ns"] >= 0).all() and clusters["start_skew_ns"].max() < 10_000
+    events = trace.events
+    assert (events["cluster"] == events["cta"] // 2).all()
