@@ -21,7 +21,10 @@ another device type) goes to Inductor's own function, which refuses it as before
 
 A recording static kernel never crosses a process: it holds the compiled kernel it announces,
 and pickling it raises (an instrumented binary run without its buffer would write through a
-null pointer).
+null pointer). So it never reaches the FX graph cache either: Inductor's bundle of statically
+launched autotuners (``TritonBundler.put_static_autotuner``) leaves out autotuners that hold one
+(``records``; ``torch_compile`` patches the bundler), and a program loaded from that cache
+compiles them from source, under the mode it then runs in.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-__all__ = ["recording_kernels"]
+__all__ = ["bundle_without_recording", "recording_kernels", "records"]
 
 # What the static launcher's __init__ reads of Triton's knobs: the launch hooks, as none.
 _NO_HOOKS = types.SimpleNamespace(
@@ -81,6 +84,15 @@ def _recording_class(static: types.ModuleType) -> type | None:
             self.profile_bytes = _profile_bytes(kernel)
             self.profile_align = int(getattr(kernel.metadata, "profile_scratch_align", 1) or 1)
 
+        records_into_profile_buffer = True  # what ``records`` looks for
+
+        def __deepcopy__(self, memo: dict) -> Any:
+            # A copy in this process (Inductor copies autotuners to cache them): it shares the
+            # compiled kernel and the loaded function, as the original's launches do.
+            copied = object.__new__(type(self))
+            copied.__dict__.update(self.__dict__)
+            return copied
+
         def __getstate__(self) -> dict[str, Any]:
             raise TypeError(
                 f"proton_ik: the recording launcher of {self.name} stays in the process that "
@@ -108,6 +120,27 @@ def _recording_class(static: types.ModuleType) -> type | None:
             knobs.runtime.launch_exit_hook(metadata)
 
     return RecordingStaticKernel
+
+
+def records(autotuner: Any) -> bool:
+    """Whether any launcher an Inductor autotuner compiled is a ``RecordingStaticKernel``."""
+    results = getattr(autotuner, "compile_results", None) or ()
+    return any(
+        getattr(getattr(result, "kernel", None), "records_into_profile_buffer", False) for result in results
+    )
+
+
+def bundle_without_recording(original):
+    """Wrap ``TritonBundler.put_static_autotuner`` (a classmethod): an autotuner that ``records``
+    is left out of the FX graph cache's bundle; a later process compiles it from source."""
+    function = original.__func__
+
+    def put_static_autotuner(cls, key: str, kernel: Any) -> Any:
+        if records(kernel):
+            return None
+        return function(cls, key, kernel)
+
+    return classmethod(put_static_autotuner)
 
 
 def recording_kernels(original, static: types.ModuleType):

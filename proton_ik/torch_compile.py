@@ -1,9 +1,9 @@
 """The ``torch.compile`` integration: scoped kernels compile under Inductor, and what a
 compiled program launches is recorded inside a session and plain outside it.
 
-Everything here patches PyTorch's internals, so it lives in this one module and checks what it
-patches before it patches it (``_missing``): where the internals moved, it warns once, naming
-the torch version, and the compiled program runs plain.
+Everything that patches PyTorch's internals lives here (with ``inductor_static``, the launcher
+it installs) and checks what it patches first (``_missing``): where the internals moved, it
+warns once, naming the torch version, and the compiled program runs plain.
 
 **Permanent: Inductor's copy of a user kernel's source.** Inductor compiles a user's
 ``@triton.jit`` kernel from source it writes anew (``codegen.wrapper.
@@ -30,11 +30,9 @@ says why each is where it is):
 - *Compile workers* never see the mode: what they compile comes back plain and ``run`` switches
   it. Under ``unscoped=kernel`` every kernel records, so compiles stay in this process
   (``AsyncCompile.use_process_pool``), each kernel compiled once rather than twice.
-- *Launch paths*: the static launcher refuses profile buffers (and any kernel built while a
-  launch hook is set); for kernels that record, ``inductor_static`` gives it a launcher that
-  does what Triton's does around a launch, so that they keep the static path. The C++ wrapper
-  (``cpp_wrapper``, AOTInductor) would give a whole grid one CTA's buffer: its kernels compile
-  plain, with a warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
+- *Launch paths*: kernels that record keep the static launcher (``inductor_static``), and stay
+  out of the FX graph cache's bundle. The C++ wrapper (``cpp_wrapper``, AOTInductor) would give
+  a whole grid one CTA's buffer: its kernels compile plain, with a warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
   their pool, which a captured profile buffer fails: one recorded in a session is refused,
   saying what to do.
 """
@@ -62,6 +60,7 @@ _KERNEL_WRAP = "torch._higher_order_ops.triton_kernel_wrap"
 _ASYNC_COMPILE = "torch._inductor.async_compile"
 _GRAPH_TREES = "torch._inductor.cudagraph_trees"
 _STATIC_LAUNCHER = "torch._inductor.runtime.static_triton_launcher"
+_BUNDLER = "torch._inductor.triton_bundler"
 _PACKAGE = "proton_ik"
 
 
@@ -102,9 +101,7 @@ def _missing(module: types.ModuleType, *names: str, then: str = _NOT_RECORDED) -
 
 
 def _is_ours(value: object) -> bool:
-    if isinstance(value, types.ModuleType):
-        return value.__name__ == _PACKAGE or value.__name__.startswith(_PACKAGE + ".")
-    module = getattr(value, "__module__", None)
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
     return isinstance(module, str) and (module == _PACKAGE or module.startswith(_PACKAGE + "."))
 
 
@@ -371,6 +368,11 @@ def _patch_heuristics(module: types.ModuleType) -> None:
             )
 
 
+def _patch_bundler(module: types.ModuleType) -> None:
+    if _state.installed and not _missing(module, "TritonBundler.put_static_autotuner"):
+        _replace(module, "TritonBundler", "put_static_autotuner", inductor_static.bundle_without_recording)
+
+
 def _patch_kernel_wrap(module: types.ModuleType) -> None:
     if _state.installed and not _missing(module, "generate_ttir"):
         _replace(module, "", "generate_ttir", _mutation_analysis)
@@ -409,6 +411,7 @@ _WITH_THE_MODE = (
     (_KERNEL_WRAP, _patch_kernel_wrap),
     (_ASYNC_COMPILE, _patch_async_compile),
     (_GRAPH_TREES, _patch_graph_trees),
+    (_BUNDLER, _patch_bundler),
 )
 
 

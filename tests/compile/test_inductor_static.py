@@ -186,3 +186,42 @@ def test_the_session_patches_inductors_function_and_removes_it_with_the_mode(bin
         assert patched is not before
         assert isinstance(patched(binaries["recording"]), static.StaticallyLaunchedCudaKernel)
     assert heuristics.statically_launched_kernel_by_device is before
+
+
+def test_a_copy_in_this_process_shares_the_kernel_it_announces(binaries):
+    import copy
+
+    by_device, _ = _by_device()
+    kernel = by_device(binaries["recording"])
+    copied = copy.deepcopy(kernel)
+    assert copied is not kernel and copied.compiled is kernel.compiled
+    assert copied.arg_tys == kernel.arg_tys
+
+
+def test_autotuners_that_record_stay_out_of_the_fx_graph_caches_bundle(binaries):
+    bundler = pytest.importorskip("torch._inductor.triton_bundler")
+    by_device, _ = _by_device()
+    recording = types.SimpleNamespace(
+        compile_results=[types.SimpleNamespace(kernel=by_device(binaries["recording"]))]
+    )
+    plain = types.SimpleNamespace(compile_results=[types.SimpleNamespace(kernel=object())])
+    assert inductor_static.records(recording) and not inductor_static.records(plain)
+    put: list = []
+
+    class Bundler:
+        @classmethod
+        def put_static_autotuner(cls, key, kernel):
+            put.append((cls, key, kernel))
+
+    Bundler.put_static_autotuner = inductor_static.bundle_without_recording(
+        Bundler.__dict__["put_static_autotuner"]
+    )
+    Bundler.put_static_autotuner("a", recording)
+    Bundler.put_static_autotuner("b", plain)
+    assert put == [(Bundler, "b", plain)]
+    import proton_ik
+
+    before = bundler.TritonBundler.__dict__["put_static_autotuner"]
+    with proton_ik.instrumented(Mode()):
+        assert bundler.TritonBundler.__dict__["put_static_autotuner"] is not before
+    assert bundler.TritonBundler.__dict__["put_static_autotuner"] is before

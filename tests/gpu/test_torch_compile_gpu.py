@@ -172,3 +172,31 @@ def test_compute_sanitizer_memcheck_is_clean_on_a_compiled_program(tmp_path):
         ),
     }
     memcheck_clean("compiled_sanitize_target.py", "compiled records ok", env, timeout=900)
+
+
+def test_a_program_compiled_in_a_session_and_cached_runs_plain_in_the_next_process(tmp_path):
+    """Inductor's FX graph cache (with its bundle of statically launched kernels) between runs:
+    a first process compiles inside a session, then runs plain; the next loads the cache, runs
+    plain, then records. Nothing compiled to record leaks into a plain run, in either process."""
+    import json
+    import subprocess
+
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE.parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    runs = []
+    for order in ("session_first", "plain_first", "session_first"):
+        done = subprocess.run(
+            [sys.executable, str(HERE / "cache_target.py"), order, str(tmp_path)],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for run in runs:
+        assert run["session_close"] and run["plain_close"], run
+        assert run["launches"] >= 1, run
