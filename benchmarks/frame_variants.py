@@ -6,7 +6,7 @@ repository root: ``python -m benchmarks.frame_variants [OUT.json]``.
 
 ``--records`` times ``RECORD_EXPERIMENTS`` instead: the mode with its records, changed.
 
-Each change is a text edit of the frame's PTX (``proton_ik/lowering/pikgpu_to_ptx.py`` emits
+Each change is a text edit of the frame's PTX (``lowering/pikgpu_to_ptx.py`` emits
 it), refused when it finds nothing to edit, so that no variant times the frame unchanged.
 """
 

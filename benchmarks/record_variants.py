@@ -147,7 +147,7 @@ VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
 
 def patched(transform: Callable[[str], str], ptx: str) -> str:
     """``transform(ptx)``, refused when it changes nothing: the emitted PTX no longer holds the text
-    the variant rewrites (see proton_ik/lowering/pikgpu_to_ptx.py), so it would time the baseline."""
+    the variant rewrites (see lowering/pikgpu_to_ptx.py), so it would time the baseline."""
     result = transform(ptx)
     if result == ptx:
         raise RuntimeError(f"{transform.__name__}: the emitted PTX holds none of the text it rewrites")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
@@ -284,16 +285,40 @@ class Mode:
         return cls.parse(mode)
 
 
+# The packages whose code decides an instrumented binary: all of proton_ik but the viewer, which
+# only reads what the binary wrote.
+_FINGERPRINTED = ("proton_ik", "proton_ik.dialect", "proton_ik.lowering")
+
+
+def fingerprinted_files() -> dict[str, Path]:
+    """Every module the code fingerprint covers, as ``proton_ik/lowering/bound.py`` -> its file.
+
+    Each package is read where the import system finds it (the repository's top level in a
+    checkout, under proton_ik/ in a wheel) and its modules are named by import path, so that a
+    checkout and a wheel of the same code have the same fingerprint."""
+    files: dict[str, Path] = {}
+    for package in _FINGERPRINTED:
+        spec = importlib.util.find_spec(package)
+        folders = (spec.submodule_search_locations if spec else None) or []
+        prefix = package.replace(".", "/")
+        for folder in folders:
+            for path in Path(folder).rglob("*.py"):
+                files[f"{prefix}/{path.relative_to(folder).as_posix()}"] = path
+    return {name: path for name, path in files.items() if not name.startswith("proton_ik/viewer/")}
+
+
+def fingerprint(files: dict[str, Path]) -> str:
+    """A hash of the files' names and contents."""
+    digest = hashlib.sha256()
+    for name, path in sorted(files.items()):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 @functools.cache
 def code_fingerprint() -> str:
     """A hash of the package's code outside the viewer: what decides the instrumented binary."""
-    package = Path(__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        relative = path.relative_to(package).as_posix()
-        if not relative.startswith("viewer/"):
-            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
+    return fingerprint(fingerprinted_files())
 
 
 def _ids_text(ids: tuple[int, ...]) -> str:

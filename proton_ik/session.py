@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib.util
 import os
 import threading
 import time
@@ -110,13 +111,19 @@ def why_no_gpu() -> str | None:
     return None
 
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+def _package_dirs() -> tuple[str, ...]:
+    """The folders of proton_ik's code: in a checkout the mapped packages sit beside proton_ik/."""
+    specs = [importlib.util.find_spec(f"proton_ik.{name}") for name in ("dialect", "lowering", "viewer")]
+    folders = [os.path.dirname(os.path.abspath(__file__))]
+    folders += [folder for spec in specs if spec for folder in spec.submodule_search_locations or []]
+    return tuple(os.path.join(os.path.abspath(folder), "") for folder in folders)
 
 
 def _caller() -> str:
     """``file:line`` of the user code that called into proton_ik, for error messages."""
+    ours = _package_dirs()
     for frame in reversed(traceback.extract_stack()):
-        if not os.path.abspath(frame.filename).startswith(_PACKAGE_DIR):
+        if not os.path.abspath(frame.filename).startswith(ours):
             return f"{os.path.basename(frame.filename)}:{frame.lineno}"
     return "<unknown>"
 

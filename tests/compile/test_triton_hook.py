@@ -17,7 +17,10 @@ from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
 from proton_ik.contract.metadata import METADATA_KEY
 from proton_ik.lowering import triton_hook
 from proton_ik.lowering.pipeline import next_power_of_two
-from proton_ik.mode import Mode, code_fingerprint
+from proton_ik.mode import Mode, code_fingerprint, fingerprint, fingerprinted_files
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from package_layout import FOLDERS, modules
 
 
 def run_stage(kernel_ptx: str, options, metadata: dict) -> str:
@@ -158,9 +161,16 @@ def test_install_twice_chains_once_and_uninstall_twice_is_harmless(monkeypatch: 
 
 def test_the_knob_changes_with_the_code_that_lowers(tmp_path):
     """Triton's cache key holds the knob but not the stage hook's code: a kernel compiled by an
-    earlier proton_ik must not come back from the cache after the lowering changed."""
+    earlier proton_ik must not come back from the cache after the lowering changed. Run from the
+    layout a wheel installs (the mapped folders under proton_ik/), whose fingerprint is the
+    checkout's for the same code."""
     copy = tmp_path / "proton_ik"
-    shutil.copytree(Path(proton_ik.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(FOLDERS["proton_ik"], copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for package, folder in FOLDERS.items():
+        if package != "proton_ik":
+            shutil.copytree(
+                folder, copy / package.rpartition(".")[2], ignore=shutil.ignore_patterns("__pycache__")
+            )
     script = "from proton_ik.mode import Mode; print(Mode().knob)"
 
     def knob() -> str:
@@ -179,3 +189,25 @@ def test_the_knob_changes_with_the_code_that_lowers(tmp_path):
     after_lowering = knob()
     (copy / "viewer" / "trace.py").write_text((copy / "viewer" / "trace.py").read_text() + "# again\n")
     assert knob() == after_lowering
+
+
+@pytest.mark.skipif(
+    Path(proton_ik.__file__).resolve().parent != FOLDERS["proton_ik"],
+    reason="proton_ik is not this checkout's",
+)
+def test_the_fingerprint_covers_the_checkouts_folders():
+    """In a checkout the dialect and the lowering sit beside proton_ik/: the fingerprint reads them
+    there, and every module of the package but the viewer's."""
+    covered = {path.resolve() for path in fingerprinted_files().values()}
+    expected = {path for name, path in modules().items() if not name.startswith("proton_ik.viewer")}
+    assert covered == expected
+    assert FOLDERS["proton_ik.lowering"] / "pikgpu_to_ptx.py" in covered
+
+
+def test_editing_the_lowering_changes_the_fingerprint(tmp_path):
+    files = fingerprinted_files()
+    name = "proton_ik/lowering/pikgpu_to_ptx.py"
+    edited = tmp_path / "pikgpu_to_ptx.py"
+    edited.write_bytes(files[name].read_bytes() + b"\n# changed\n")
+    assert fingerprint(files) == code_fingerprint()
+    assert fingerprint({**files, name: edited}) != code_fingerprint()

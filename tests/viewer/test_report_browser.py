@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from proton_ik import viewer
+from proton_ik.demo import bundled_capture
 from proton_ik.viewer.report import SECTIONS, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
-DEMO = Path(viewer.__file__).parents[1] / "data" / "demo.pik"
+DEMO = bundled_capture()
 DATA = Path(__file__).parents[1] / "data"
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (/usr/bin/chromium)")
 _spec = importlib.util.spec_from_file_location("report_html", Path(__file__).with_name("report_html.py"))

@@ -11,6 +11,7 @@ import pytest
 
 from proton_ik import viewer
 from proton_ik.cli import BAD_INPUT, BAD_USAGE, main
+from proton_ik.demo import bundled_capture
 from proton_ik.mode import Mode
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.session import Session
@@ -20,7 +21,7 @@ from proton_ik.viewer.report.figures import TIME_BINS, binned_max, coverage
 from proton_ik.viewer.session_file import read_session
 
 DATA = Path(__file__).parents[1] / "data"
-DEMO = Path(viewer.__file__).parents[1] / "data" / "demo.pik"
+DEMO = bundled_capture()
 _spec = importlib.util.spec_from_file_location("report_html", Path(__file__).with_name("report_html.py"))
 _module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module)
