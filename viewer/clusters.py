@@ -105,8 +105,7 @@ def _tuples(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 def cluster_table(units: pd.DataFrame) -> pd.DataFrame:
     """The clusters of a session's units table (``Trace.units``): ``CLUSTER_COLUMNS``, one row per
-    launch and cluster; empty where no cluster was recorded (or the table has no clusters, as a
-    trace file read for its summary)."""
+    launch and cluster; empty where no cluster was recorded."""
     needed = ("kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "start_ns", "end_ns", "finished")
     if any(name not in units for name in needed) or not len(units):
         return _empty()

@@ -37,7 +37,8 @@ from proton_ik.viewer.tracks import (
     session_name,
 )
 
-_SUMMARY_ARGS = SLICE_ARGS[:5]  # what show needs of a slice's args; the writers need them all
+# what show needs of a slice's args (the clusters for their skews); the writers need them all
+_SUMMARY_ARGS = (*SLICE_ARGS[:5], "cluster", "cluster_rank")
 
 
 # What a launch's slice says besides its totals.
@@ -135,8 +136,8 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             file = args.get(FILE_ARG)
             rows["file"].append(-1 if file is None else files.setdefault(file, len(files)))
             rows["dur_ns"].append(duration)
+            rows["begin_ns"].append(begin)  # show's cluster skews read the units' starts
             if for_writing:  # what only the writers need: kept apart, it costs show nothing
-                rows["begin_ns"].append(begin)
                 rows["depth"].append(depth)
                 rows["begin_record"].append(begun)
                 rows["end_record"].append(marker)
@@ -244,7 +245,7 @@ def _perfetto_tables(
         "lane": track_lane[slice_track],
         **{
             name: np.frombuffer(rows[name], dtype=np.int64)
-            for name in (_TIMED if for_writing else ("dur_ns",))
+            for name in (_TIMED if for_writing else ("begin_ns", "dur_ns"))
         },
     }
     # A warp track's first slice is its unit's lifetime: scopes under it count from depth 0.

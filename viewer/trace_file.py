@@ -85,7 +85,10 @@ def _trace_file(
             "scope": _labels(columns["scope"]),
             "cta": pd.Series(columns["cta"], dtype="Int64"),
             "sm": pd.Series(columns["sm"], dtype="Int64"),
+            "cluster": pd.Series(columns["cluster"], dtype="Int64"),
+            "cluster_rank": pd.Series(columns["cluster_rank"], dtype="Int64"),
             "warp": pd.Series(columns["warp"], dtype="Int64"),
+            "start_ns": pd.Series(columns["begin_ns"], dtype=np.int64),
             "dur_ns": pd.Series(columns["dur_ns"], dtype=np.int64),
             "dur_cycles": pd.Series(columns["cycles"], dtype="Int64"),
             "line": pd.Series(columns["line"], dtype="Int64"),
@@ -94,7 +97,10 @@ def _trace_file(
     )
     lifetime = (slices["scope"] == LIFETIME).to_numpy()
     events = slices[~lifetime].reset_index(drop=True)
-    units = slices.loc[lifetime, ["kernel", "launch", "cta", "sm", "warp", "dur_ns"]].reset_index(drop=True)
+    # The units' clusters, starts and ends: show's cluster skews.
+    unit_columns = ["kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "warp", "start_ns", "dur_ns"]
+    units = slices.loc[lifetime, unit_columns].reset_index(drop=True)
+    units["end_ns"] = units["start_ns"] + units["dur_ns"]
     del slices
     return _finished(info, events, units, launches)
 
