@@ -20,9 +20,9 @@ from proton_ik.cli import CONVERSIONS, main
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.session import gpu_available
 from proton_ik.viewer.diff import SCOPE_COLUMNS
-from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.readback import read_packets
 from proton_ik.viewer.trace import time_shift_cycles
+from proton_ik.viewer.tracks import LIFETIME
 
 DATA = Path(__file__).parent / "data"
 # The console script installed beside this interpreter (pip puts both in one bin folder).

@@ -89,6 +89,41 @@ def test_imports_follow_the_data_flow(path: Path) -> None:
                     pytest.fail(f"{name} imports {imported}: {room} must not import {wall}")
 
 
+def _private_imports(path: Path) -> list[str]:
+    """``module._name`` for each underscore name the module imports from another of ours."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("proton_ik")):
+            found += [f"{node.module}.{alias.name}" for alias in node.names if alias.name.startswith("_")]
+    return found
+
+
+# Modules still to be reorganised (issue 26 part 2): each leaves this list as its room is given
+# public names.
+PRIVATE_IMPORTS_LEFT = {
+    "proton_ik.viewer.async_events",
+    "proton_ik.viewer.pftrace_packets",
+    "proton_ik.viewer.read_async",
+    "proton_ik.viewer.read_chrome",
+    "proton_ik.viewer.read_perfetto",
+    "proton_ik.viewer.readback",
+    "proton_ik.viewer.trace_file",
+}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_no_module_imports_another_modules_private_names(path: Path) -> None:
+    """What a module shares has a public name; an underscore name stays inside its module."""
+    private = _private_imports(path)
+    if _module_name(path) in PRIVATE_IMPORTS_LEFT:
+        assert private, f"{_module_name(path)} imports no private names now: take it off PRIVATE_IMPORTS_LEFT"
+        return
+    assert not private, (
+        f"{_module_name(path)} imports {', '.join(private)}: give what is shared a public name, "
+        "or move it to the module that uses it"
+    )
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
 def test_rooms_stay_small(path: Path) -> None:
     lines = len(path.read_text().splitlines())
@@ -103,6 +138,16 @@ def test_the_rules_see_imports() -> None:
     assert any(m.startswith("triton") for m in language)
     calibrate = _imports(PACKAGE / "runtime" / "calibrate.py")
     assert any(m.startswith("proton_ik.viewer") for m in calibrate)
+
+
+def test_the_private_rule_sees_private_imports(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from __future__ import annotations\nfrom numpy import _private\n"
+        "from proton_ik.viewer.decode import _hidden, shown\n"
+        "def f():\n    from .sibling import _lazy\n"
+    )
+    assert _private_imports(source) == ["proton_ik.viewer.decode._hidden", "sibling._lazy"]
 
 
 def test_the_rules_see_every_folder() -> None:

@@ -4,7 +4,7 @@ slices), its track tree walked up from each slice to its launch track, and the l
 rebuilt from each launch slice's args (its metadata and totals, structured). A slice's CTA, SM
 and warp are its args, so slot and CTA timelines (``tracks``) read alike; a scope's file is its
 interned source location's (and its line, there rather than an arg). Events, marks and values
-(``perfetto_async``: async slices and instants that name their track) go to ``read_async``."""
+(``perfetto.events``: async slices and instants that name their track) go to ``read_async``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, SourceLocation, TrackEvent
 
-from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID
+from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID
 from proton_ik.viewer.pftrace_packets import iter_packets
 from proton_ik.viewer.read_async import AsyncRows, with_async
 from proton_ik.viewer.read_checks import _INT64, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
@@ -92,8 +92,8 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             continue
         event = packet.track_event
         if event.track_uuid in tracks.clusters:
-            continue  # a cluster's slice sums up its CTAs' (``perfetto_clusters``): nothing to read
-        if event.track_uuid:  # events, marks and values (``perfetto_async``), at absolute times
+            continue  # a cluster's slice sums up its CTAs' (``perfetto.clusters``): nothing to read
+        if event.track_uuid:  # events, marks and values (``perfetto.events``), at absolute times
             if event.type in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
                 add = (
                     async_rows.add_slice

@@ -38,7 +38,7 @@ from proton_ik.viewer.slots import FREE, assign_slots
 
 LIFETIME = "lifetime"  # the slice spanning a unit (or a launch) from its start to its end
 HOST_TRACK = "host scopes"  # the track of host scope slices, beside the launch tracks
-CLUSTER_TRACK = "clusters"  # under a launch: a slice per thread-block cluster (``perfetto_clusters``)
+CLUSTER_TRACK = "clusters"  # under a launch: a slice per thread-block cluster (``perfetto.clusters``)
 ROOT_PREFIX = "proton_ik: "  # the root track's name: this, then the session's name
 TIMELINES = ("slots", "ctas")  # what a place is: an SM's CTA slot, or a CTA
 DEFAULT_TIMELINE = "slots"

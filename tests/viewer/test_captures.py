@@ -47,9 +47,9 @@ from proton_ik.contract.layout import (
     records_written,
 )
 from proton_ik.runtime.session_writer import write_session
-from proton_ik.viewer.perfetto import LIFETIME
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.table import TimeShift
+from proton_ik.viewer.tracks import LIFETIME
 
 DATA = Path(__file__).parents[1] / "data"
 SM_COUNT = 132  # H200

@@ -9,8 +9,9 @@ import pytest
 from proton_ik.contract.layout import UNIT_HEADER_DTYPE, BufferLayout
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import LaunchCapture, Trace, load, render_session
-from proton_ik.viewer.perfetto import HOST_TRACK, INCREMENTAL_CLOCK_ID, LIFETIME
+from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID
 from proton_ik.viewer.readback import read_packets
+from proton_ik.viewer.tracks import HOST_TRACK, LIFETIME
 
 # Launch by launch: host scopes open (outermost first) and the launch_metadata name (None: none).
 PLAN = [

@@ -10,8 +10,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from proton_ik.viewer import Trace
-from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, LIFETIME, SEQUENCE_ID, write_perfetto
-from proton_ik.viewer.tracks import COUNTERS, LAUNCH_TOTALS, TIMELINES
+from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID, SEQUENCE_ID, write_perfetto
+from proton_ik.viewer.tracks import COUNTERS, LAUNCH_TOTALS, LIFETIME, TIMELINES
 
 
 @dataclass

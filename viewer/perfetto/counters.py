@@ -29,7 +29,7 @@ _LAST = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
-class _InFlight:
+class InFlight:
     """What a launch going on into the next chunk leaves for its counters: intervals by SM and
     counter, and each SM's horizon (its points from there on are the next piece's)."""
 
@@ -42,7 +42,7 @@ class _InFlight:
 
 
 @dataclass(frozen=True)
-class _Points:
+class Points:
     """Counter points, by track then time: each one's track (an index into ``uuid``), time and
     count; and the scopes in flight at each scope event's begin and end, where they ride on it."""
 
@@ -56,14 +56,14 @@ class _Points:
     end_counted: np.ndarray
 
 
-def _counter_points(
+def counter_points(
     tracks: Tracks,
     sm_uuid: np.ndarray,
     scopes: tuple[np.ndarray, np.ndarray],
-    before: _InFlight | None,
+    before: InFlight | None,
     before_uuid: dict[int, int],
     going_on: int | None,
-) -> tuple[_Points, _InFlight | None]:
+) -> tuple[Points, InFlight | None]:
     """The chunk's counter points. ``scopes``: the scope events' begins and ends; ``before``:
     what the launch going on from the last chunk left, ``before_uuid`` its SMs' uuids;
     ``going_on``: the launch that goes on into the next chunk, if any."""
@@ -124,7 +124,7 @@ def _counter_points(
         order = np.lexsort((when, track))
         track, when, count = track[order], when[order], count[order]
     scoped = slice(len(tracks.cta_sm), len(tracks.cta_sm) + len(scope_sm))
-    points = _Points(
+    points = Points(
         uuid=(uuid[:, None] + 1 + np.arange(len(COUNTERS))).reshape(-1),
         track=track,
         ts=when,
@@ -137,7 +137,7 @@ def _counter_points(
     if going_on is None or not going.any():
         return points, None
     stay = going[sm] & (end >= high[sm])
-    left = _InFlight(
+    left = InFlight(
         number=int(going_on),
         sm=all_sm[sm[stay]],
         counter=counter[stay],

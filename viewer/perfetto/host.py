@@ -17,14 +17,14 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEventDefaults,
 )
 
-from proton_ik.viewer.perfetto_sink import _Sink
-from proton_ik.viewer.perfetto_tracks import _descriptor
-from proton_ik.viewer.perfetto_wire import _ANNOTATION_IID, INCREMENTAL_CLOCK_ID, _interning_packet
+from proton_ik.viewer.perfetto.sink import Sink
+from proton_ik.viewer.perfetto.tracks import new_descriptor
+from proton_ik.viewer.perfetto.wire import ANNOTATION_IID, INCREMENTAL_CLOCK_ID, interning_packet
 from proton_ik.viewer.tracks import HOST_ARGS, HOST_TRACK
 
 
 @dataclass
-class _HostInstance:
+class HostInstance:
     """One run of consecutive launches made under a host scope (and the scopes around it)."""
 
     name: str
@@ -36,14 +36,14 @@ class _HostInstance:
     launches: int = 0
 
 
-class _HostScopes:
+class HostScopes:
     """Host scope instances, gathered launch by launch in launch order: a launch under the same
     outer scopes as the launch before it extends their instances; a scope that it is not under
     ends its instance."""
 
     def __init__(self) -> None:
-        self.open: list[_HostInstance] = []  # outermost first
-        self.done: list[_HostInstance] = []  # in the order they opened: outer before inner, then by time
+        self.open: list[HostInstance] = []  # outermost first
+        self.done: list[HostInstance] = []  # in the order they opened: outer before inner, then by time
 
     def add(self, path: Sequence[str], number: int, begin: int, end: int) -> None:
         """A launch (``begin > end``: it has no time) made under ``path``, outermost first."""
@@ -52,7 +52,7 @@ class _HostScopes:
             keep += 1
         del self.open[keep:]
         for depth in range(keep, len(path)):
-            instance = _HostInstance(path[depth], depth, number, number)
+            instance = HostInstance(path[depth], depth, number, number)
             self.open.append(instance)
             self.done.append(instance)
         for instance in self.open:
@@ -61,18 +61,18 @@ class _HostScopes:
             if begin <= end:
                 instance.begin, instance.end = min(instance.begin, begin), max(instance.end, end)
 
-    def finish(self) -> list[_HostInstance]:
+    def finish(self) -> list[HostInstance]:
         """Every instance with a time, outer before inner and in launch order."""
         self.open = []
         return [instance for instance in self.done if instance.begin <= instance.end]
 
 
-def _host_markers(instances: list[_HostInstance]) -> list[tuple[int, _HostInstance | None]]:
+def _host_markers(instances: list[HostInstance]) -> list[tuple[int, HostInstance | None]]:
     """Slice begins (the instance) and ends (None) in the order one track needs them: nested by
     depth, never back in time. Launches on several streams can overlap; an instance that begins
     before the one before it at its depth ended is shown from that end."""
-    markers: list[tuple[int, _HostInstance | None]] = []
-    stack: list[_HostInstance] = []
+    markers: list[tuple[int, HostInstance | None]] = []
+    stack: list[HostInstance] = []
     now = np.iinfo(np.int64).min
 
     def close_to(depth: int) -> None:
@@ -90,14 +90,12 @@ def _host_markers(instances: list[_HostInstance]) -> list[tuple[int, _HostInstan
     return markers
 
 
-def _write_host_track(
-    sink: _Sink, instances: list[_HostInstance], uuid: int, sequence: int, root: int
-) -> None:
+def write_host_track(sink: Sink, instances: list[HostInstance], uuid: int, sequence: int, root: int) -> None:
     """The host scopes' track (``uuid``, under the root track ``root``) and its slices, as packet
     sequence ``sequence``."""
     names = {name: iid for iid, name in enumerate(dict.fromkeys(i.name for i in instances), start=1)}
-    sink.packet(_interning_packet(names, sequence))
-    sink.packet(TracePacket(track_descriptor=_descriptor(uuid, root, HOST_TRACK, -1)))
+    sink.packet(interning_packet(names, sequence))
+    sink.packet(TracePacket(track_descriptor=new_descriptor(uuid, root, HOST_TRACK, -1)))
     markers = _host_markers(instances)
     first = markers[0][0]
     snapshot = ClockSnapshot(
@@ -123,7 +121,7 @@ def _write_host_track(
         else:
             event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[instance.name])
             for key in HOST_ARGS:
-                event.debug_annotations.add(name_iid=_ANNOTATION_IID[key], int_value=getattr(instance, key))
+                event.debug_annotations.add(name_iid=ANNOTATION_IID[key], int_value=getattr(instance, key))
         sink.packet(
             TracePacket(
                 timestamp=ts - now,

@@ -34,8 +34,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 
 from proton_ik.viewer.chunk import Columns
 from proton_ik.viewer.event_tables import AsyncParts
-from proton_ik.viewer.perfetto_sink import _Sink
-from proton_ik.viewer.perfetto_tracks import _Numbered
+from proton_ik.viewer.perfetto.sink import Sink
+from proton_ik.viewer.perfetto.tracks import Numbered
 
 ASYNC_RANK = 1 << 20  # an event's async tracks sort after the place's warp tracks
 _MERGE = TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_TRACK_NAME
@@ -44,7 +44,7 @@ _MERGE = TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_TRACK_NAME
 class _Places:
     """The warp (lane 0) and place tracks of the chunk's finished units, by (launch, CTA, unit)."""
 
-    def __init__(self, lives: Columns, numbered: _Numbered):
+    def __init__(self, lives: Columns, numbered: Numbered):
         track = numbered.tracks.life_track
         keys = zip(lives["launch"].tolist(), lives["cta"].tolist(), lives["unit"].tolist(), strict=True)
         unit_uuid = numbered.unit_uuid[track].tolist()
@@ -70,16 +70,16 @@ class _Packets:
         packet = TracePacket(timestamp=ns, trusted_packet_sequence_id=self.sequence, track_event=event)
         self.timed.append((ns, len(self.timed), packet))
 
-    def write(self, sink: _Sink) -> None:
+    def write(self, sink: Sink) -> None:
         for _, _, packet in sorted(self.timed, key=lambda item: item[:2]):
             sink.packet(packet)
 
 
 def write_async(
-    sink: _Sink,
+    sink: Sink,
     parts: Sequence[AsyncParts],
     lives: Columns,
-    numbered: _Numbered,
+    numbered: Numbered,
     sequence: int,
     allocate: Callable[[int], np.ndarray],
     first_flow: int,
@@ -104,7 +104,7 @@ def _side(events: Columns, places: _Places, side: str) -> tuple[np.ndarray, np.n
 
 
 def _events(
-    sink: _Sink, packets: _Packets, events: Columns, places: _Places, allocate: Callable, flow: int
+    sink: Sink, packets: _Packets, events: Columns, places: _Places, allocate: Callable, flow: int
 ) -> int:
     start_track, start_place = _side(events, places, "start")
     end_track, end_place = _side(events, places, "end")
@@ -159,7 +159,7 @@ def _line(events: Columns, i: int) -> dict[str, int]:
 
 
 def _lanes(
-    sink: _Sink, events: Columns, drawn: np.ndarray, place: np.ndarray, allocate: Callable
+    sink: Sink, events: Columns, drawn: np.ndarray, place: np.ndarray, allocate: Callable
 ) -> np.ndarray:
     """The async track of each drawn event: per (place, event), events that overlap take further
     tracks of the same name (greedily, the first one free at its start)."""
@@ -185,7 +185,7 @@ def _lanes(
 
 
 def _marks(
-    packets: _Packets, marks: Columns, places: _Places, counters: tuple[_Sink, Callable] | None
+    packets: _Packets, marks: Columns, places: _Places, counters: tuple[Sink, Callable] | None
 ) -> None:
     present = ~marks["ns_missing"]
     found = places.of(marks["launch"], marks["cta"], marks["unit"], present)[:, 0]

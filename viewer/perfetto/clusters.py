@@ -8,7 +8,7 @@ further tracks of the same name, which the UI merges into one.
 
 A launch's CTAs may come in several chunks (never one CTA in two): the CTAs of the launch that
 goes on into the next chunk are kept until its last piece, and each launch's clusters are drawn
-once, as one more packet sequence, at absolute times with names inline (as ``perfetto_async``);
+once, as one more packet sequence, at absolute times with names inline (as ``events``);
 the readers skip the track by its name.
 """
 

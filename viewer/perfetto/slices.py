@@ -17,30 +17,30 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, Tra
 from proton_ik.viewer.byterows import Rows
 from proton_ik.viewer.chunk import Columns
 from proton_ik.viewer.groups import groups
-from proton_ik.viewer.perfetto_counters import _Points
-from proton_ik.viewer.perfetto_tracks import _Numbered
-from proton_ik.viewer.perfetto_wire import (
-    _ANNOTATION_IID,
-    _BEGIN,
-    _BOOTTIME,
-    _CLOCK,
-    _COUNTER_EVENT,
-    _DEFAULT_CLOCK,
-    _DEFAULTS,
-    _END_EVENT,
-    _EVENT,
-    _INCREMENTAL,
-    _IS_INCREMENTAL,
-    _KIND_IID,
-    _NEEDS_STATE,
-    _PACKET,
-    _PRIMARY_BOOTTIME,
-    _TRACE_PACKET,
-    _annotations,
-    _debug_annotation,
-    _key,
-    _kind_annotation,
-    _with,
+from proton_ik.viewer.perfetto.counters import Points
+from proton_ik.viewer.perfetto.tracks import Numbered
+from proton_ik.viewer.perfetto.wire import (
+    ANNOTATION_IID,
+    BEGIN,
+    BOOTTIME,
+    CLOCK,
+    COUNTER_EVENT,
+    DEFAULT_CLOCK,
+    DEFAULTS,
+    END_EVENT,
+    EVENT,
+    INCREMENTAL,
+    IS_INCREMENTAL,
+    KIND_IID,
+    NEEDS_STATE,
+    PACKET,
+    PRIMARY_BOOTTIME,
+    TRACE_PACKET,
+    annotation_rows,
+    debug_annotation,
+    field_key,
+    field_value,
+    kind_annotation,
 )
 from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, launch_slice_name, stacked
 
@@ -52,7 +52,7 @@ _SCOPE_KIND, _UNIT_KIND, _LAUNCH_KIND = KINDS
 
 
 @dataclass(frozen=True)
-class _LaunchSlices:
+class LaunchSlices:
     """The slices of the launches that end in a chunk: each its own track's only slice."""
 
     uuid: np.ndarray
@@ -61,7 +61,7 @@ class _LaunchSlices:
     events: list[bytes]  # each begin's TrackEvent, encoded: its name and its annotations
 
 
-def _launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
+def launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
     """A launch's begin: its metadata and totals as structured args."""
     values = {name: row.get(name) for name in LAUNCH_ARGS}
     values["config"] = row.get("config_args")
@@ -70,11 +70,11 @@ def _launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
     values["time_shift_pair_cycles"] = row.get("time_shift_pair_cycles", values["time_shift_cycles"])
     event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[launch_slice_name(row)])
     for name, value in values.items():
-        annotation = _debug_annotation(value)
+        annotation = debug_annotation(value)
         if annotation is not None:
-            annotation.name_iid = _ANNOTATION_IID[name]
+            annotation.name_iid = ANNOTATION_IID[name]
             event.debug_annotations.append(annotation)
-    event.debug_annotations.add(name_iid=_ANNOTATION_IID[KIND_ARG], string_value_iid=_KIND_IID[_LAUNCH_KIND])
+    event.debug_annotations.add(name_iid=ANNOTATION_IID[KIND_ARG], string_value_iid=KIND_IID[_LAUNCH_KIND])
     return event.SerializeToString()
 
 
@@ -113,13 +113,13 @@ class _Markers:
 _END, _COUNT = -1, -2
 
 
-def _markers(
+def slice_markers(
     events: Mapping[str, np.ndarray],
     lives: Columns,
-    numbered: _Numbered,
+    numbered: Numbered,
     names: dict[str, int],
-    launches: _LaunchSlices,
-    counters: _Points,
+    launches: LaunchSlices,
+    counters: Points,
     sequence: int,
     scope_names: Sequence[str],
     locations: np.ndarray,
@@ -237,7 +237,7 @@ def _markers(
     flying[:n_units] = numbered.sm_uuid[tracks.unit_sm] + 2
     return _Markers(
         rows=len(track) + int(new_track.sum()),
-        on_sequence=_with(_PACKET, "trusted_packet_sequence_id", sequence),
+        on_sequence=field_value(PACKET, "trusted_packet_sequence_id", sequence),
         header_row=row[new_track] - 1,
         header_uuid=track_uuid[track[new_track]],
         header_ts=ts[new_track],
@@ -252,7 +252,7 @@ def _markers(
         lives=n_events + n_lives,
         name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
         location=locations,
-        shared=_annotations(n_units, shared),
+        shared=annotation_rows(n_units, shared),
         shared_names=frozenset(shared),
         values={
             "cta": of_cta(tracks.cta),
@@ -303,7 +303,7 @@ def _per_track(reduce: np.ufunc, n_tracks: int, track: np.ndarray, values: np.nd
     return result
 
 
-def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
+def event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
     """Output rows ``lo`` to ``hi`` of the event stream: track headers, slice begins and ends,
     counter points."""
     kinds = []
@@ -323,28 +323,28 @@ def _event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndar
         kind = begins[launched]
         kinds.append((_launch_rows(markers, kind), markers.row[kind] - lo))
     if len(ends):
-        event = Rows(len(ends)).constant(_END_EVENT)
-        event.field(_key(_EVENT, "extra_counter_values"), markers.count[ends], markers.counted[ends])
+        event = Rows(len(ends)).constant(END_EVENT)
+        event.field(field_key(EVENT, "extra_counter_values"), markers.count[ends], markers.counted[ends])
         packet = (
             Rows(len(ends))
-            .field(_key(_PACKET, "timestamp"), markers.delta[ends])
+            .field(field_key(PACKET, "timestamp"), markers.delta[ends])
             .constant(markers.on_sequence)
-            .message(_key(_PACKET, "track_event"), event)
+            .message(field_key(PACKET, "track_event"), event)
         )
-        kinds.append((Rows(len(ends)).message(_TRACE_PACKET, packet), markers.row[ends] - lo))
+        kinds.append((Rows(len(ends)).message(TRACE_PACKET, packet), markers.row[ends] - lo))
     if len(points):
         event = (
             Rows(len(points))
-            .constant(_COUNTER_EVENT)
-            .field(_key(_EVENT, "counter_value"), markers.count[points])
+            .constant(COUNTER_EVENT)
+            .field(field_key(EVENT, "counter_value"), markers.count[points])
         )
         packet = (
             Rows(len(points))
-            .field(_key(_PACKET, "timestamp"), markers.delta[points])
+            .field(field_key(PACKET, "timestamp"), markers.delta[points])
             .constant(markers.on_sequence)
-            .message(_key(_PACKET, "track_event"), event)
+            .message(field_key(PACKET, "track_event"), event)
         )
-        kinds.append((Rows(len(points)).message(_TRACE_PACKET, packet), markers.row[points] - lo))
+        kinds.append((Rows(len(points)).message(TRACE_PACKET, packet), markers.row[points] - lo))
     return kinds
 
 
@@ -353,32 +353,32 @@ def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
     n = b - a
     ts, first = markers.header_ts[a:b], markers.header_row[a:b] == 0
     incremental = (
-        Rows(n).constant(_INCREMENTAL).field(_key(_CLOCK, "timestamp"), ts).constant(_IS_INCREMENTAL)
+        Rows(n).constant(INCREMENTAL).field(field_key(CLOCK, "timestamp"), ts).constant(IS_INCREMENTAL)
     )
-    boottime = Rows(n).constant(_BOOTTIME).field(_key(_CLOCK, "timestamp"), ts)
+    boottime = Rows(n).constant(BOOTTIME).field(field_key(CLOCK, "timestamp"), ts)
     snapshot = (
         Rows(n)
-        .message(_key(ClockSnapshot.DESCRIPTOR, "clocks"), incremental)
-        .message(_key(ClockSnapshot.DESCRIPTOR, "clocks"), boottime)
-        .constant(_PRIMARY_BOOTTIME, first)
+        .message(field_key(ClockSnapshot.DESCRIPTOR, "clocks"), incremental)
+        .message(field_key(ClockSnapshot.DESCRIPTOR, "clocks"), boottime)
+        .constant(PRIMARY_BOOTTIME, first)
     )
     uuid = markers.header_uuid[a:b]
     flying = markers.header_counter[a:b]
     track_defaults = (
         Rows(n)
-        .field(_key(TrackEventDefaults.DESCRIPTOR, "track_uuid"), uuid)
-        .field(_key(TrackEventDefaults.DESCRIPTOR, "extra_counter_track_uuids"), flying, flying >= 0)
+        .field(field_key(TrackEventDefaults.DESCRIPTOR, "track_uuid"), uuid)
+        .field(field_key(TrackEventDefaults.DESCRIPTOR, "extra_counter_track_uuids"), flying, flying >= 0)
     )
     defaults = (
-        Rows(n).message(_key(_DEFAULTS, "track_event_defaults"), track_defaults).constant(_DEFAULT_CLOCK)
+        Rows(n).message(field_key(DEFAULTS, "track_event_defaults"), track_defaults).constant(DEFAULT_CLOCK)
     )
     packet = (
         Rows(n)
-        .message(_key(_PACKET, "clock_snapshot"), snapshot)
+        .message(field_key(PACKET, "clock_snapshot"), snapshot)
         .constant(markers.on_sequence)
-        .message(_key(_PACKET, "trace_packet_defaults"), defaults)
+        .message(field_key(PACKET, "trace_packet_defaults"), defaults)
     )
-    return Rows(n).message(_TRACE_PACKET, packet)
+    return Rows(n).message(TRACE_PACKET, packet)
 
 
 def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
@@ -388,14 +388,14 @@ def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     names: tuple[str, ...] = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
     carried = tuple(name for name in names if name not in markers.shared_names)
     event = Rows(n).take(markers.shared, markers.track[index])
-    event.rows(_annotations(n, {name: markers.values[name][slices] for name in carried}))
-    event.constant(_kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
-    event.constant(_BEGIN).field(_key(_EVENT, "name_iid"), markers.name[slices])
+    event.rows(annotation_rows(n, {name: markers.values[name][slices] for name in carried}))
+    event.constant(kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
+    event.constant(BEGIN).field(field_key(EVENT, "name_iid"), markers.name[slices])
     if not lifetime:
-        event.field(_key(_EVENT, "extra_counter_values"), markers.count[index], markers.counted[index])
+        event.field(field_key(EVENT, "extra_counter_values"), markers.count[index], markers.counted[index])
         location = markers.location[slices]
         if location.any():
-            event.field(_key(_EVENT, "source_location_iid"), location, location > 0)
+            event.field(field_key(EVENT, "source_location_iid"), location, location > 0)
     return _begin_packets(markers, index, event)
 
 
@@ -409,9 +409,9 @@ def _launch_rows(markers: _Markers, index: np.ndarray) -> Rows:
 def _begin_packets(markers: _Markers, index: np.ndarray, event: Rows) -> Rows:
     packet = (
         Rows(len(index))
-        .field(_key(_PACKET, "timestamp"), markers.delta[index])
+        .field(field_key(PACKET, "timestamp"), markers.delta[index])
         .constant(markers.on_sequence)
-        .message(_key(_PACKET, "track_event"), event)
-        .constant(_NEEDS_STATE)
+        .message(field_key(PACKET, "track_event"), event)
+        .constant(NEEDS_STATE)
     )
-    return Rows(len(index)).message(_TRACE_PACKET, packet)
+    return Rows(len(index)).message(TRACE_PACKET, packet)

@@ -1,62 +1,5 @@
-"""Session chunks in, Perfetto protobuf trace (``.pftrace``) out.
-
-The track tree (``tracks``: the model both writers draw) lets a kernel author find any SM, CTA
-or warp::
-
-    proton_ik: <session>                      sorted by launch
-      host scopes                             where launches were made in ``proton_ik.scope``s:
-                                              a slice per scope instance, nested, spanning its
-                                              launches
-      launch 3: matmul_kernel                 one slice, named after the launch (its
-                                              ``launch_metadata`` name; "lifetime" if it has
-                                              none), whose args are the launch's metadata,
-                                              grid, config and totals
-        clusters                              where thread-block clusters hold several CTAs:
-                                              a slice per cluster, first CTA start to last
-                                              CTA end (``perfetto_clusters``)
-        SM 17                                 sorted by SM, then slot (or CTA), then warp
-          resident CTAs, scopes in flight     counter tracks
-          slot 2                              timeline="slots": a CTA slot; "ctas": "CTA 42"
-            warp 4                            per CTA in the slot, a "lifetime" slice with the
-                                              warp's scopes nested in it; each slice's args
-                                              name its CTA, SM, warp, cycles and kind, and a
-                                              scope's its source line: as its interned source
-                                              location (file and line) where the kernel's
-                                              scope table has its file, as an arg otherwise
-            warp 4 overlap 1                  scopes that overlap others without nesting
-
-Streaming: the trace is written chunk by chunk (``pipeline.Chunk``: a run of launches), and each
-chunk is its own packet sequence, with its own interned names and incremental clock, so nothing
-of a chunk is kept once it is written. A launch whose pieces span chunks keeps its launch, SM,
-slot and warp tracks, its slots' state and its counters' intervals in flight
-(``perfetto_counters``); its launch track is described, and its slice written, with its last
-piece. A launch none of whose units left a time gets an empty slice where the launches before it
-ended. Host scope instances (a few numbers each, not events) are gathered as launches end and
-written last, as their own sequence: an instance is a run of consecutive launches (in launch
-order) under the same scope, from its first launch's begin to its last launch's end.
-
-Size: within a sequence, each track gets one header packet that sets the sequence's default
-track and restarts an incremental clock (a sequence-scoped clock whose timestamps are deltas,
-anchored to BOOTTIME by a clock snapshot), so an event packet holds a small time delta, an
-interned name and its debug annotations, with no track uuid. Tracks are written in order of
-their first timestamp, which keeps the anchor snapshots monotonic. Packets are bundled and
-zlib-compressed (``TracePacket.compressed_packets``), which trace processor and the Perfetto UI
-inflate on load.
-
-Speed: the few packets that say what the trace is (interned names, the root and launch tracks,
-launch slices) are built with perfetto's protos. The millions of others (SM, counter, slot and
-warp tracks, track headers, slice begins and ends, counter points) are encoded column by column
-with ``byterows``, in the canonical field order protobuf itself writes, and compressed on worker
-threads while the next chunk is encoded.
-
-Its parts: ``tracks`` (the track model, shared with the Chrome writer and the readers),
-``perfetto_tracks`` (its uuids and descriptors), ``perfetto_slices`` (slice packets),
-``perfetto_counters`` (counter points), ``perfetto_host`` (the host scopes' track),
-``perfetto_async`` (events, marks and values, on async, warp and counter tracks),
-``perfetto_clusters`` (the clusters tracks),
-``perfetto_wire`` (protobuf encoding) and ``perfetto_sink`` (bundling and compression); this
-module drives them, chunk by chunk.
-"""
+"""The Perfetto writer: session chunks in, a ``.pftrace`` out, chunk by chunk (the package's
+docstring tells the track tree, the streaming, the size and the speed)."""
 
 from __future__ import annotations
 
@@ -72,20 +15,20 @@ from tqdm import tqdm
 from proton_ik.viewer.byterows import Rows, assemble
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
 from proton_ik.viewer.event_tables import AsyncParts
-from proton_ik.viewer.perfetto_async import write_async
-from proton_ik.viewer.perfetto_clusters import ClusterTracks
-from proton_ik.viewer.perfetto_counters import _counter_points, _InFlight
-from proton_ik.viewer.perfetto_host import _HostInstance, _HostScopes, _write_host_track
-from proton_ik.viewer.perfetto_sink import _Sink
-from proton_ik.viewer.perfetto_slices import _event_rows, _launch_event, _LaunchSlices, _markers
-from proton_ik.viewer.perfetto_tracks import (
-    _descriptor,
-    _descriptor_rows,
-    _event_names,
-    _Numbered,
-    _source_locations,
+from proton_ik.viewer.perfetto.clusters import ClusterTracks
+from proton_ik.viewer.perfetto.counters import InFlight, counter_points
+from proton_ik.viewer.perfetto.events import write_async
+from proton_ik.viewer.perfetto.host import HostInstance, HostScopes, write_host_track
+from proton_ik.viewer.perfetto.sink import Sink
+from proton_ik.viewer.perfetto.slices import LaunchSlices, event_rows, launch_event, slice_markers
+from proton_ik.viewer.perfetto.tracks import (
+    Numbered,
+    descriptor_rows,
+    event_names,
+    new_descriptor,
+    source_locations,
 )
-from proton_ik.viewer.perfetto_wire import INCREMENTAL_CLOCK_ID, _interning_packet
+from proton_ik.viewer.perfetto.wire import INCREMENTAL_CLOCK_ID, interning_packet
 from proton_ik.viewer.tracks import (
     COUNTERS,
     HOST_TRACK,
@@ -156,7 +99,7 @@ class _OpenLaunch:
     tracks: OpenTracks
     begin: int
     end: int
-    in_flight: _InFlight | None
+    in_flight: InFlight | None
 
     @property
     def number(self) -> int:
@@ -195,9 +138,9 @@ class PerfettoWriter:
         if not 0 <= part < parts <= MAX_PARTS:
             raise ValueError(f"part {part} of {parts}: a session is written in 1 to {MAX_PARTS} parts")
         self._file = open(self.path, "wb")  # noqa: SIM115 (closed by close())
-        self._sink = _Sink(self._file, compress)
+        self._sink = Sink(self._file, compress)
         self._root_uuid = 1 + (merge_index << UUID_BITS)
-        self._root = _descriptor(self._root_uuid, None, title, None)
+        self._root = new_descriptor(self._root_uuid, None, title, None)
         if warnings:
             self._root.description = "\n".join(warnings)
         self._bar = bar
@@ -209,7 +152,7 @@ class PerfettoWriter:
         )
         self._past_sequences = self._first_sequence + share
         self._open: _OpenLaunch | None = None
-        self._host = _HostScopes()
+        self._host = HostScopes()
         self._clusters = ClusterTracks()
         # A part of several: the host scopes' launches (path, number, begin, end), for the writer
         # of the last part, which draws the host scopes' track of the whole session
@@ -240,7 +183,7 @@ class PerfettoWriter:
         # At most one launch goes on into the next chunk: pieces come in launch order.
         going_on = next((n for n in numbered.tracks.launch.tolist() if n not in ending), None)
         before = self._open
-        points, in_flight = _counter_points(
+        points, in_flight = counter_points(
             numbered.tracks,
             numbered.sm_uuid,
             (chunk.events["begin_ns"], chunk.events["end_ns"]),
@@ -248,12 +191,12 @@ class PerfettoWriter:
             {} if before is None else before.tracks.sms,
             going_on,
         )
-        names = _event_names(chunk, [row for _, row in self._untimed])
-        locations, location_iids = _source_locations(chunk)
+        names = event_names(chunk, [row for _, row in self._untimed])
+        locations, location_iids = source_locations(chunk)
         self._start_sequence(names, locations)
         launch_slices = self._launches(chunk, numbered, names, going_on, in_flight, closing)
-        self._write_chunks(numbered.count, lambda lo, hi: _descriptor_rows(numbered, lo, hi))
-        markers = _markers(
+        self._write_chunks(numbered.count, lambda lo, hi: descriptor_rows(numbered, lo, hi))
+        markers = slice_markers(
             chunk.events,
             lives,
             numbered,
@@ -264,7 +207,7 @@ class PerfettoWriter:
             chunk.scopes,
             location_iids,
         )
-        self._write_chunks(markers.rows, lambda lo, hi: _event_rows(markers, lo, hi))
+        self._write_chunks(markers.rows, lambda lo, hi: event_rows(markers, lo, hi))
         self._sequence += 1
         if chunk.async_parts:  # events, marks and values: a sequence of their own
             self._flow = write_async(
@@ -299,7 +242,7 @@ class PerfettoWriter:
     ) -> None:
         """The sequence's interned names and source locations; the first sequence is followed by
         the root track."""
-        self._sink.packet(_interning_packet(names, self._sequence, locations))
+        self._sink.packet(interning_packet(names, self._sequence, locations))
         if self._sequence == self._first_sequence and self._part == 0:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 
@@ -310,9 +253,9 @@ class PerfettoWriter:
             if self._bar is not None:
                 self._bar.update(hi - lo)
 
-    def _write_host_track(self, instances: list[_HostInstance]) -> None:
+    def _write_host_track(self, instances: list[HostInstance]) -> None:
         """The host scopes' track and its slices, as one more sequence."""
-        _write_host_track(self._sink, instances, int(self._allocate(1)[0]), self._sequence, self._root_uuid)
+        write_host_track(self._sink, instances, int(self._allocate(1)[0]), self._sequence, self._root_uuid)
         self._sequence += 1
 
     def _allocate(self, count: int) -> np.ndarray:
@@ -320,7 +263,7 @@ class PerfettoWriter:
         self._next_uuid += count
         return np.arange(first, first + count, dtype=np.int64)
 
-    def _number(self, chunk: Chunk, lives: Columns) -> _Numbered:
+    def _number(self, chunk: Chunk, lives: Columns) -> Numbered:
         """The chunk's tracks, numbered: a launch continued from the last chunk keeps its uuids
         (and its tracks and slots)."""
         open_launch = self._open
@@ -337,17 +280,17 @@ class PerfettoWriter:
         sm_uuid[new_sm] = self._allocate(per_sm * int(new_sm.sum()))[::per_sm]
         place_uuid[new_place] = self._allocate(int(new_place.sum()))
         unit_uuid[new_unit] = self._allocate(int(new_unit.sum()))
-        return _Numbered(tree, launch_uuid, sm_uuid, new_sm, place_uuid, new_place, unit_uuid, new_unit)
+        return Numbered(tree, launch_uuid, sm_uuid, new_sm, place_uuid, new_place, unit_uuid, new_unit)
 
     def _launches(
         self,
         chunk: Chunk,
-        numbered: _Numbered,
+        numbered: Numbered,
         names: dict[str, int],
         going_on: int | None,
-        in_flight: _InFlight | None,
+        in_flight: InFlight | None,
         closing: bool,
-    ) -> _LaunchSlices:
+    ) -> LaunchSlices:
         """Describe the launches that end in this chunk and give each its slice; keep the one
         that goes on into the next. A launch with no time is placed where the launches before
         it ended (held until one has a time)."""
@@ -371,7 +314,9 @@ class PerfettoWriter:
             kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
             self._sink.packet(
                 TracePacket(
-                    track_descriptor=_descriptor(uuid, self._root_uuid, launch_name(number, kernel), number)
+                    track_descriptor=new_descriptor(
+                        uuid, self._root_uuid, launch_name(number, kernel), number
+                    )
                 )
             )
             timed = at is not None and begin[at] <= end[at]
@@ -393,9 +338,9 @@ class PerfettoWriter:
             when = self._last_end if self._last_end is not None else 0
             slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
             self._untimed = []
-        return _LaunchSlices(
+        return LaunchSlices(
             uuid=np.array([uuid for uuid, *_ in slices], dtype=np.int64),
             begin=np.array([b for _, b, _, _ in slices], dtype=np.int64),
             end=np.array([e for _, _, e, _ in slices], dtype=np.int64),
-            events=[_launch_event(row, names) for *_, row in slices],
+            events=[launch_event(row, names) for *_, row in slices],
         )

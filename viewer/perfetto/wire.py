@@ -29,11 +29,11 @@ from proton_ik.viewer.tracks import HOST_ARGS, KIND_ARG, KINDS, LAUNCH_ARGS, SLI
 # Clock ids 64..127 are scoped to one packet sequence; only those may be incremental.
 INCREMENTAL_CLOCK_ID = 64
 # Every arg name, interned by each sequence.
-_ANNOTATION_IID = {
+ANNOTATION_IID = {
     name: iid
     for iid, name in enumerate(dict.fromkeys([*SLICE_ARGS, KIND_ARG, *LAUNCH_ARGS, *HOST_ARGS]), start=1)
 }
-_KIND_IID = {kind: iid for iid, kind in enumerate(KINDS, start=1)}  # interned string values
+KIND_IID = {kind: iid for iid, kind in enumerate(KINDS, start=1)}  # interned string values
 
 
 # --- protobuf keys, from perfetto's own descriptors ---------------------------------------------
@@ -56,40 +56,40 @@ _WIRE_TYPES = {
 }
 
 
-def _key(message: Descriptor, name: str) -> bytes:
+def field_key(message: Descriptor, name: str) -> bytes:
     """The key (field number and wire type) that starts a field of ``message``."""
     field = message.fields_by_name[name]
     return varint_bytes(field.number << 3 | _WIRE_TYPES[field.type])
 
 
-def _with(message: Descriptor, name: str, value: int) -> bytes:
+def field_value(message: Descriptor, name: str, value: int) -> bytes:
     """A varint field with a value known in advance, as bytes."""
-    return _key(message, name) + varint_bytes(value)
+    return field_key(message, name) + varint_bytes(value)
 
 
-_TRACE_PACKET = _key(Trace.DESCRIPTOR, "packet")
-_PACKET, _EVENT, _TRACK = TracePacket.DESCRIPTOR, TrackEvent.DESCRIPTOR, TrackDescriptor.DESCRIPTOR
+TRACE_PACKET = field_key(Trace.DESCRIPTOR, "packet")
+PACKET, EVENT, TRACK = TracePacket.DESCRIPTOR, TrackEvent.DESCRIPTOR, TrackDescriptor.DESCRIPTOR
 
 
 # --- fields known in advance ----------------------------------------------------------------
 
-_CLOCK = ClockSnapshot.Clock.DESCRIPTOR
-_DEFAULTS = TracePacketDefaults.DESCRIPTOR
-_INCREMENTAL = _with(_CLOCK, "clock_id", INCREMENTAL_CLOCK_ID)
-_BOOTTIME = _with(_CLOCK, "clock_id", BUILTIN_CLOCK_BOOTTIME)
-_IS_INCREMENTAL = _with(_CLOCK, "is_incremental", 1)
-_PRIMARY_BOOTTIME = _with(ClockSnapshot.DESCRIPTOR, "primary_trace_clock", BUILTIN_CLOCK_BOOTTIME)
-_DEFAULT_CLOCK = _with(_DEFAULTS, "timestamp_clock_id", INCREMENTAL_CLOCK_ID)
-_BEGIN = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_BEGIN)
-_END_EVENT = _with(_EVENT, "type", TrackEvent.TYPE_SLICE_END)
-_COUNTER_EVENT = _with(_EVENT, "type", TrackEvent.TYPE_COUNTER)
-_NEEDS_STATE = _with(_PACKET, "sequence_flags", TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+CLOCK = ClockSnapshot.Clock.DESCRIPTOR
+DEFAULTS = TracePacketDefaults.DESCRIPTOR
+INCREMENTAL = field_value(CLOCK, "clock_id", INCREMENTAL_CLOCK_ID)
+BOOTTIME = field_value(CLOCK, "clock_id", BUILTIN_CLOCK_BOOTTIME)
+IS_INCREMENTAL = field_value(CLOCK, "is_incremental", 1)
+PRIMARY_BOOTTIME = field_value(ClockSnapshot.DESCRIPTOR, "primary_trace_clock", BUILTIN_CLOCK_BOOTTIME)
+DEFAULT_CLOCK = field_value(DEFAULTS, "timestamp_clock_id", INCREMENTAL_CLOCK_ID)
+BEGIN = field_value(EVENT, "type", TrackEvent.TYPE_SLICE_BEGIN)
+END_EVENT = field_value(EVENT, "type", TrackEvent.TYPE_SLICE_END)
+COUNTER_EVENT = field_value(EVENT, "type", TrackEvent.TYPE_COUNTER)
+NEEDS_STATE = field_value(PACKET, "sequence_flags", TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
 
 
 # --- interned names and debug annotations ---------------------------------------------------
 
 
-def _interning_packet(
+def interning_packet(
     names: dict[str, int], sequence: int, locations: Mapping[tuple[str, int], int] | None = None
 ) -> TracePacket:
     """A sequence's first packet: it clears incremental state and interns every name, and the
@@ -100,9 +100,9 @@ def _interning_packet(
     )
     for name, iid in names.items():
         packet.interned_data.event_names.add(iid=iid, name=name)
-    for name, iid in _ANNOTATION_IID.items():
+    for name, iid in ANNOTATION_IID.items():
         packet.interned_data.debug_annotation_names.add(iid=iid, name=name)
-    for kind, iid in _KIND_IID.items():
+    for kind, iid in KIND_IID.items():
         packet.interned_data.debug_annotation_string_values.add(iid=iid, str=kind.encode())
     for (file, line), iid in (locations or {}).items():
         location = packet.interned_data.source_locations.add(iid=iid, file_name=file)
@@ -111,18 +111,18 @@ def _interning_packet(
     return packet
 
 
-def _kind_annotation(kind: str) -> bytes:
+def kind_annotation(kind: str) -> bytes:
     """A slice's kind (one of ``tracks.KINDS``) as a debug annotation field, interned."""
-    body = _with(DebugAnnotation.DESCRIPTOR, "name_iid", _ANNOTATION_IID[KIND_ARG]) + _with(
-        DebugAnnotation.DESCRIPTOR, "string_value_iid", _KIND_IID[kind]
+    body = field_value(DebugAnnotation.DESCRIPTOR, "name_iid", ANNOTATION_IID[KIND_ARG]) + field_value(
+        DebugAnnotation.DESCRIPTOR, "string_value_iid", KIND_IID[kind]
     )
-    return _key(_EVENT, "debug_annotations") + varint_bytes(len(body)) + body
+    return field_key(EVENT, "debug_annotations") + varint_bytes(len(body)) + body
 
 
 _OPTIONAL = ("line", "cluster", "cluster_rank")  # -1: the slice has no such annotation
 
 
-def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
+def annotation_rows(n: int, values: dict[str, np.ndarray]) -> Rows:
     """TrackEvent.debug_annotations fields, with interned names, in the order of SLICE_ARGS."""
     rows = Rows(n)
     for annotation in SLICE_ARGS:
@@ -132,16 +132,18 @@ def _annotations(n: int, values: dict[str, np.ndarray]) -> Rows:
         present = column >= 0 if annotation in _OPTIONAL else None
         if present is not None:
             column = np.maximum(column, 0)  # an absent annotation's value is never written
-        body = Rows(n).constant(_with(DebugAnnotation.DESCRIPTOR, "name_iid", _ANNOTATION_IID[annotation]))
-        body.field(_key(DebugAnnotation.DESCRIPTOR, "int_value"), column)
-        rows.message(_key(_EVENT, "debug_annotations"), body, present)
+        body = Rows(n).constant(
+            field_value(DebugAnnotation.DESCRIPTOR, "name_iid", ANNOTATION_IID[annotation])
+        )
+        body.field(field_key(DebugAnnotation.DESCRIPTOR, "int_value"), column)
+        rows.message(field_key(EVENT, "debug_annotations"), body, present)
     return rows
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _debug_annotation(value: Any) -> DebugAnnotation | None:
+def debug_annotation(value: Any) -> DebugAnnotation | None:
     """A plain value (number, text, dictionary, list) as a debug annotation; None for none. An
     integer past int64 (a launch metric of 2^64 flops, say) is written as a double."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
@@ -157,13 +159,13 @@ def _debug_annotation(value: Any) -> DebugAnnotation | None:
         annotation.double_value = float(value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            entry = _debug_annotation(item)
+            entry = debug_annotation(item)
             if entry is not None:
                 entry.name = str(key)
                 annotation.dict_entries.append(entry)
     elif isinstance(value, (list, tuple, np.ndarray)):
         for item in value:
-            entry = _debug_annotation(item)
+            entry = debug_annotation(item)
             if entry is not None:
                 annotation.array_values.append(entry)
     else:

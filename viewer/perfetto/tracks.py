@@ -14,7 +14,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor,
 from proton_ik.viewer.byterows import Rows
 from proton_ik.viewer.chunk import Chunk
 from proton_ik.viewer.groups import DENSE_ALLOWANCE, DENSE_PER_ROW
-from proton_ik.viewer.perfetto_wire import _PACKET, _TRACE_PACKET, _TRACK, _key, _with
+from proton_ik.viewer.perfetto.wire import PACKET, TRACE_PACKET, TRACK, field_key, field_value
 from proton_ik.viewer.tracks import (
     COUNTERS,
     LIFETIME,
@@ -27,7 +27,7 @@ from proton_ik.viewer.tracks import (
 
 
 @dataclass(frozen=True)
-class _Numbered:
+class Numbered:
     """A chunk's tracks and their uuids, level by level; ``new_*``: not described by an earlier
     chunk (a launch going on keeps its tracks). An SM's counter tracks take the uuids after its own."""
 
@@ -53,7 +53,7 @@ class _Numbered:
 _RANK_MIN, _RANK_MAX = -(1 << 31), (1 << 31) - 1
 
 
-def _descriptor(uuid: int, parent: int | None, name: str, rank: int | None) -> TrackDescriptor:
+def new_descriptor(uuid: int, parent: int | None, name: str, rank: int | None) -> TrackDescriptor:
     descriptor = TrackDescriptor(uuid=uuid, name=name)
     if parent is not None:
         descriptor.parent_uuid = parent
@@ -65,12 +65,12 @@ def _descriptor(uuid: int, parent: int | None, name: str, rank: int | None) -> T
     return descriptor
 
 
-_EXPLICIT_ORDER = _with(_TRACK, "child_ordering", TrackDescriptor.EXPLICIT)
-_MERGE_NONE = _with(_TRACK, "sibling_merge_behavior", TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE)
-_COUNTER = _key(_TRACK, "counter") + bytes([CounterDescriptor().ByteSize()])  # a plain count
+_EXPLICIT_ORDER = field_value(TRACK, "child_ordering", TrackDescriptor.EXPLICIT)
+_MERGE_NONE = field_value(TRACK, "sibling_merge_behavior", TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE)
+_COUNTER = field_key(TRACK, "counter") + bytes([CounterDescriptor().ByteSize()])  # a plain count
 
 
-def _descriptor_rows(numbered: _Numbered, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
+def descriptor_rows(numbered: Numbered, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
     """Packets ``lo`` to ``hi`` of the new track descriptors: SMs, their counters (first below
     them), places, unit tracks, in that order."""
     tracks = numbered.tracks
@@ -106,19 +106,21 @@ def _descriptor_rows(numbered: _Numbered, lo: int, hi: int) -> list[tuple[Rows, 
             name = unit_name(Rows(len(index)), tracks.warp[unit], tracks.width[unit], tracks.lane[unit])
         body = (
             Rows(len(index))
-            .field(_key(_TRACK, "uuid"), uuid)
-            .message(_key(_TRACK, "name"), name)
-            .field(_key(_TRACK, "parent_uuid"), parent)
+            .field(field_key(TRACK, "uuid"), uuid)
+            .message(field_key(TRACK, "name"), name)
+            .field(field_key(TRACK, "parent_uuid"), parent)
         )
         if counter is not None:
             body.constant(_COUNTER)
-        body.constant(_EXPLICIT_ORDER).field(_key(_TRACK, "sibling_order_rank"), rank).constant(_MERGE_NONE)
-        packet = Rows(len(index)).message(_key(_PACKET, "track_descriptor"), body)
-        kinds.append((Rows(len(index)).message(_TRACE_PACKET, packet), start + index - lo))
+        body.constant(_EXPLICIT_ORDER).field(field_key(TRACK, "sibling_order_rank"), rank).constant(
+            _MERGE_NONE
+        )
+        packet = Rows(len(index)).message(field_key(PACKET, "track_descriptor"), body)
+        kinds.append((Rows(len(index)).message(TRACE_PACKET, packet), start + index - lo))
     return kinds
 
 
-def _event_names(chunk: Chunk, launches: list[dict] | tuple = ()) -> dict[str, int]:
+def event_names(chunk: Chunk, launches: list[dict] | tuple = ()) -> dict[str, int]:
     """Interned event names: the lifetime first, then every scope name the chunk uses, then the
     names of its launches' slices (and of ``launches``, held over from earlier chunks)."""
     used = np.unique(chunk.events["scope"]).tolist()
@@ -127,7 +129,7 @@ def _event_names(chunk: Chunk, launches: list[dict] | tuple = ()) -> dict[str, i
     return {name: iid for iid, name in enumerate(dict.fromkeys([LIFETIME, *scopes, *named]), start=1)}
 
 
-def _source_locations(chunk: Chunk) -> tuple[dict[tuple[str, int], int], np.ndarray]:
+def source_locations(chunk: Chunk) -> tuple[dict[tuple[str, int], int], np.ndarray]:
     """Interned source locations: one per (file, line) the chunk's scope events have (line -1:
     none), and each event's iid, 0 where its file is unknown (sessions from before files were
     recorded). Numbered by marking a table of (file, line) keys where it is small: linear in the

@@ -15,13 +15,13 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from proton_ik.viewer.byterows import varint_bytes
-from proton_ik.viewer.perfetto_wire import _TRACE_PACKET
+from proton_ik.viewer.perfetto.wire import TRACE_PACKET
 
 BUNDLE_BYTES = 1 << 20  # uncompressed bytes per compressed bundle
 COMPRESS_LEVEL = 1  # zlib: level 6 saves about a quarter of the size for four times the time
 
 
-class _Sink:
+class Sink:
     """Writes framed packets (``Trace.packet`` fields) to the file, or gathers them into bundles
     that worker threads compress while the caller encodes the next chunk."""
 
@@ -36,7 +36,7 @@ class _Sink:
         self.bundles: deque[Future[bytes]] = deque()
 
     def packet(self, packet: TracePacket) -> None:
-        self.framed(_TRACE_PACKET + varint_bytes(packet.ByteSize()) + packet.SerializeToString())
+        self.framed(TRACE_PACKET + varint_bytes(packet.ByteSize()) + packet.SerializeToString())
 
     def framed(self, data: bytes | np.ndarray) -> None:
         if not self.compress:
