@@ -17,9 +17,8 @@ with ``aggregate=on``), ``events`` (begin/end pairing), ``async_events`` (events
 the warps of a CTA, and marks), ``timebase`` (cycles to ns), ``table`` and ``event_tables``
 (columns and pandas), ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded
 memory), ``summary`` and ``event_summary``, ``tracks`` (the track model both writers draw and both readers parse:
-launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfetto`` (a package: its writer,
-tracks, slices, counters, host track, events, clusters, wire encoding and sink) and ``chrome`` (trace
-writers, chunk by chunk),
+launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfetto`` and
+``chrome`` (the trace writers, chunk by chunk: packages of a writer and its parts),
 ``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``proton_trace``
 (Proton's ``.chrome_trace``, in Proton's schema), ``trace`` (the tables
 of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and skews), ``render`` (a session straight to trace files), ``readback`` (traces read

@@ -2,7 +2,7 @@
 has (``event_tables``: ``async_events``, ``marks``, ``values``), so that a trace's event
 statistics are its session's.
 
-Both writers (``chrome_async``, ``perfetto.events``) draw them alike, and the tables come from the
+Both writers (``chrome.events``, ``perfetto.events``) draw them alike, and the tables come from the
 same places in both: a matched event is an async slice whose begin carries its CTA, instance
 index, start and end warp, duration in cycles and ns (its slice cannot show one below 0) and
 source line; an event left unmatched is an instant with a ``status`` arg (and its warp, cycles and

@@ -1,6 +1,6 @@
 """Reading a Chrome JSON trace proton_ik wrote (``chrome.write_chrome``) back into columns: its
 slices, its processes' launches and its threads' lanes, and the launch table it carries whole
-(``otherData.launches``), each value checked. Events, marks and values (``chrome_async``: async
+(``otherData.launches``), each value checked. Events, marks and values (``chrome.events``: async
 slices "b" and instants "i"; their ends, flows and counters repeat them) go to ``read_async``."""
 
 from __future__ import annotations

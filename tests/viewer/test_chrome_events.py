@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.chrome import ChromeWriter, write_chrome
-from proton_ik.viewer.chrome_async import lanes
+from proton_ik.viewer.chrome.events import lanes
 from proton_ik.viewer.chunk import chunk_from_tables
 from proton_ik.viewer.event_tables import parts_of
 from proton_ik.viewer.readback import read_chrome

@@ -1,8 +1,8 @@
-"""Events, marks and values in the Chrome JSON trace, beside the scope slices of ``chrome``.
+"""Events, marks and values in the Chrome JSON trace, beside the scope slices of ``writer``.
 
 For each chunk with events or marks (``Chunk.async_parts``: the events ``async_events`` paired and
 ``event_tables`` tabled, as the Perfetto writer draws them), on the processes and threads
-``chrome`` numbered for the chunk:
+``writer`` numbered for the chunk:
 
 - an event from its start to its end: a nestable async slice, "b" and its "e" on one line, on
   its CTA's process (launch and SM), named after the event, ``cat`` its kernel (as the slices'),
@@ -55,7 +55,7 @@ class AsyncIds:
 
 @dataclass(frozen=True)
 class ChromeTracks:
-    """A chunk's tracks as ``chrome`` numbered them: a pid per SM track, a tid per unit track."""
+    """A chunk's tracks as ``writer`` numbered them: a pid per SM track, a tid per unit track."""
 
     tracks: Tracks
     process_pid: np.ndarray

@@ -9,7 +9,7 @@ the kernel's scope table has one). Slices are complete ("X") events with
 session's first unit start so the numbers stay exact as doubles. Slices on one thread must
 nest; scopes that overlap without nesting sit on their own "overlap" threads. Within a thread,
 slices are written by start time, and those starting together outermost first, as both
-importers want. Events, marks and values follow each chunk's slices (``chrome_async``): async
+importers want. Events, marks and values follow each chunk's slices (``events``): async
 slices on the CTA's process, flows between warp threads, instants and counters.
 
 The trace is written chunk by chunk (``pipeline.Chunk``); the session info and the launch table
@@ -31,7 +31,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from proton_ik.viewer.byterows import Rows, join
-from proton_ik.viewer.chrome_async import AsyncIds, ChromeTracks, async_rows, microseconds
+from proton_ik.viewer.chrome.events import AsyncIds, ChromeTracks, async_rows, microseconds
 from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables
 from proton_ik.viewer.event_tables import AsyncParts
 from proton_ik.viewer.perfetto import PROGRESS_EVENTS
@@ -118,7 +118,7 @@ class ChromeWriter:
         threads = np.flatnonzero(ids.thread_new)
         self._write(len(threads), lambda lo, hi: _thread_rows(ids, threads[lo:hi]))
         self._write(len(slices.ts), lambda lo, hi: _slice_rows(slices, ids, head, args, lo, hi))
-        if chunk.async_parts:  # events, marks and values (``chrome_async``)
+        if chunk.async_parts:  # events, marks and values (``events``)
             numbered = ChromeTracks(ids.tracks, ids.process_pid, ids.thread_tid)
             for rows, build in async_rows(chunk, lives, numbered, self._async_ids):
                 self._write(rows, build)
