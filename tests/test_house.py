@@ -102,12 +102,6 @@ def _private_imports(path: Path) -> list[str]:
 # public names.
 PRIVATE_IMPORTS_LEFT = {
     "proton_ik.viewer.async_events",
-    "proton_ik.viewer.pftrace_packets",
-    "proton_ik.viewer.read_async",
-    "proton_ik.viewer.read_chrome",
-    "proton_ik.viewer.read_perfetto",
-    "proton_ik.viewer.readback",
-    "proton_ik.viewer.trace_file",
 }
 
 

@@ -56,7 +56,7 @@ def test_a_torchrun_job_writes_an_exact_session_per_rank_aligned_in_one_trace(tm
         assert rank["counts"] == expected
         assert len(rank["clock_pairs"]) == 2
     merged = proton_ik.merge([out], tmp_path / "dist.pftrace")
-    from proton_ik.viewer.pftrace_packets import read_packets
+    from proton_ik.viewer.readback.packets import read_packets
 
     roots = [
         p.track_descriptor.name

@@ -10,7 +10,7 @@ import pytest
 
 import proton_ik
 from proton_ik.cli import main
-from proton_ik.viewer.pftrace_packets import read_packets
+from proton_ik.viewer.readback.packets import read_packets
 from proton_ik.viewer.render import render_session
 
 DATA = Path(__file__).parents[1] / "data"

@@ -15,6 +15,7 @@ from proton_ik import viewer
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import LaunchCapture, Trace, readback, render_session
 from proton_ik.viewer.perfetto import write_perfetto
+from proton_ik.viewer.readback.nesting_order import nesting_order
 
 DATA = Path(__file__).parents[1] / "data"
 CAPTURES = sorted(DATA.glob("*.pik"))
@@ -177,7 +178,7 @@ def test_nesting_order_begins_outermost_first_and_ends_innermost_first():
     begin = np.array([0, 0, 4, 4, 5, 5])
     end = np.array([10, 4, 10, 4, 9, 9])
     track = np.array([0, 0, 0, 0, 1, 1])
-    first, last = readback._nesting_order(track, begin, end)
+    first, last = nesting_order(track, begin, end)
     markers = sorted(
         [(p, i, "begin") for i, p in enumerate(first)] + [(p, i, "end") for i, p in enumerate(last)]
     )

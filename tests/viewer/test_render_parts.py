@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from proton_ik.viewer import render_parts, render_session
-from proton_ik.viewer.read_perfetto import read_perfetto
+from proton_ik.viewer.readback.perfetto import read_perfetto
 
 # six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
 from .test_host_scopes import host_slices, write_host_scoped

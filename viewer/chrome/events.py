@@ -7,7 +7,7 @@ For each chunk with events or marks (``Chunk.async_parts``: the events ``async_e
 - an event from its start to its end: a nestable async slice, "b" and its "e" on one line, on
   its CTA's process (launch and SM), named after the event, ``cat`` its kernel (as the slices'),
   args: CTA, instance index, start and end warp, cycles, ns, source line and status (from which
-  ``read_async`` reads the tables back). Both importers stack the "b"/"e" of one ``id2.local``
+  ``readback.events`` reads the tables back). Both importers stack the "b"/"e" of one ``id2.local``
   (Perfetto: one track per id), so events of a process and name that overlap (or touch) take
   different ids: *lanes*, as few as the most events open at once, numbered afresh in every chunk
   so that chunks never share one;

@@ -15,7 +15,7 @@ the tracks ``perfetto`` numbered for the chunk:
   warp's track.
 
 Its events name their track in the event itself (no sequence default), at absolute times, with
-names inline; ``read_async`` reads the tables back from their args. Units that did not finish
+names inline; ``readback.events`` reads the tables back from their args. Units that did not finish
 have no warp track: their records are left out of the drawing (not of the tables).
 """
 

@@ -4,7 +4,7 @@ slices), its track tree walked up from each slice to its launch track, and the l
 rebuilt from each launch slice's args (its metadata and totals, structured). A slice's CTA, SM
 and warp are its args, so slot and CTA timelines (``tracks``) read alike; a scope's file is its
 interned source location's (and its line, there rather than an arg). Events, marks and values
-(``perfetto.events``: async slices and instants that name their track) go to ``read_async``."""
+(``perfetto.events``: async slices and instants that name their track) go to ``events``."""
 
 from __future__ import annotations
 
@@ -19,12 +19,18 @@ import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation, SourceLocation, TrackEvent
 
 from proton_ik.viewer.perfetto import INCREMENTAL_CLOCK_ID
-from proton_ik.viewer.pftrace_packets import iter_packets
-from proton_ik.viewer.read_async import AsyncRows, with_async
-from proton_ik.viewer.read_checks import _INT64, _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
+from proton_ik.viewer.readback.checks import (
+    INT64_RANGE,
+    NOT_A_TRACE,
+    checked_warps_per_unit,
+    refuse,
+    whole_number,
+)
+from proton_ik.viewer.readback.events import AsyncRows, with_async
+from proton_ik.viewer.readback.packets import iter_packets
+from proton_ik.viewer.readback.trace_file import TraceFile, trace_file_from_columns
 from proton_ik.viewer.session_file import SessionFileError
 from proton_ik.viewer.table import config_text
-from proton_ik.viewer.trace_file import TraceFile, _trace_file
 from proton_ik.viewer.tracks import (
     CLUSTER_TRACK,
     FILE_ARG,
@@ -123,9 +129,9 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             depth = len(stack)
             if not stack:
                 del stacks[track]  # one list per open track, not one per track ever seen
-            duration = _whole(now - begin, f"the duration of a {name!r:.40} slice", path)
-            if not (_INT64[0] <= begin <= _INT64[1] and _INT64[0] <= now <= _INT64[1]):
-                raise _refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
+            duration = whole_number(now - begin, f"the duration of a {name!r:.40} slice", path)
+            if not (INT64_RANGE[0] <= begin <= INT64_RANGE[1] and INT64_RANGE[0] <= now <= INT64_RANGE[1]):
+                raise refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
             if track in tracks.host:
                 continue  # host scopes group launches; the summary reads them from the launches
             if track in tracks.launches:
@@ -144,7 +150,7 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             for key in slice_args:
                 value = args.get(key)
                 present[key].append(value is not None)
-                values[key].append(0 if value is None else _whole(value, f"a slice's {key}", path))
+                values[key].append(0 if value is None else whole_number(value, f"a slice's {key}", path))
     scope_tables = _perfetto_tables(
         path, tracks, scopes, files, rows, values, present, launch_args, for_writing
     )
@@ -193,7 +199,7 @@ class TrackTree:
         known, parents = uuids[order], np.frombuffer(self.parents, dtype=np.uint64)[order]
         at = np.minimum(np.searchsorted(known, tracks), max(len(known) - 1, 0))
         if len(tracks) and (not len(known) or (known[at] != tracks).any()):
-            raise SessionFileError(f"{path} {_NOT_A_TRACE}: a slice is on a track with no descriptor")
+            raise SessionFileError(f"{path} {NOT_A_TRACE}: a slice is on a track with no descriptor")
         lane = np.frombuffer(self.lanes, dtype=np.int64)[order][at]
         launch_uuids = np.fromiter(self.launches, dtype=np.uint64, count=len(self.launches))
         current = tracks.copy()
@@ -203,9 +209,9 @@ class TrackTree:
                 return current, lane
             at = np.minimum(np.searchsorted(known, current), len(known) - 1)
             if (~done & (known[at] != current)).any():
-                raise SessionFileError(f"{path} {_NOT_A_TRACE}: a track belongs to no launch track")
+                raise SessionFileError(f"{path} {NOT_A_TRACE}: a track belongs to no launch track")
             current = np.where(done, current, parents[at])
-        raise SessionFileError(f"{path} {_NOT_A_TRACE}: its tracks' parents form a loop")
+        raise SessionFileError(f"{path} {NOT_A_TRACE}: its tracks' parents form a loop")
 
 
 def _perfetto_tables(
@@ -257,7 +263,7 @@ def _perfetto_tables(
         )
     overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
     launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
-    return _trace_file({"name": session_name(tracks.title)}, columns, launches, for_writing)
+    return trace_file_from_columns({"name": session_name(tracks.title)}, columns, launches, for_writing)
 
 
 _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
@@ -306,25 +312,25 @@ def _described_launches(
                 "older than its slot timeline wrote them as its track's description); show or "
                 "convert the session file (.pik) it was written from instead"
             )
-        counts = {key: _whole(args.get(key), f"launch {launch}'s {key}", path) for key in LAUNCH_TOTALS}
+        counts = {key: whole_number(args.get(key), f"launch {launch}'s {key}", path) for key in LAUNCH_TOTALS}
         metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
         for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound"):
-            _whole(metadata[key], f"launch {launch}'s {key}", path, missing=True)
-        metadata["warps_per_unit"] = _warps_per_unit(
+            whole_number(metadata[key], f"launch {launch}'s {key}", path, missing=True)
+        metadata["warps_per_unit"] = checked_warps_per_unit(
             metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
         )
         metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
         for key in ("host_scope", "grid", "clock_source"):
             if not isinstance(metadata[key], (str, type(None))):
-                raise _refuse(path, f"launch {launch}'s {key} is {metadata[key]!r:.40}, not text")
+                raise refuse(path, f"launch {launch}'s {key} is {metadata[key]!r:.40}, not text")
         mhz = math.nan if metadata["mhz"] is None else metadata["mhz"]  # none: no unit left a time
         if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz):
-            raise _refuse(path, f"launch {launch}'s mhz is {mhz!r:.40}, not a clock rate")
+            raise refuse(path, f"launch {launch}'s mhz is {mhz!r:.40}, not a clock rate")
         if not isinstance(metadata["launch_metrics"], (dict, type(None))):
-            raise _refuse(path, f"launch {launch}'s launch_metrics is not a table")
+            raise refuse(path, f"launch {launch}'s launch_metrics is not a table")
         config = args.get("config")
         if config is not None and not isinstance(config, dict):
-            raise _refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
+            raise refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
         rows.append(
             {
                 "launch": launch,

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.chrome import write_chrome
-from proton_ik.viewer.nesting_order import _nesting_order
 from proton_ik.viewer.perfetto import write_perfetto
+from proton_ik.viewer.readback.nesting_order import nesting_order
 from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
 from proton_ik.viewer.table import UNMATCHED_COLUMNS
 from proton_ik.viewer.trace import Trace
@@ -72,7 +72,7 @@ def _files(values: Any) -> pd.Series:
     return pd.Series(values if isinstance(values, pd.Categorical) else pd.Categorical(values))
 
 
-def _trace_file(
+def trace_file_from_columns(
     info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame, for_writing: bool = False
 ) -> TraceFile:
     """The tables ``summarize`` reads; with ``for_writing``, also those the trace writers read."""
@@ -152,7 +152,7 @@ def _writable_trace_file(
     else:
         slices["depth"] = 0
         track = np.asarray(columns["track"], dtype=np.int64)
-        slices["begin_record"], slices["end_record"] = _nesting_order(
+        slices["begin_record"], slices["end_record"] = nesting_order(
             np.where(lifetime, -1, track), slices["begin_ns"].to_numpy(), slices["end_ns"].to_numpy()
         )
     events = slices[~lifetime].reset_index(drop=True)

@@ -28,9 +28,9 @@ import pandas as pd
 
 from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, STATUSES
 from proton_ik.viewer.event_tables import ASYNC_EVENT_COLUMNS, MARK_COLUMNS, VALUE_COLUMNS
-from proton_ik.viewer.read_checks import _refuse, _whole
+from proton_ik.viewer.readback.checks import refuse, whole_number
+from proton_ik.viewer.readback.trace_file import TraceFile
 from proton_ik.viewer.trace import Trace
-from proton_ik.viewer.trace_file import TraceFile
 
 # A row's place (a key its reader knows) as its launch numbers and kernel names.
 Resolve = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -60,7 +60,7 @@ class AsyncRows:
         status = args.get("status")
         if status is not None:
             if status not in _LOST:
-                raise _refuse(self.path, f"{where}'s status is {status!r:.40}, not one of {list(_LOST)}")
+                raise refuse(self.path, f"{where}'s status is {status!r:.40}, not one of {list(_LOST)}")
             self._event(place, name.removesuffix(f": {status}"), status, ns, args, where)
             return
         if "index" in args:
@@ -71,7 +71,7 @@ class AsyncRows:
         table["name"].append(name)
         table["ns"].append(ns)
         for key in _MARK_ARGS:
-            table[key].append(_whole(args.get(key), f"{where}.args.{key}", self.path, missing=True))
+            table[key].append(whole_number(args.get(key), f"{where}.args.{key}", self.path, missing=True))
         if valued:
             table["value"].append(_number(args["value"], f"{where}.args.value", self.path))
 
@@ -84,7 +84,7 @@ class AsyncRows:
         events["status"].append(status)
         events["ns"].append(ns)
         for key in _EVENT_ARGS:
-            events[key].append(_whole(args.get(key), f"{where}.args.{key}", self.path, missing=True))
+            events[key].append(whole_number(args.get(key), f"{where}.args.{key}", self.path, missing=True))
 
     def tables(self, resolve: Resolve, relative: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """The async events, marks and values tables; ``relative``: the file's times count from
@@ -112,7 +112,7 @@ def _number(value: object, what: str, path: Path) -> float:
     if isinstance(value, str) and value in ("nan", "inf", "-inf"):
         return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _refuse(path, f"{what} is {value!r:.40}, not a number")
+        raise refuse(path, f"{what} is {value!r:.40}, not a number")
     return float(value)
 
 

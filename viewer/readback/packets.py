@@ -13,7 +13,7 @@ from typing import BinaryIO
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 
-from proton_ik.viewer.read_checks import _NOT_A_TRACE
+from proton_ik.viewer.readback.checks import NOT_A_TRACE
 from proton_ik.viewer.session_file import SessionFileError
 
 MAX_PACKET_BYTES = 32 << 20  # no packet proton_ik writes comes near this
@@ -89,11 +89,11 @@ def _packets(path: Path, read: Callable[[int], bytes], *, nested: bool) -> Itera
             if tag is None:
                 return
             if tag != 0x0A:  # field 1 (packet), length-delimited
-                raise SessionFileError(f"{path} {_NOT_A_TRACE}: {what} holds a field other than packets")
+                raise SessionFileError(f"{path} {NOT_A_TRACE}: {what} holds a field other than packets")
             length = _varint(read, path, what)
             if length > MAX_PACKET_BYTES:
                 raise SessionFileError(
-                    f"{path} {_NOT_A_TRACE}: {what} declares a packet of {length:,} bytes "
+                    f"{path} {NOT_A_TRACE}: {what} declares a packet of {length:,} bytes "
                     f"(over the {MAX_PACKET_BYTES:,} a proton_ik trace can hold)"
                 )
             data = read(length)
@@ -105,12 +105,12 @@ def _packets(path: Path, read: Callable[[int], bytes], *, nested: bool) -> Itera
             packet.ParseFromString(data)
             if packet.HasField("compressed_packets"):
                 if nested:
-                    raise SessionFileError(f"{path} {_NOT_A_TRACE}: a compressed bundle holds another")
+                    raise SessionFileError(f"{path} {NOT_A_TRACE}: a compressed bundle holds another")
                 yield from _packets(path, _inflating(packet.compressed_packets), nested=True)
             else:
                 yield packet
     except (DecodeError, zlib.error, RecursionError) as error:
-        raise SessionFileError(f"{path} {_NOT_A_TRACE} ({type(error).__name__}: {error})") from None
+        raise SessionFileError(f"{path} {NOT_A_TRACE} ({type(error).__name__}: {error})") from None
 
 
 def _tag(read: Callable[[int], bytes], path: Path, what: str) -> int | None:
@@ -131,4 +131,4 @@ def _varint(read: Callable[[int], bytes], path: Path, what: str, lead: bytes = b
         value |= (byte[0] & 0x7F) << shift
         if byte[0] < 0x80:
             return value
-    raise SessionFileError(f"{path} {_NOT_A_TRACE}: {what} holds a malformed length")
+    raise SessionFileError(f"{path} {NOT_A_TRACE}: {what} holds a malformed length")

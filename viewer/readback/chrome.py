@@ -1,7 +1,7 @@
 """Reading a Chrome JSON trace proton_ik wrote (``chrome.write_chrome``) back into columns: its
 slices, its processes' launches and its threads' lanes, and the launch table it carries whole
 (``otherData.launches``), each value checked. Events, marks and values (``chrome.events``: async
-slices "b" and instants "i"; their ends, flows and counters repeat them) go to ``read_async``."""
+slices "b" and instants "i"; their ends, flows and counters repeat them) go to ``events``."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.viewer.manifest import ManifestError, check_info
-from proton_ik.viewer.read_async import AsyncRows, with_async
-from proton_ik.viewer.read_checks import _NOT_A_TRACE, _refuse, _warps_per_unit, _whole
+from proton_ik.viewer.readback.checks import NOT_A_TRACE, checked_warps_per_unit, refuse, whole_number
+from proton_ik.viewer.readback.events import AsyncRows, with_async
+from proton_ik.viewer.readback.trace_file import TraceFile, trace_file_from_columns
 from proton_ik.viewer.session_file import SessionFileError
-from proton_ik.viewer.trace_file import TraceFile, _trace_file
 from proton_ik.viewer.tracks import FILE_ARG, LAUNCH_TOTALS, SLICE_ARGS, parse_lane, parse_process_name
 
 
@@ -29,7 +29,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     except FileNotFoundError:
         raise SessionFileError(f"{path} does not exist; check the path") from None
     except (ValueError, RecursionError) as error:
-        raise SessionFileError(f"{path} {_NOT_A_TRACE} (its JSON does not parse: {error})") from None
+        raise SessionFileError(f"{path} {NOT_A_TRACE} (its JSON does not parse: {error})") from None
     other = document.get("otherData") if isinstance(document, dict) else None
     info = other.get("proton_ik") if isinstance(other, dict) else None
     launch_rows = other.get("launches") if isinstance(other, dict) else None
@@ -42,7 +42,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     try:
         check_info(info)
     except ManifestError as error:
-        raise _refuse(path, f"otherData.proton_ik: {error}") from None
+        raise refuse(path, f"otherData.proton_ik: {error}") from None
     processes: dict[object, int] = {}
     lanes: dict[tuple[object, object], int] = {}  # by (pid, tid), from the thread's name
     threads: dict[tuple[object, object], int] = {}
@@ -52,7 +52,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     places: dict[tuple[int, str], int] = {}  # an event's or mark's (launch, kernel) -> its code
     for number, obj in enumerate(objects):
         if not isinstance(obj, dict):
-            raise _refuse(path, f"traceEvents[{number}] is not a JSON object")
+            raise refuse(path, f"traceEvents[{number}] is not a JSON object")
         args = obj.get("args")
         if obj.get("ph") == "M" and obj.get("name") == "process_name" and isinstance(args, dict):
             launch = parse_process_name(str(args.get("name")))
@@ -75,16 +75,14 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
             continue
         kernel, scope, ts, dur = obj.get("cat"), obj.get("name"), obj.get("ts"), obj.get("dur")
         if not (isinstance(kernel, str) and isinstance(scope, str) and isinstance(args, dict)):
-            raise _refuse(path, f"{where} is a slice without a kernel (cat), name or args")
+            raise refuse(path, f"{where} is a slice without a kernel (cat), name or args")
         pid, tid = obj.get("pid"), obj.get("tid")
         if not isinstance(pid, (int, str)) or pid not in processes:
-            raise _refuse(
-                path, f"{where} is a slice in process {obj.get('pid')!r:.40}, which names no launch"
-            )
+            raise refuse(path, f"{where} is a slice in process {obj.get('pid')!r:.40}, which names no launch")
         if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur < 1e15:
-            raise _refuse(path, f"{where} has the duration {dur!r:.40}, not a number of microseconds")
+            raise refuse(path, f"{where} has the duration {dur!r:.40}, not a number of microseconds")
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not -1e15 < ts < 1e15:
-            raise _refuse(path, f"{where} has the start {ts!r:.40}, not a time in microseconds")
+            raise refuse(path, f"{where} has the start {ts!r:.40}, not a time in microseconds")
         thread = (pid, tid if isinstance(tid, (int, str)) else None)
         columns["kernel"].append(kernel)
         columns["launch"].append(processes[obj["pid"]])
@@ -94,10 +92,10 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         columns["lane"].append(lanes.get(thread, 0))
         columns["track"].append(threads.setdefault(thread, len(threads)))
         for key in SLICE_ARGS:
-            columns[key].append(_whole(args.get(key), f"{where}.args.{key}", path, missing=True))
+            columns[key].append(whole_number(args.get(key), f"{where}.args.{key}", path, missing=True))
         file = args.get(FILE_ARG)
         if not isinstance(file, (str, type(None))):
-            raise _refuse(path, f"{where}.args.{FILE_ARG} is {file!r:.40}, not text")
+            raise refuse(path, f"{where}.args.{FILE_ARG} is {file!r:.40}, not text")
         columns[FILE_ARG].append(file)
     launches = _checked_launches(path, launch_rows)
     by_code = list(places)
@@ -107,7 +105,7 @@ def read_chrome(path: str | Path, *, for_writing: bool = False) -> TraceFile:
         return np.array([launch for launch, _ in found]), np.array([kernel for _, kernel in found])
 
     tables = async_rows.tables(resolve, relative=True)
-    return with_async(_trace_file(info, columns, launches, for_writing), tables)
+    return with_async(trace_file_from_columns(info, columns, launches, for_writing), tables)
 
 
 def _placed(
@@ -122,11 +120,11 @@ def _placed(
         obj.get("args"),
     )
     if not (isinstance(kernel, str) and isinstance(name, str) and isinstance(args, dict)):
-        raise _refuse(path, f"{where} is an event or mark without a kernel (cat), name or args")
+        raise refuse(path, f"{where} is an event or mark without a kernel (cat), name or args")
     if not isinstance(pid, (int, str)) or pid not in processes:
-        raise _refuse(path, f"{where} is an event or mark in process {pid!r:.40}, which names no launch")
+        raise refuse(path, f"{where} is an event or mark in process {pid!r:.40}, which names no launch")
     if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not -1e15 < ts < 1e15:
-        raise _refuse(path, f"{where} has the time {ts!r:.40}, not a time in microseconds")
+        raise refuse(path, f"{where} has the time {ts!r:.40}, not a time in microseconds")
     return (processes[pid], kernel), name, round(ts * 1000), args
 
 
@@ -135,31 +133,31 @@ def _checked_launches(path: Path, rows: list[Any]) -> pd.DataFrame:
     for number, row in enumerate(rows):
         where = f"otherData.launches[{number}]"
         if not isinstance(row, dict):
-            raise _refuse(path, f"{where} is not a JSON object")
+            raise refuse(path, f"{where} is not a JSON object")
         if not isinstance(row.get("kernel"), str):
-            raise _refuse(path, f"{where} names no kernel")
+            raise refuse(path, f"{where} names no kernel")
         for key in ("launch", "ctas", "units", "overlapping", *LAUNCH_TOTALS):
-            _whole(row.get(key), f"{where}.{key}", path)
+            whole_number(row.get(key), f"{where}.{key}", path)
         for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound", "units_skipped"):
-            _whole(row.get(key), f"{where}.{key}", path, missing=True)
-        _warps_per_unit(row.get("warps_per_unit"), f"{where}.warps_per_unit", path)
+            whole_number(row.get(key), f"{where}.{key}", path, missing=True)
+        checked_warps_per_unit(row.get("warps_per_unit"), f"{where}.warps_per_unit", path)
         mhz = row.get("mhz")  # null: no unit of the launch left a time
         if mhz is not None and (
             isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz)
         ):
-            raise _refuse(path, f"{where}.mhz is {mhz!r:.40}, not a clock rate")
+            raise refuse(path, f"{where}.mhz is {mhz!r:.40}, not a clock rate")
         for key in ("grid", "config", "capacity_source", "capacity_reason", "clock_source"):
             if not isinstance(row.get(key), (str, type(None))):
-                raise _refuse(path, f"{where}.{key} is {row.get(key)!r:.40}, not text")
+                raise refuse(path, f"{where}.{key} is {row.get(key)!r:.40}, not text")
         problems = row.get("problems", [])
         if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
-            raise _refuse(path, f"{where}.problems is not a list of text")
+            raise refuse(path, f"{where}.problems is not a list of text")
     launches = pd.DataFrame(rows)
     if not len(launches):
-        raise _refuse(path, "it lists no launches (otherData.launches is empty)")
+        raise refuse(path, "it lists no launches (otherData.launches is empty)")
     if "problems" not in launches:
         launches["problems"] = [[] for _ in range(len(launches))]
     if "units_skipped" not in launches:
         launches["units_skipped"] = pd.NA
-    launches["warps_per_unit"] = [_warps_per_unit(row.get("warps_per_unit"), "", path) for row in rows]
+    launches["warps_per_unit"] = [checked_warps_per_unit(row.get("warps_per_unit"), "", path) for row in rows]
     return launches

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _nesting_order(track: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nesting_order(track: np.ndarray, begin: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The place of each slice's begin and end among its track's, where a trace keeps only
     times: slices that nest (as a track's do) begin outermost first and end innermost first, and
     a slice that ends as another begins ends first. Returns the begin's and the end's place."""

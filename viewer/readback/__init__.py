@@ -7,7 +7,7 @@ share of kernel time) and the launch table, so that ``proton-ik show`` prints th
 statistics for a trace as for its session file, and ``proton-ik convert`` writes a ``.pftrace``
 as Chrome JSON and back (``TraceFile.write_perfetto``, ``write_chrome``).
 
-Events, marks and values come back too (``read_async``), so a trace's event statistics are its
+Events, marks and values come back too (``events``), so a trace's event statistics are its
 session's; what the trace does not carry of them (host scope, SM, record numbers, a matched
 event's own start and end cycles, a value's type and bits) is NA.
 
@@ -26,20 +26,19 @@ A ``.pftrace`` is read as a stream, packet by packet (compressed bundles inflate
 read), into compact columns: memory grows with the slices, not with the packets' objects. A
 file that is not a trace proton_ik wrote raises ``SessionFileError`` saying what is wrong.
 
-This module is where the readers are reached from; the work is done in ``read_chrome`` (Chrome
-JSON), ``read_perfetto`` (a ``.pftrace``'s packets and track tree), ``read_async`` (events, marks
-and values), ``pftrace_packets`` (the packet stream), ``trace_file`` (``TraceFile`` and the
-tables built from the columns read), ``nesting_order`` and ``read_checks`` (the values' checks and refusals).
+This package's surface is here; the work is done in ``chrome`` (Chrome JSON), ``perfetto`` (a
+``.pftrace``'s packets and track tree), ``events`` (events, marks and values), ``packets`` (the
+packet stream), ``trace_file`` (``TraceFile`` and the tables built from the columns read),
+``nesting_order`` and ``checks`` (the values' checks and refusals).
 """
 
 from __future__ import annotations
 
-from proton_ik.viewer.nesting_order import _nesting_order as _nesting_order
-from proton_ik.viewer.pftrace_packets import MAX_PACKET_BYTES, iter_packets, read_packets
-from proton_ik.viewer.read_checks import MAX_WARPS_PER_UNIT
-from proton_ik.viewer.read_chrome import read_chrome
-from proton_ik.viewer.read_perfetto import TrackTree, read_perfetto
-from proton_ik.viewer.trace_file import TraceFile
+from proton_ik.viewer.readback.checks import MAX_WARPS_PER_UNIT
+from proton_ik.viewer.readback.chrome import read_chrome
+from proton_ik.viewer.readback.packets import MAX_PACKET_BYTES, iter_packets, read_packets
+from proton_ik.viewer.readback.perfetto import TrackTree, read_perfetto
+from proton_ik.viewer.readback.trace_file import TraceFile
 
 __all__ = [
     "EVENT_COLUMNS",
