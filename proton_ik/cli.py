@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 from proton_ik import viewer
 from proton_ik.contract.session_format import is_session_file
 from proton_ik.viewer import ranks
-from proton_ik.viewer.diff import DiffOptions, diff_sessions
-from proton_ik.viewer.diff_text import format_diff
+from proton_ik.viewer.diff import DiffOptions, diff_sessions, format_diff
 from proton_ik.viewer.tracks import TIMELINES
 
 if TYPE_CHECKING:

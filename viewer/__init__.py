@@ -22,8 +22,7 @@ launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfe
 ``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``proton_trace``
 (Proton's ``.chrome_trace``, in Proton's schema), ``trace`` (the tables
 of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and skews), ``render`` (a session straight to trace files), ``readback`` (traces read
-again, a package of the two readers and their parts), and ``diff`` (two sessions compared scope by scope: ``diff_sample``,
-``diff_stats``, ``bootstrap``, ``diff_text``), ``ranks`` (a job's sessions side by side), and
+again, a package of the two readers and their parts), and ``diff`` (two sessions compared scope by scope, a package), ``ranks`` (a job's sessions side by side), and
 ``recover`` (the complete launches of a session file never closed), and ``report`` (one
 self-contained HTML page of a session: ``show``'s numbers, histograms, heatmaps). Helpers: ``groups`` (numbering tracks, threads
 and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops

@@ -33,7 +33,6 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import SessionFileError, load, pipeline
-from proton_ik.viewer.bootstrap import MedianBand, resample_counts
 from proton_ik.viewer.diff import (
     FASTER,
     NEGLIGIBLE,
@@ -42,12 +41,12 @@ from proton_ik.viewer.diff import (
     ONLY_B,
     SLOWER,
     DiffOptions,
-    compare,
     diff,
-    kernel_table,
+    format_diff,
 )
-from proton_ik.viewer.diff_sample import ScopeKey, SessionSample
-from proton_ik.viewer.diff_text import format_diff
+from proton_ik.viewer.diff.bootstrap import MedianBand, resample_counts
+from proton_ik.viewer.diff.compare import compare, kernel_table
+from proton_ik.viewer.diff.sample import ScopeKey, SessionSample
 from proton_ik.viewer.pipeline import Pipeline
 from proton_ik.viewer.table import TimeShift
 

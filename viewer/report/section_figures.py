@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.diff import DiffOptions, diff_sessions
-from proton_ik.viewer.diff_text import format_diff
+from proton_ik.viewer.diff import DiffOptions, diff_sessions, format_diff
 from proton_ik.viewer.report import figures
 from proton_ik.viewer.report.collect import Collected
 from proton_ik.viewer.report.page import Cell, Section, paragraph, table

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.viewer.bootstrap import MedianBand, block_rows, resample_counts
-from proton_ik.viewer.diff_sample import SessionSample
+from proton_ik.viewer.diff.bootstrap import MedianBand, block_rows, resample_counts
+from proton_ik.viewer.diff.sample import SessionSample
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from proton_ik.viewer.diff import ONLY_A, ONLY_B, kernel_table
+from proton_ik.viewer.diff.compare import ONLY_A, ONLY_B, kernel_table
 
 EXPLAINING = 3  # scopes named as accounting for a kernel's change
 
