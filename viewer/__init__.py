@@ -25,7 +25,7 @@ of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs a
 again, a package of the two readers and their parts), and ``diff`` (two sessions compared scope by scope, a package), ``ranks`` (a job's sessions side by side), and
 ``recover`` (the complete launches of a session file never closed), and ``report`` (one
 self-contained HTML page of a session: ``show``'s numbers, histograms, heatmaps). Helpers: ``groups`` (numbering tracks, threads
-and SMs) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops
+and SMs), ``segments`` (runs of sorted rows: their starts, running sums and minima) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops
 in Python per record, event or unit, so a session of millions of records finalizes in seconds;
 ``tests/viewer/finalize_speed.py`` measures it.
 """

@@ -33,7 +33,7 @@ import pandas as pd
 
 from proton_ik.contract.layout import RecordKind
 from proton_ik.viewer.decode import RecordTable, UnitTable
-from proton_ik.viewer.events import _segment_cummin, _segment_cumsum, _starts
+from proton_ik.viewer.segments import run_starts, segment_cummin, segment_cumsum
 
 MATCHED, NO_END, NO_START = 0, 1, 2
 CLOCK_SKEW_CYCLES = 32  # how far apart two warps of one SM may read the same instant
@@ -100,7 +100,7 @@ def pair_events(records: RecordTable, units: UnitTable) -> Spans:
     # Group, then time; at one time a start before an end, then by unit.
     order = np.lexsort((unit, is_end, when, instance, event, cta, launch))
     rows, unit, is_end = rows[order], unit[order], is_end[order]
-    group_start = _starts(launch[order], cta[order], event[order], instance[order])
+    group_start = run_starts(launch[order], cta[order], event[order], instance[order])
     batch = _batches(group_start, is_end, unit)
     start_batch, end_batch = _pair_batches(batch, group_start, is_end)
     return _spans(records, rows, batch, is_end, start_batch, end_batch)
@@ -116,7 +116,7 @@ def _skew_tolerant_time(
     if not len(when):
         return when
     order = np.lexsort((record, unit, *group))
-    segment = np.cumsum(_starts(unit[order], *(key[order] for key in group))) - 1
+    segment = np.cumsum(run_starts(unit[order], *(key[order] for key in group))) - 1
     position = np.arange(len(order)) - np.searchsorted(segment, segment)
     # The smallest strictly increasing sequence that stays at or above the shifted times.
     raised = pd.Series(when[order] - position).groupby(segment).cummax().to_numpy() + position
@@ -135,13 +135,13 @@ def _batches(group_start: np.ndarray, is_end: np.ndarray, unit: np.ndarray) -> n
     run_start[1:] |= is_end[1:] != is_end[:-1]
     run = np.cumsum(run_start) - 1
     by_unit = np.lexsort((np.arange(n), unit, run))  # stable: time order within (run, unit)
-    first = _starts(run[by_unit], unit[by_unit])
+    first = run_starts(run[by_unit], unit[by_unit])
     position = np.arange(n)
     rank = np.empty(n, np.int64)
     rank[by_unit] = position - np.maximum.accumulate(np.where(first, position, 0))
     by_batch = np.lexsort((rank, run))
     batch = np.empty(n, np.int64)
-    batch[by_batch] = np.cumsum(_starts(run[by_batch], rank[by_batch])) - 1
+    batch[by_batch] = np.cumsum(run_starts(run[by_batch], rank[by_batch])) - 1
     return batch
 
 
@@ -154,16 +154,16 @@ def _pair_batches(
     batch_end[batch] = is_end
     batch_group = np.zeros(count, np.int64)
     batch_group[batch] = np.cumsum(group_start) - 1
-    new_group = _starts(batch_group)
+    new_group = run_starts(batch_group)
     is_start = (~batch_end).astype(np.int64)
-    starts_before = _segment_cumsum(is_start, new_group) - is_start
+    starts_before = segment_cumsum(is_start, new_group) - is_start
     ends = np.flatnonzero(batch_end)
     if not len(ends):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    end_group_start = _starts(batch_group[ends])
-    j = _segment_cumsum(np.ones(len(ends), np.int64), end_group_start)  # 1, 2, ... per group
+    end_group_start = run_starts(batch_group[ends])
+    j = segment_cumsum(np.ones(len(ends), np.int64), end_group_start)  # 1, 2, ... per group
     slack = starts_before[ends] - j
-    matched_so_far = j + np.minimum(0, _segment_cummin(slack, end_group_start))
+    matched_so_far = j + np.minimum(0, segment_cummin(slack, end_group_start))
     previous = np.where(end_group_start, 0, np.roll(matched_so_far, 1))
     matched = matched_so_far > previous
     # The k-th start batch of a group (k = matched_so_far, from 1).

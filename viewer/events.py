@@ -19,6 +19,7 @@ import numpy as np
 
 from proton_ik.contract.layout import RecordKind
 from proton_ik.viewer.decode import RecordTable, UnitTable
+from proton_ik.viewer.segments import run_starts, segment_cummin, segment_cumsum
 
 UNMATCHED_BEGIN = 0
 UNMATCHED_END = 1
@@ -74,9 +75,9 @@ def pair_records(records: RecordTable, units: UnitTable) -> tuple[Pairs, Unmatch
     rows = np.flatnonzero(records.kind == RecordKind.SCOPE)
     rows = rows[_stable_order(records.scope[rows])]
     is_end = records.is_end[rows]
-    starts = _starts(records.unit_row[rows], records.scope[rows])
-    running = _segment_cumsum(np.where(is_end, -1, 1), starts)
-    stack_after = running - np.minimum(_segment_cummin(running, starts), 0)
+    starts = run_starts(records.unit_row[rows], records.scope[rows])
+    running = segment_cumsum(np.where(is_end, -1, 1), starts)
+    stack_after = running - np.minimum(segment_cummin(running, starts), 0)
     stack_before = np.where(starts, 0, np.roll(stack_after, 1))
     level = np.where(is_end, stack_before, stack_after)
     group = np.cumsum(starts)
@@ -141,7 +142,7 @@ def _make_pairs(records: RecordTable, begin_pos: np.ndarray, end_pos: np.ndarray
     # Matched pairs open after each record, counted per unit in record order.
     step = np.zeros(n, dtype=np.int64)
     step[begin_pos], step[end_pos] = 1, -1
-    open_after = _segment_cumsum(step, _starts(records.unit_row))
+    open_after = segment_cumsum(step, run_starts(records.unit_row))
     lane = np.zeros(len(begin_pos), dtype=np.int64)
     crossed = _units_with_overlaps(records.unit_row, open_after, begin_pos, end_pos)
     if len(crossed):
@@ -251,31 +252,6 @@ def _stable_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(values, kind="stable")
 
 
-def _starts(*keys: np.ndarray) -> np.ndarray:
-    """True where any key differs from the previous row (rows sorted by the keys)."""
-    n = len(keys[0])
-    starts = np.ones(n, dtype=bool)
-    if n > 1:
-        starts[1:] = np.logical_or.reduce([key[1:] != key[:-1] for key in keys])
-    return starts
-
-
-def _segment_cumsum(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Inclusive running sum that restarts at each segment."""
-    total = np.cumsum(values)
-    segment = np.cumsum(starts) - 1
-    base = (total - values)[np.flatnonzero(starts)]
-    return total - base[segment]
-
-
-def _segment_cummin(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Running minimum that restarts at each segment."""
-    segment = np.cumsum(starts) - 1
-    # Shift each later segment far below the earlier ones so their minima never leak forward.
-    spread = 2 * (np.abs(values).max(initial=0) + 1)
-    return np.minimum.accumulate(values - segment * spread) + segment * spread
-
-
 def _rank_within(group: np.ndarray, flag: np.ndarray) -> np.ndarray:
     """0, 1, 2, ... over the flagged rows of each group (rows sorted by group)."""
-    return _segment_cumsum(flag.astype(np.int64), _starts(group)) - flag
+    return segment_cumsum(flag.astype(np.int64), run_starts(group)) - flag
