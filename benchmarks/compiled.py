@@ -38,6 +38,8 @@ SHORT_STEPS = 10  # the first steps of a session, whose records all stay in the 
 # records), and in a session with Inductor's compile workers kept (each kernel compiled plain in
 # a worker, then again under the mode here): the measurement behind compiling in the process.
 FIRST_CALL_KINDS = ("plain", "session", "session_workers")
+STEP_ROUNDS = 7
+FIRST_CALL_ROUNDS = 2
 PROTON_STEPS = 10  # PyTorch's Proton integration synchronizes and writes a trace every step
 
 
@@ -134,7 +136,9 @@ def measure(ctx) -> dict[str, Any]:
     from benchmarks.harness import log
     from benchmarks.kernels import compiled_block
 
-    rounds = 2 if ctx.args.quick else 3
+    # Steps are cheap and a shared host's noise large: many rounds; first calls cost a fresh
+    # process each, so fewer.
+    rounds = 2 if ctx.args.quick else STEP_ROUNDS
     out_dir = ctx.scratch / "compiled"
     out_dir.mkdir(parents=True, exist_ok=True)
     block, x = compiled_block.make_block()
@@ -187,7 +191,7 @@ def measure(ctx) -> dict[str, Any]:
     except Exception as error:  # it is theirs: a failure is reported, not fatal
         results["proton_integration"] = {"error": f"{error!r}"[:500]}
     first: dict[str, list[float]] = {kind: [] for kind in FIRST_CALL_KINDS}
-    for _ in range(rounds - 1):
+    for _ in range(1 if ctx.args.quick else FIRST_CALL_ROUNDS):
         for kind in FIRST_CALL_KINDS:
             first[kind].append(_fresh_process("first", kind)["first_call_s"])
     results["first_call_s"] = {kind: float(np.median(seconds)) for kind, seconds in first.items()}

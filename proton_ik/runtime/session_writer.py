@@ -6,13 +6,14 @@ The runtime streams each drained launch into it; tests and tools write whole ses
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import threading
 import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,8 +32,9 @@ from proton_ik.contract.session_format import (
     manifest,
 )
 from proton_ik.contract.trimmed import trim as trim_buffer
+from proton_ik.runtime.stored_zip import StoredZipWriter
 
-WRITE_PIECE_BYTES = 2 << 20  # what the member's checksum and the file's write overlap by
+WRITE_PIECE_BYTES = 2 << 20  # the pieces the file writes a launch's buffer in
 
 
 class SessionWriter:
@@ -54,15 +56,32 @@ class SessionWriter:
         _to_json(self.info, "session info")
         self._entries: list[ManifestLaunch] = []
         self._file = OverlappedFile(self.path)
-        self._archive: zipfile.ZipFile | None = zipfile.ZipFile(
-            self._file,
-            "w",
-            compression=zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED,
-            compresslevel=1 if compress else None,
-            allowZip64=True,
+        # Stored, as the runtime writes: checksums on several threads, no serial pass
+        # (``stored_zip``); compressed, as tools and tests may ask: zipfile's deflate.
+        self._archive: zipfile.ZipFile | StoredZipWriter | None = (
+            zipfile.ZipFile(
+                self._file, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1, allowZip64=True
+            )
+            if compress
+            else StoredZipWriter(self._file)
         )
-        self._archive.writestr(SESSION_INFO, json.dumps(self.info))
+        self._member(SESSION_INFO, [json.dumps(self.info).encode()])
         self._flush()
+
+    def _member(self, name: str, parts: list[bytes | memoryview]) -> None:
+        assert self._archive is not None
+        if isinstance(self._archive, StoredZipWriter):
+            self._archive.add(name, parts)
+        elif len(parts) == 1 and isinstance(parts[0], bytes):  # a JSON member
+            self._archive.writestr(name, parts[0])
+        else:
+            self._write_parts(self._archive, name, parts)
+
+    @staticmethod
+    def _write_parts(archive: zipfile.ZipFile, name: str, parts: list[bytes | memoryview]) -> None:
+        with archive.open(name, "w", force_zip64=True) as member:
+            for part in parts:
+                member.write(part)
 
     def add_launch(
         self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
@@ -88,9 +107,8 @@ class SessionWriter:
                 meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
                 array = trim_buffer(array, layout)
         entry = launch_member(len(self._entries))
-        with self._archive.open(entry, "w", force_zip64=True) as file:
-            write_npy(file, np.ascontiguousarray(array).reshape(-1))
-        self._archive.writestr(launch_meta_member(entry), json.dumps(meta))
+        self._member(entry, npy_parts(np.ascontiguousarray(array).reshape(-1)))
+        self._member(launch_meta_member(entry), [json.dumps(meta).encode()])
         self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
         self._flush()
 
@@ -103,7 +121,7 @@ class SessionWriter:
         """Write the manifest and close the file; closing twice is harmless."""
         if self._archive is None:
             return self.path
-        self._archive.writestr(MANIFEST, json.dumps(manifest(self.info, self._entries), indent=1))
+        self._member(MANIFEST, [json.dumps(manifest(self.info, self._entries), indent=1).encode()])
         self._archive.close()
         self._archive = None
         self._file.close()
@@ -124,15 +142,17 @@ def write_session(path: str | Path, info: Mapping[str, Any], launches: Iterable[
     return Path(path)
 
 
-def write_npy(file: IO[bytes], array: np.ndarray) -> None:
-    """``array`` as ``.npy`` bytes, written from where it lies (``np.save`` copies a non-file
-    stream's data chunk by chunk first, which doubles the cost of a launch of megabytes), in
-    pieces: the zip member checksums each piece before it writes it, and the checksum of the
-    next overlaps the write of this one (``OverlappedFile``)."""
-    np.lib.format.write_array_header_2_0(file, np.lib.format.header_data_from_array_1_0(array))
+def npy_parts(array: np.ndarray) -> list[bytes | memoryview]:
+    """``array`` (one dimension) as ``.npy`` bytes: its header, then its data where it lies
+    (``np.save`` copies a non-file stream's data chunk by chunk first, which doubles the cost of
+    a launch of megabytes), in pieces that the file writes one after another."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_2_0(header, np.lib.format.header_data_from_array_1_0(array))
     data = memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy arrays are buffers
-    for start in range(0, len(data), WRITE_PIECE_BYTES):
-        file.write(data[start : start + WRITE_PIECE_BYTES])
+    return [
+        header.getvalue(),
+        *(data[start : start + WRITE_PIECE_BYTES] for start in range(0, len(data), WRITE_PIECE_BYTES)),
+    ]
 
 
 class OverlappedFile:

@@ -10,14 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proton_ik.runtime.session_writer import WRITE_PIECE_BYTES, OverlappedFile, write_npy
+from proton_ik.runtime.session_writer import WRITE_PIECE_BYTES, OverlappedFile, npy_parts
 
 
 def _zip(target, arrays) -> None:
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for index, array in enumerate(arrays):
             with archive.open(f"launches/{index:06d}.npy", "w", force_zip64=True) as member:
-                write_npy(member, array)
+                for part in npy_parts(array):
+                    member.write(part)
             archive.writestr(f"launches/{index:06d}.json", f'{{"launch": {index}}}')
 
 

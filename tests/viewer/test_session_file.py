@@ -261,17 +261,24 @@ def test_a_hostile_value_is_shown_bounded_in_the_message(tmp_path, busy_launch, 
     assert len(str(refused.value)) < 600
 
 
-def test_a_file_cut_at_every_sixteenth_gives_every_launch_whole_before_the_cut(tmp_path, busy_launch):
+@pytest.mark.parametrize("compress", [True, False])  # zipfile's deflate, or the runtime's stored_zip
+def test_a_file_cut_at_every_sixteenth_gives_every_launch_whole_before_the_cut(
+    tmp_path, busy_launch, compress
+):
     import warnings
 
     captures = [busy_launch(launch=n) for n in range(5)]
-    whole = write_session(tmp_path / "whole.pik", INFO, captures)
+    whole = tmp_path / "whole.pik"
+    with SessionWriter(whole, INFO, compress=compress) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
     with zipfile.ZipFile(whole) as archive:
         members = archive.infolist()
-    ends = {
-        m.filename: m.header_offset + 30 + len(m.filename) + len(m.extra) + m.compress_size for m in members
-    }
     data = whole.read_bytes()
+    ends = {}
+    for m in members:  # where each member's data ends, from its local header's own lengths
+        name_length, extra_length = struct.unpack_from("<HH", data, m.header_offset + 26)
+        ends[m.filename] = m.header_offset + 30 + name_length + extra_length + m.compress_size
     for sixteenth in range(1, 16):
         cut = len(data) * sixteenth // 16
         path = tmp_path / f"cut{sixteenth}.pik"

@@ -1,0 +1,198 @@
+"""The session file's container written with no serial pass: a ZIP64 archive of stored members,
+each member's checksum computed before it is written, on several threads.
+
+Why not ``zipfile``: it checksums a member as it writes it, on the writing thread, one piece
+after another. On the GPU hosts that checksum runs at 1.2 GB/s (zlib 1.3, a Xeon), slower than
+the file takes the bytes, so a launch of 16 MiB waited on it (docs/PERFORMANCE.md). Here a
+member's CRC-32 is the combination of its pieces' CRCs, each computed on a thread of a pool
+(``zlib.crc32`` lets go of the GIL), so the checksum takes a fraction of the write.
+
+What is written is what ``zipfile`` reads, and what ``viewer.recover`` walks in a file never
+closed: each member's local header carries its CRC and (in its ZIP64 field) its sizes, known
+before its data, so the file is written front to back, with no seek and no data descriptor;
+``close`` writes the central directory, the ZIP64 end record and locator, and the end record.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = ["StoredZipWriter", "crc32", "crc32_combine"]
+
+PIECE_BYTES = 1 << 20  # a thread's share of a checksum
+PARALLEL_FROM = 4 << 20  # smaller members are checksummed on the calling thread
+ZIP64_VERSION = 45
+_LOCAL = struct.Struct("<IHHHHHIIIHH")
+_CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
+_ZIP64_END = struct.Struct("<IQHHIIQQQQ")
+_ZIP64_LOCATOR = struct.Struct("<IIQI")
+_END = struct.Struct("<IHHHHIIH")
+_MAX32 = 0xFFFFFFFF
+
+
+# --- CRC-32 of pieces, combined (zlib's crc32_combine, which Python's zlib does not offer) ----
+
+
+def _times(matrix: Sequence[int], vector: int) -> int:
+    """A 32x32 matrix over GF(2) (its columns) times a vector."""
+    total, column = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[column]
+        vector >>= 1
+        column += 1
+    return total
+
+
+def _square(matrix: Sequence[int]) -> list[int]:
+    return [_times(matrix, matrix[n]) for n in range(32)]
+
+
+def _byte_powers(count: int = 48) -> list[list[int]]:
+    """The operators that append 2**k zero bytes to a CRC's message, k = 0 .. count - 1."""
+    one_bit = [0xEDB88320, *(1 << n for n in range(31))]  # the CRC-32 polynomial, reflected
+    two_bits = _square(one_bit)
+    four_bits = _square(two_bits)
+    powers = [_square(four_bits)]  # eight bits: one byte
+    while len(powers) < count:
+        powers.append(_square(powers[-1]))
+    return powers
+
+
+_BYTE_POWERS = _byte_powers()
+
+
+def crc32_combine(first: int, second: int, second_length: int) -> int:
+    """The CRC-32 of A + B from A's (``first``), B's (``second``) and B's length in bytes."""
+    k = 0
+    while second_length:
+        if second_length & 1:
+            first = _times(_BYTE_POWERS[k], first)
+        second_length >>= 1
+        k += 1
+    return first ^ second
+
+
+def crc32(data: memoryview, pool: ThreadPoolExecutor | None) -> int:
+    """The CRC-32 of ``data``; with ``pool``, its pieces on the pool's threads."""
+    if pool is None or data.nbytes < PARALLEL_FROM:
+        return zlib.crc32(data)
+    starts = range(0, data.nbytes, PIECE_BYTES)
+    pieces = list(pool.map(lambda start: zlib.crc32(data[start : start + PIECE_BYTES]), starts))
+    total = pieces[0]
+    for start, piece in zip(starts[1:], pieces[1:], strict=True):
+        total = crc32_combine(total, piece, min(PIECE_BYTES, data.nbytes - start))
+    return total
+
+
+# --- the archive -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: bytes
+    offset: int
+    size: int
+    crc: int
+    dos_time: int
+    dos_date: int
+
+
+def _dos_time(seconds: float) -> tuple[int, int]:
+    local = time.localtime(seconds)
+    year = max(local.tm_year, 1980)
+    return (local.tm_hour << 11) | (local.tm_min << 5) | (local.tm_sec // 2), (
+        ((year - 1980) << 9) | (local.tm_mon << 5) | local.tm_mday
+    )
+
+
+class StoredZipWriter:
+    """Stored (uncompressed) members appended to ``file`` front to back; ``close`` writes the
+    central directory. ``file`` needs ``write`` and ``tell`` only."""
+
+    def __init__(self, file: IO[bytes] | Any, workers: int | None = None):
+        self._file = file
+        self._members: list[_Member] = []
+        self._names: set[bytes] = set()
+        count = workers if workers is not None else min(8, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(count, thread_name_prefix="proton_ik-crc") if count > 1 else None
+        self._closed = False
+
+    def add(self, name: str, parts: Sequence[bytes | memoryview]) -> None:
+        """One member, the concatenation of ``parts``, written now (the parts are handed to
+        ``file.write`` as they are: they must stay unchanged until the file has written them)."""
+        if self._closed:
+            raise ValueError("the archive is closed")
+        encoded = name.encode("utf-8")
+        if encoded in self._names:
+            raise ValueError(f"the archive already holds a member named {name!r}")
+        views = [memoryview(part).cast("B") for part in parts]
+        crc, size = 0, 0
+        for view in views:
+            crc = (
+                crc32_combine(crc, crc32(view, self._pool), view.nbytes) if size else crc32(view, self._pool)
+            )
+            size += view.nbytes
+        dos_time, dos_date = _dos_time(time.time())
+        member = _Member(encoded, self._file.tell(), size, crc, dos_time, dos_date)
+        extra = struct.pack("<HHQQ", 0x0001, 16, size, size)
+        header = _LOCAL.pack(
+            0x04034B50,
+            ZIP64_VERSION,
+            0x800,
+            0,
+            dos_time,
+            dos_date,
+            crc,
+            _MAX32,
+            _MAX32,
+            len(encoded),
+            len(extra),
+        )
+        self._file.write(header + encoded + extra)
+        for view in views:
+            self._file.write(view)
+        self._members.append(member)
+        self._names.add(encoded)
+
+    def close(self) -> None:
+        """The central directory and the end records; the file itself stays open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown()
+        start = self._file.tell()
+        directory = []
+        for member in self._members:
+            extra = struct.pack("<HHQQQ", 0x0001, 24, member.size, member.size, member.offset)
+            fields = (
+                (
+                    0x02014B50,
+                    ZIP64_VERSION | (3 << 8),
+                    ZIP64_VERSION,
+                    0x800,
+                    0,
+                    member.dos_time,
+                    member.dos_date,
+                ),
+                (member.crc, _MAX32, _MAX32, len(member.name), len(extra), 0, 0, 0, 0o100644 << 16, _MAX32),
+            )
+            directory.append(_CENTRAL.pack(*fields[0], *fields[1]) + member.name + extra)
+        central = b"".join(directory)
+        end64 = start + len(central)
+        count = len(self._members)
+        sizes = (count, count, len(central), start)
+        self._file.write(
+            central
+            + _ZIP64_END.pack(0x06064B50, _ZIP64_END.size - 12, ZIP64_VERSION, ZIP64_VERSION, 0, 0, *sizes)
+            + _ZIP64_LOCATOR.pack(0x07064B50, 0, end64, 1)
+            + _END.pack(0x06054B50, 0, 0, min(count, 0xFFFF), min(count, 0xFFFF), _MAX32, _MAX32, 0)
+        )

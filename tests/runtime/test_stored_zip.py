@@ -1,0 +1,68 @@
+"""The session file's container (``runtime.stored_zip``): checksums combined from pieces equal
+zlib's of the whole, and the archive is one that zipfile reads, tests and lists, member for
+member (a session file cut anywhere: tests/viewer/test_session_file.py)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proton_ik.runtime.stored_zip import PIECE_BYTES, StoredZipWriter, crc32, crc32_combine
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.binary(max_size=300))
+def test_combined_checksums_are_zlibs_of_the_whole(first, second):
+    assert crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, PIECE_BYTES - 1, 4 * PIECE_BYTES, 4 * PIECE_BYTES + 1, 9 * PIECE_BYTES + 12345]
+)
+def test_a_checksum_on_many_threads_is_zlibs(size):
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    with ThreadPoolExecutor(4) as pool:
+        assert crc32(memoryview(data), pool) == zlib.crc32(data) == crc32(memoryview(data), None)
+
+
+def test_zipfile_reads_every_member_as_written(tmp_path):
+    rng = np.random.default_rng(1)
+    members = {
+        "session.json": [b'{"name": "s"}'],
+        "launches/000000.npy": [
+            b"head",
+            memoryview(rng.integers(0, 256, 5 * PIECE_BYTES + 7, dtype=np.uint8)),
+        ],
+        "empty": [],
+        "naïve/ünïcode.json": [b"{}", b""],
+    }
+    path = tmp_path / "a.zip"
+    with open(path, "wb") as file:
+        writer = StoredZipWriter(file, workers=3)
+        for name, parts in members.items():
+            writer.add(name, parts)
+        writer.close()
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None
+        assert archive.namelist() == list(members)
+        for name, parts in members.items():
+            assert archive.read(name) == b"".join(bytes(part) for part in parts)
+            assert archive.getinfo(name).compress_type == zipfile.ZIP_STORED
+
+
+def test_a_name_twice_or_a_closed_archive_is_refused():
+    writer = StoredZipWriter(io.BytesIO(), workers=1)
+    writer.add("a", [b"1"])
+    with pytest.raises(ValueError, match="already holds a member named 'a'"):
+        writer.add("a", [b"2"])
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.add("b", [b"3"])
