@@ -177,6 +177,11 @@ def measure(ctx) -> dict[str, Any]:
                     done = proton_ik.finalize()
                 finalize.setdefault(label, []).append(time.perf_counter() - began)
                 waited.setdefault(label, []).append(done.pool_wait_seconds)
+                # The session file (up to GBs) gone and the host's dirty pages written out before
+                # the next timed steps: the kernel's writeback would slow whatever comes next.
+                for path in done.paths.values():
+                    Path(path).unlink(missing_ok=True)
+                os.sync()
         results["step_ms"] = {label: 1e3 * float(np.median(seconds)) for label, seconds in timed.items()}
         results["step_ms"]["rounds"] = {label: [1e3 * s for s in seconds] for label, seconds in timed.items()}
         results["step_ms"]["finalize_s"] = {label: float(np.median(s)) for label, s in finalize.items()}
