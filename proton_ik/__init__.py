@@ -239,13 +239,13 @@ def merge(
     """One Perfetto trace of several sessions (a job's ranks: files, or folders of ``.pik``
     files), a root track each, on one time axis; returns its path. ``torch_trace``: a
     ``torch.profiler`` trace of the same steps (``prof.export_chrome_trace``), drawn beside them,
-    each session aligned to the kernels CUPTI recorded (``viewer.torch_timeline``; how well:
+    each session aligned to the kernels CUPTI recorded (``viewer.torch_profiler``; how well:
     ``proton-ik merge --torch-trace`` prints it)."""
     from proton_ik.viewer.merge import merge_sessions, sessions_of
 
     if torch_trace is None:
         return merge_sessions(paths, output, timeline=timeline)
-    from proton_ik.viewer.torch_timeline import merge_torch_trace
+    from proton_ik.viewer.torch_profiler import merge_torch_trace
 
     return merge_torch_trace(sessions_of(paths), torch_trace, output, timeline=timeline)[0]
 

@@ -117,8 +117,7 @@ def _merge(args: argparse.Namespace) -> int:
         merge_sessions(sessions, output, timeline=args.timeline)
         print(terminal_safe(f"{output}: {len(sessions)} sessions, a root track each"))
         return 0
-    from proton_ik.viewer.kineto import TorchTraceError, read_kineto
-    from proton_ik.viewer.torch_timeline import merge_torch_trace
+    from proton_ik.viewer.torch_profiler import TorchTraceError, merge_torch_trace, read_kineto
 
     try:
         torch_trace = read_kineto(args.torch_trace)

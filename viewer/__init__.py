@@ -9,25 +9,39 @@
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
     viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
 
-The modules, in data-flow order: ``manifest`` and ``session_file`` (the raw capture, its schema
-checked first; ``zip_members`` reads its members in bounded memory; the format, the kernel
-metadata and the trimmed form are ``proton_ik.contract``'s), ``decode`` and ``clock_extension``
-(bytes to arrays), ``aggregate`` and ``aggregate_summary`` (the statistics of launches made
-with ``aggregate=on``), ``events`` (begin/end pairing), ``async_events`` (events paired across
-the warps of a CTA, and marks), ``timebase`` (cycles to ns), ``table`` and ``event_tables``
-(columns and pandas), ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded
-memory), ``summary`` and ``event_summary``, ``tracks`` (the track model both writers draw and both readers parse:
-launch, SM, place, unit, lane; ``slots`` packs an SM's CTAs into slots), ``perfetto`` and
-``chrome`` (the trace writers, chunk by chunk: packages of a writer and its parts),
-``hatchet`` (Proton's tree of per-scope metrics, for ``proton-viewer``), ``proton_trace``
-(Proton's ``.chrome_trace``, in Proton's schema), ``trace`` (the tables
-of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and skews), ``render`` (a session straight to trace files), ``readback`` (traces read
-again, a package of the two readers and their parts), and ``diff`` (two sessions compared scope by scope, a package), ``ranks`` (a job's sessions side by side), and
-``recover`` (the complete launches of a session file never closed), and ``report`` (one
-self-contained HTML page of a session: ``show``'s numbers, histograms, heatmaps). Helpers: ``groups`` (numbering tracks, threads
-and SMs), ``segments`` (runs of sorted rows: their starts, running sums and minima) and ``byterows`` (encoding millions of packets or JSON objects at once). Nothing loops
-in Python per record, event or unit, so a session of millions of records finalizes in seconds;
-``tests/viewer/finalize_speed.py`` measures it.
+In data-flow order, a module for each job and a package for each concept of several modules
+(each package's docstring names its modules; use what its ``__init__`` exports):
+
+- the session file: ``manifest`` and ``session_file`` (the raw capture, its schema checked
+  first; the format, the kernel metadata and the trimmed form are ``proton_ik.contract``'s),
+  ``zip_members`` (its members in bounded memory), ``recover`` (the complete launches of a
+  session file never closed);
+- bytes to arrays: ``decode`` and ``clock_extension``; ``aggregate`` and ``aggregate_summary``
+  (the statistics of launches made with ``aggregate=on``); ``sampled`` (which CTAs and warps
+  recorded);
+- pairing: ``events`` (begins with ends), ``async_events`` (events paired across the warps of a
+  CTA, and marks), ``segments`` (runs of sorted rows, which both use);
+- tables: ``timebase`` (cycles to ns), ``table`` and ``event_tables`` (columns and pandas),
+  ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded memory), ``trace`` (the
+  tables of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and
+  skews);
+- summaries: ``summary``, ``event_summary`` and ``text_columns`` (what ``show`` prints);
+- traces: ``tracks`` (the track model both writers draw and both readers parse: launch, SM,
+  place, unit, lane; ``slots`` packs an SM's CTAs into slots), the writers ``perfetto/`` and
+  ``chrome/`` (chunk by chunk), ``proton/`` (Proton's ``.hatchet`` tree and ``.chrome_trace``,
+  for Triton's own tools), ``render`` and ``render_parts`` (a session straight to trace files,
+  a large one in parts on worker processes);
+- traces read again: ``readback/`` (both readers, so that ``show`` and ``convert`` take a trace);
+- several sessions: ``diff/`` (two sessions compared scope by scope), ``ranks`` (a job's
+  sessions side by side), ``merge`` (a job's sessions on one timeline), ``torch_profiler/`` (a
+  session beside a ``torch.profiler`` trace);
+- ``report/``: one self-contained HTML page of a session (``show``'s numbers, histograms,
+  heatmaps).
+
+Helpers: ``groups`` (numbering tracks, threads and SMs) and ``byterows`` (encoding millions of
+packets or JSON objects at once). Nothing loops in Python per record, event or unit, so a
+session of millions of records finalizes in seconds; ``tests/viewer/finalize_speed.py``
+measures it.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def merge_sessions(
     """Write one Perfetto trace of the sessions ``paths`` (files, or folders of ``.pik`` files),
     each under a root track named by its rank (or file) and session; return its path.
     ``host_offsets_ns``: what to add to each session's times, in place of its clock pairs' offset
-    (``torch_timeline`` aligns sessions to a ``torch.profiler`` trace so)."""
+    (``torch_profiler`` aligns sessions to a ``torch.profiler`` trace so)."""
     sessions = sessions_of(paths)
     output = Path(output)
     labels: list[str] = []

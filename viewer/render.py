@@ -17,10 +17,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from proton_ik.viewer.chrome import ChromeWriter
-from proton_ik.viewer.hatchet import HatchetWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.pipeline import Pipeline
-from proton_ik.viewer.proton_trace import ProtonChromeWriter
+from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render_parts import plan_parts, render_parts, stored_sizes
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings

@@ -1,5 +1,5 @@
 """Capture a session and a ``torch.profiler`` trace of the same steps, the pair the CPU tests of
-``viewer.torch_timeline`` read (tests/data/torch_profiler.pik, torch_profiler_trace.json.gz).
+``viewer.torch_profiler`` read (tests/data/torch_profiler.pik, torch_profiler_trace.json.gz).
 
 Run on a GPU machine from the repository root: ``python tests/gpu/capture_torch_profiler.py
 OUT_DIR``. Under ``torch.profiler.profile(activities=[CPU, CUDA])``, a session with
@@ -22,8 +22,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 import proton_ik
 import proton_ik.language as pl
-from proton_ik.viewer.kineto import read_kineto
-from proton_ik.viewer.torch_timeline import launch_spans, merge_torch_trace
+from proton_ik.viewer.torch_profiler.kineto import read_kineto
+from proton_ik.viewer.torch_profiler.timeline import launch_spans, merge_torch_trace
 
 BLOCK, CTAS = 512, 264
 SPINS = (2_000, 20_000, 200_000, 2_000_000)  # about 10 us, 100 us, 1 ms and 10 ms on an H200

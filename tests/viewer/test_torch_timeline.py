@@ -18,9 +18,9 @@ import pytest
 import proton_ik
 from proton_ik.cli import main
 from proton_ik.contract.session_format import host_offset_ns
-from proton_ik.viewer.kineto import TorchTraceError, read_kineto
 from proton_ik.viewer.readback.packets import read_packets
-from proton_ik.viewer.torch_timeline import align_launches, launch_spans, merge_torch_trace
+from proton_ik.viewer.torch_profiler.kineto import TorchTraceError, read_kineto
+from proton_ik.viewer.torch_profiler.timeline import align_launches, launch_spans, merge_torch_trace
 
 DATA = Path(__file__).parents[1] / "data"
 SESSION = DATA / "torch_profiler.pik"

@@ -1,5 +1,5 @@
 """PyTorch profiler traces (Kineto's Chrome JSON, ``prof.export_chrome_trace``) read, and drawn
-again as Perfetto packets beside a session's (``torch_timeline``).
+again as Perfetto packets beside a session's (``timeline``).
 
 Time: Kineto writes ``ts`` and ``dur`` in microseconds (three decimals), ``ts`` counted from the
 trace's ``baseTimeNanoseconds``, a time of the host's realtime clock; so ``base + ts * 1000`` is

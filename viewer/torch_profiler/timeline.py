@@ -29,8 +29,8 @@ import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
 from proton_ik.contract.session_format import host_offset_ns
-from proton_ik.viewer.kineto import KinetoTrace, kineto_packets, read_kineto
 from proton_ik.viewer.perfetto import MAX_MERGED, SEQUENCE_ID, SEQUENCES_PER_SESSION, UUID_BITS
+from proton_ik.viewer.torch_profiler.kineto import KinetoTrace, kineto_packets, read_kineto
 
 __all__ = ["Alignment", "align_launches", "launch_spans", "merge_torch_trace"]
 
