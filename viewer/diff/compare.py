@@ -78,7 +78,7 @@ def diff(
 
     ``frame.attrs`` holds ``kernels`` (rows of KERNEL_COLUMNS: each kernel's change of span and
     warp time per launch), ``sessions`` (label, launches, records and SM clock of A and B),
-    ``clocks_differ`` and ``options``; ``diff_text.format_diff(frame)`` is the report.
+    ``clocks_differ`` and ``options``; ``text.format_diff(frame)`` is the report.
     """
     return diff_sessions(a, b, DiffOptions(confidence, resamples, seed, min_change, kernel, ignore_lines))
 
