@@ -126,6 +126,25 @@ def test_no_module_imports_another_modules_private_names(path: Path) -> None:
     )
 
 
+# The viewer's packages by concept (perfetto, chrome, readback, diff, ...): outside each, only
+# what its __init__ exports is used.
+VIEWER_PACKAGES = sorted(
+    name
+    for path, name in NAMES.items()
+    if path.name == "__init__.py" and name.startswith("proton_ik.viewer.")
+)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
+def test_a_viewer_package_is_used_through_its_surface(path: Path) -> None:
+    name = _module_name(path)
+    modules = set(NAMES.values())
+    for package in VIEWER_PACKAGES:
+        if name != package and not name.startswith(package + "."):
+            inside = sorted(m for m in _imports(path) if m.startswith(package + ".") and m in modules)
+            assert not inside, f"{name} imports {', '.join(inside)}: use what {package} exports"
+
+
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _module_name(p))
 def test_rooms_stay_small(path: Path) -> None:
     lines = len(path.read_text().splitlines())
@@ -157,6 +176,11 @@ def test_the_private_rule_sees_private_imports(tmp_path: Path) -> None:
         "proton_ik.viewer.events._starts",
         "sibling._lazy",
     ]
+
+
+def test_the_surface_rule_knows_the_viewers_packages() -> None:
+    names = {package.rpartition(".")[2] for package in VIEWER_PACKAGES}
+    assert {"perfetto", "chrome", "readback", "diff", "proton", "torch_profiler", "report"} <= names
 
 
 def test_the_rules_see_every_folder() -> None:
