@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import queue
 import threading
 import zipfile
@@ -165,7 +166,8 @@ class OverlappedFile:
     def __init__(self, path: Path):
         self._file = open(path, "wb")  # noqa: SIM115 (closed by close())
         self._position = 0
-        self._queue: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        # Writes in order: data at the end, or (offset, bytes) patched in before it; None ends.
+        self._queue: queue.SimpleQueue[memoryview | tuple[int, bytes] | None] = queue.SimpleQueue()
         self._pending = 0
         self._done = threading.Condition(threading.Lock())
         self._error: BaseException | None = None
@@ -183,6 +185,14 @@ class OverlappedFile:
 
     def tell(self) -> int:
         return self._position
+
+    def patch(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset`` (before the end), after the writes queued so far, leaving
+        the position where it is: a member's checksum, into its header (``stored_zip``)."""
+        self._raise_if_failed()
+        with self._done:
+            self._pending += 1
+        self._queue.put((offset, data))
 
     def seekable(self) -> bool:
         return True
@@ -216,10 +226,16 @@ class OverlappedFile:
             raise OSError(f"writing the session file failed: {self._error}") from self._error
 
     def _write_queued(self) -> None:
-        while (view := self._queue.get()) is not None:
+        while (item := self._queue.get()) is not None:
             try:
-                if self._error is None:
-                    self._file.write(view)
+                if self._error is not None:
+                    pass  # the first failure stands; later writes are dropped with it
+                elif isinstance(item, tuple):
+                    offset, data = item
+                    self._file.flush()
+                    os.pwrite(self._file.fileno(), data, offset)
+                else:
+                    self._file.write(item)
             except BaseException as error:  # raised to the caller at its next call
                 self._error = error
             finally:

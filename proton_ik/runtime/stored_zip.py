@@ -8,9 +8,12 @@ member's CRC-32 is the combination of its pieces' CRCs, each computed on a threa
 (``zlib.crc32`` lets go of the GIL), so the checksum takes a fraction of the write.
 
 What is written is what ``zipfile`` reads, and what ``viewer.recover`` walks in a file never
-closed: each member's local header carries its CRC and (in its ZIP64 field) its sizes, known
-before its data, so the file is written front to back, with no seek and no data descriptor;
-``close`` writes the central directory, the ZIP64 end record and locator, and the end record.
+closed: each member's local header carries its sizes (in its ZIP64 field) and its CRC, with no
+data descriptor; a large member's CRC is computed while the file writes its data and patched
+into its header after it (``add``), before anything that follows: a file cut between the two
+holds a member that fails its checksum, and no metadata after it, so its launch is not
+recovered, as it was not complete. ``close`` writes the central directory, the ZIP64 end record
+and locator, and the end record.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ _ZIP64_END = struct.Struct("<IQHHIIQQQQ")
 _ZIP64_LOCATOR = struct.Struct("<IIQI")
 _END = struct.Struct("<IHHHHIIH")
 _MAX32 = 0xFFFFFFFF
+_CRC_AT = 14  # the CRC's offset in a local header
 
 
 # --- CRC-32 of pieces, combined (zlib's crc32_combine, which Python's zlib does not offer) ----
@@ -127,21 +131,24 @@ class StoredZipWriter:
 
     def add(self, name: str, parts: Sequence[bytes | memoryview]) -> None:
         """One member, the concatenation of ``parts``, written now (the parts are handed to
-        ``file.write`` as they are: they must stay unchanged until the file has written them)."""
+        ``file.write`` as they are: they must stay unchanged until the file has written them).
+
+        Where ``file`` can ``patch`` (``session_writer.OverlappedFile``: a write at an offset,
+        queued behind the writes before it), the member's data is queued first and its checksum
+        computed while the file writes it; the CRC then goes into the local header by a patch.
+        Anywhere else the checksum comes first."""
         if self._closed:
             raise ValueError("the archive is closed")
         encoded = name.encode("utf-8")
         if encoded in self._names:
             raise ValueError(f"the archive already holds a member named {name!r}")
         views = [memoryview(part).cast("B") for part in parts]
-        crc, size = 0, 0
-        for view in views:
-            crc = (
-                crc32_combine(crc, crc32(view, self._pool), view.nbytes) if size else crc32(view, self._pool)
-            )
-            size += view.nbytes
+        size = sum(view.nbytes for view in views)
+        patch = getattr(self._file, "patch", None)
+        overlapped = patch is not None and size >= PARALLEL_FROM
+        crc = 0 if overlapped else self._crc(views)
         dos_time, dos_date = _dos_time(time.time())
-        member = _Member(encoded, self._file.tell(), size, crc, dos_time, dos_date)
+        offset = self._file.tell()
         extra = struct.pack("<HHQQ", 0x0001, 16, size, size)
         header = _LOCAL.pack(
             0x04034B50,
@@ -159,8 +166,19 @@ class StoredZipWriter:
         self._file.write(header + encoded + extra)
         for view in views:
             self._file.write(view)
-        self._members.append(member)
+        if patch is not None and overlapped:
+            crc = self._crc(views)
+            patch(offset + _CRC_AT, struct.pack("<I", crc))
+        self._members.append(_Member(encoded, offset, size, crc, dos_time, dos_date))
         self._names.add(encoded)
+
+    def _crc(self, views: list[memoryview]) -> int:
+        crc, done = 0, 0
+        for view in views:
+            piece = crc32(view, self._pool)
+            crc = crc32_combine(crc, piece, view.nbytes) if done else piece
+            done += view.nbytes
+        return crc
 
     def close(self) -> None:
         """The central directory and the end records; the file itself stays open."""

@@ -43,3 +43,13 @@ def test_a_failed_write_is_raised_at_the_next_call():
         file.flush()
     with pytest.raises(OSError, match="No space left"):
         file.close()
+
+
+def test_a_patch_lands_at_its_offset_after_the_writes_before_it(tmp_path):
+    file = OverlappedFile(tmp_path / "p.bin")
+    file.write(b"a" * 10)
+    file.patch(2, b"XY")
+    file.write(b"b" * 5)
+    assert file.tell() == 15
+    file.close()
+    assert (tmp_path / "p.bin").read_bytes() == b"aaXYaaaaaa" + b"bbbbb"

@@ -66,3 +66,19 @@ def test_a_name_twice_or_a_closed_archive_is_refused():
     writer.close()
     with pytest.raises(ValueError, match="closed"):
         writer.add("b", [b"3"])
+
+
+def test_a_large_member_checksummed_while_written_reads_back(tmp_path):
+    from proton_ik.runtime.session_writer import OverlappedFile
+    from proton_ik.runtime.stored_zip import PARALLEL_FROM
+
+    data = np.random.default_rng(2).integers(0, 256, PARALLEL_FROM + 3 * PIECE_BYTES + 5, dtype=np.uint8)
+    file = OverlappedFile(tmp_path / "o.zip")
+    writer = StoredZipWriter(file, workers=2)
+    writer.add("big.npy", [b"header", memoryview(data)[:100], memoryview(data)[100:]])
+    writer.add("after.json", [b"{}"])
+    writer.close()
+    file.close()
+    with zipfile.ZipFile(tmp_path / "o.zip") as archive:
+        assert archive.testzip() is None
+        assert archive.read("big.npy") == b"header" + data.tobytes()
