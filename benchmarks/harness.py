@@ -235,9 +235,23 @@ def nvidia_smi(query: str) -> str:
         return f"unknown ({error})"
 
 
+def host_cpu() -> str:
+    """The host's CPU model and core count, as the report names the host."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            model = next(
+                (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), model
+            )
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
 def environment(num_sms: int) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     return {
+        "host_cpu": host_cpu(),
         "device": torch.cuda.get_device_name(0),
         "sms": num_sms,
         "capability": f"{props.major}.{props.minor}",

@@ -181,6 +181,7 @@ def merge_kept_sections(results: dict[str, Any], earlier: dict[str, Any], measur
     provenance = {
         "date_utc": earlier["environment"]["date_utc"],
         "device": earlier["environment"]["device"],
+        "host_cpu": earlier["environment"].get("host_cpu", "a host not recorded"),
         "command": earlier["command"],
     }
     kept = results.setdefault("kept_sections", {})

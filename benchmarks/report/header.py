@@ -16,6 +16,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "",
         f"- Device: {env['device']} ({env['sms']} SMs, sm_{env['capability'].replace('.', '')}), "
         f"driver {env['driver']}, max SM clock {env['max_sm_clock_mhz']}",
+        f"- Host: {env.get('host_cpu', 'not recorded')}",
         f"- triton {env['triton']}, torch {env['torch']} (CUDA {env['cuda']}), python {env['python']}",
         f"- Date: {env['date_utc']}; run took {fmt(results.get('wall_s'), '.0f')} s"
         + ("; **--quick sizes**" if results["quick"] else ""),
@@ -35,10 +36,11 @@ def markdown(results: dict[str, Any]) -> list[str]:
 
 def _kept_sections(results: dict[str, Any]) -> list[str]:
     """One line per earlier run whose sections this report keeps (run.py --merge)."""
-    runs: dict[tuple[str, str, str], list[str]] = {}
+    runs: dict[tuple[str, str, str, str], list[str]] = {}
     for name, run in results.get("kept_sections", {}).items():
-        runs.setdefault((run["date_utc"], run["device"], run["command"]), []).append(name)
+        key = (run["date_utc"], run["device"], run.get("host_cpu", "a host not recorded"), run["command"])
+        runs.setdefault(key, []).append(name)
     return [
-        f"- Kept from the run of {date} on {device} (`{command}`): {', '.join(names)}"
-        for (date, device, command), names in sorted(runs.items())
+        f"- Kept from the run of {date} on {device} ({host}; `{command}`): {', '.join(names)}"
+        for (date, device, host, command), names in sorted(runs.items())
     ]
