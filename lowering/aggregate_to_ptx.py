@@ -38,9 +38,7 @@ from proton_ik.contract.layout import (
     AGGREGATE_STATS_DTYPE,
     HISTOGRAM_BINS,
     THREADS_PER_WARP,
-    WARPS_PER_WARPGROUP,
     BufferLayout,
-    Granularity,
     field_offset,
 )
 from proton_ik.dialect.pikgpu import AggregateBeginOp, AggregateEndOp, SegmentSetupOp
@@ -76,13 +74,14 @@ def prologue(setup: SegmentSetupOp) -> list[str]:
     rounds = -(-chunks // THREADS_PER_WARP)
     granularity = setup.granularity_enum
     # Lanes of the unit's first warp zero it: every warp for warps, one in four or one in all.
-    if granularity is Granularity.WARP:
+    warps = granularity.fixed_warps
+    if warps == 1:
         first_warp: list[str] = []
         in_range = f"\tsetp.lt.u32 \t%pik_q, %pik_t, {chunks};"
     else:
-        if granularity is Granularity.WARPGROUP:
+        if warps is not None:  # the first warp of each unit of several warps
             first_warp = [
-                f"\tand.b32 \t%pik_d, %pik_warp, {WARPS_PER_WARPGROUP - 1};",
+                f"\tand.b32 \t%pik_d, %pik_warp, {warps - 1};",
                 "\tsetp.eq.u32 \t%pik_f, %pik_d, 0;",
             ]
         else:

@@ -24,8 +24,6 @@ from proton_ik.contract.layout import (
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
-    WARPS_PER_WARPGROUP,
-    Granularity,
 )
 from proton_ik.dialect.pikgpu import SegmentSetupOp
 from proton_ik.lowering import sampling as sampling_ptx
@@ -75,12 +73,13 @@ def _writer(setup: SegmentSetupOp) -> tuple[list[str], str]:
         f"\tshr.u32 \t%pik_warp, %pik_tid, {log2(THREADS_PER_WARP)};",
         f"\tand.b32 \t%pik_lane, %pik_tid, {THREADS_PER_WARP - 1};",
     ]
-    if granularity is Granularity.WARP:
+    warps = granularity.fixed_warps
+    if warps == 1:
         lines += ["\tmov.u32 \t%pik_unit, %pik_warp;", "\tsetp.eq.u32 \t%pik_w, %pik_lane, 0;"]
-    elif granularity is Granularity.WARPGROUP:
+    elif warps is not None:  # a unit of several warps: lane 0 of its first warp writes
         lines += [
-            f"\tshr.u32 \t%pik_unit, %pik_warp, {log2(WARPS_PER_WARPGROUP)};",
-            f"\tand.b32 \t%pik_t, %pik_tid, {WARPS_PER_WARPGROUP * THREADS_PER_WARP - 1};",
+            f"\tshr.u32 \t%pik_unit, %pik_warp, {log2(warps)};",
+            f"\tand.b32 \t%pik_t, %pik_tid, {warps * THREADS_PER_WARP - 1};",
             "\tsetp.eq.u32 \t%pik_w, %pik_t, 0;",
         ]
     else:

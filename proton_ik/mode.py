@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from proton_ik.contract.layout import WARPS_PER_WARPGROUP, Granularity
+from proton_ik.contract.layout import Granularity
 from proton_ik.contract.sampling import MAX_CTA_ID, MAX_LISTED_CTAS, MAX_UNIT_ID
 from proton_ik.proton_modes import Default, proton_mode
 
@@ -116,8 +116,9 @@ class Mode:
 
     Sampling: ``ctas=N`` records every N-th CTA by linear id (``x + y * nx + z * nx * ny``),
     ``ctas=0,5,9`` the CTAs listed (one CTA: ``ctas=5,``), and ``warps=0,4`` the units of the
-    warps listed: with ``granularity=warp`` those warps, with ``granularity=warpgroup`` the
-    warpgroups that begin with them (so each is a multiple of 4), never with ``granularity=cta``
+    warps listed: with ``granularity=warp`` those warps, with a granularity of several warps
+    (``warp_2``, ``warpgroup``, ``warpgroup_2``, ...) the units that begin with them (so each is a
+    multiple of the unit's warps: 4 for ``warpgroup``), never with ``granularity=cta``
     (one unit per CTA: sample CTAs instead). Other CTAs and units write nothing and take no
     room in what is copied and stored (``contract.sampling``). Not with aggregate=on yet.
 
@@ -190,11 +191,13 @@ class Mode:
                 f"warps={_ids_text(warps)} has no meaning with granularity=cta, whose one unit is the "
                 "whole CTA: drop warps=, sample CTAs with ctas=, or use granularity=warp"
             )
-        if self.granularity is Granularity.WARPGROUP and any(w % WARPS_PER_WARPGROUP for w in warps):
-            first = sorted({w - w % WARPS_PER_WARPGROUP for w in warps})
+        per_unit = self.granularity.fixed_warps or 1
+        if per_unit > 1 and any(w % per_unit for w in warps):
+            first = sorted({w - w % per_unit for w in warps})
+            unit = "a warpgroup" if self.granularity is Granularity.WARPGROUP else "a unit"
             raise ValueError(
-                f"warps={_ids_text(warps)} with granularity=warpgroup: a warpgroup is named by its "
-                f"first warp (0, 4, 8, ...); use warps={_ids_text(tuple(first))}"
+                f"warps={_ids_text(warps)} with granularity={self.granularity.value}: {unit} is named "
+                f"by its first warp (0, {per_unit}, {2 * per_unit}, ...); use warps={_ids_text(tuple(first))}"
             )
         if self.aggregate and self.sampled:
             raise ValueError(

@@ -5,8 +5,8 @@
 become a ``Mode``. Each of Proton's fields maps as follows:
 
 - ``metric_type``: ``cycle`` (the only one; we record clock cycles too);
-- ``granularity``: ``warp``, ``warp_group`` and ``cta`` become ours; ``warp_2`` .. ``warp_8``
-  and ``warp_group_2`` .. ``warp_group_8`` record every warp (or warpgroup), with a warning;
+- ``granularity``: each value becomes ours: ``warp``, ``warp_2`` .. ``warp_8`` (units of 1 to 8
+  warps), ``warp_group``, ``warp_group_2`` .. ``warp_group_8`` (1 to 8 warpgroups), ``cta``;
 - ``buffer_size``: bytes per recording unit, ``0`` for ours to size from the code (capacity
   ``auto``); otherwise a ring of ``buffer_size / 16`` entries, rounded down to a power of two;
 - ``buffer_strategy``: ``circular`` is what our rings do; ``flush`` (Proton's records leave the
@@ -14,8 +14,8 @@ become a ``Mode``. Each of Proton's fields maps as follows:
   to the session file as soon as the drain takes it (``flushes_every_launch``);
 - ``buffer_type``: we write to global memory; ``shared``, Proton's default, is mapped silently;
 - ``sampling_strategy``: ``none``; ``selective`` with ``sampling_options`` (the unit ids to
-  keep, comma-separated) becomes ``warps=``: at warp granularity the warps listed, at warpgroup
-  granularity the first warp of each warpgroup listed (``1`` -> warp 4); at CTA granularity it
+  keep, comma-separated) becomes ``warps=``: the first warp of each unit listed (at warp
+  granularity the warps listed; at warpgroup granularity ``1`` -> warp 4); at CTA granularity it
   has no meaning (warning);
 - ``optimizations``: ``clock32`` and ``time_shift`` are what we always do; ``sched_stores`` and
   ``sched_barriers`` have no meaning (warning).
@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from proton_ik.contract.layout import ENTRY_BYTES, WARPS_PER_WARPGROUP, Granularity
+from proton_ik.contract.layout import ENTRY_BYTES, Granularity
 
 PROTON_MODE_NAME = "default"
 
@@ -112,11 +112,6 @@ class Default:
         """One sentence per field that has no meaning here: what was asked and what we do. A
         field left at Proton's default (buffer_type=shared) is mapped without a word."""
         notes = []
-        if self.granularity not in ("warp", "warp_group", "cta"):
-            notes.append(
-                f"granularity={self.granularity}: proton_ik records every "
-                f"{'warpgroup' if self.granularity.startswith('warp_group') else 'warp'}"
-            )
         if self.sampling_strategy == "selective" and self.granularity == "cta":
             notes.append(
                 f"sampling_strategy=selective (sampling_options={self.sampling_options!r}) at "
@@ -140,13 +135,7 @@ class Default:
 
         for note in self.unsupported():
             warnings.warn(f"proton_ik: Proton mode field {note}; accepted and ignored", stacklevel=4)
-        granularity = (
-            Granularity.CTA
-            if self.granularity == "cta"
-            else Granularity.WARPGROUP
-            if self.granularity.startswith("warp_group")
-            else Granularity.WARP
-        )
+        granularity = Granularity(self.granularity.replace("warp_group", "warpgroup"))
         capacity: int | Literal["auto"] = AUTO
         if self.buffer_size:
             entries = max(self.buffer_size // ENTRY_BYTES, 1)
@@ -170,7 +159,7 @@ class Default:
                 "Proton mode field sampling_strategy=selective needs sampling_options: the unit ids to "
                 "keep, comma-separated, e.g. sampling_options='0,2'"
             )
-        per_unit = WARPS_PER_WARPGROUP if granularity is Granularity.WARPGROUP else 1
+        per_unit = granularity.fixed_warps or 1
         return tuple(sorted({unit * per_unit for unit in ids}))
 
 

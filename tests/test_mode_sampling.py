@@ -82,6 +82,10 @@ def test_every_option_makes_its_own_cache_key():
             "instrumentation:granularity=warpgroup:warps=1,5",
             r"a warpgroup is named by its first warp .* use warps=0,4",
         ),
+        (
+            "instrumentation:granularity=warp_2:warps=3",
+            r"granularity=warp_2: a unit is named by its first warp \(0, 2, 4, ...\); use warps=2",
+        ),
         ("instrumentation:aggregate=on:ctas=2", r"not supported with aggregate=on yet"),
         ("instrumentation:aggregate=on:warps=0", r"not supported with aggregate=on yet"),
         ("instrumentation:occupancy=max", r"occupancy='max': use occupancy=free or occupancy=keep"),

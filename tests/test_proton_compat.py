@@ -42,6 +42,10 @@ def _parsed(mode):
         ("default:metric_type=cycle:buffer_size=4096", Granularity.WARP, 4096 // ENTRY_BYTES),
         ("default:buffer_size=1000", Granularity.WARP, 32),  # 62 entries: down to a power of two
         ("default:granularity=warp_group", Granularity.WARPGROUP, AUTO),
+        ("default:granularity=warp_2", Granularity.WARP_2, AUTO),
+        ("default:granularity=warp_8", Granularity.WARP_8, AUTO),
+        ("default:granularity=warp_group_2", Granularity.WARPGROUP_2, AUTO),
+        ("default:granularity=warp_group_8", Granularity.WARPGROUP_8, AUTO),
         ("default:granularity=cta:buffer_strategy=circular", Granularity.CTA, AUTO),
         ("default:optimizations=clock32,time_shift", Granularity.WARP, AUTO),
     ],
@@ -55,7 +59,6 @@ def test_proton_mode_strings_map_silently_where_they_mean_something(proton, gran
 @pytest.mark.parametrize(
     ("proton", "named"),
     [
-        ("default:granularity=warp_2", "granularity=warp_2"),
         (
             "default:sampling_strategy=selective:sampling_options=0:granularity=cta",
             "sampling_strategy=selective",
@@ -74,6 +77,8 @@ def test_proton_fields_with_no_meaning_here_warn_once_naming_the_field(proton, n
         ("default:sampling_strategy=selective:sampling_options=0,2", (0, 2)),  # Proton's test_select_ids
         ("default:sampling_strategy=selective:sampling_options=2,0,2", (0, 2)),
         ("default:sampling_strategy=selective:sampling_options=1:granularity=warp_group", (4,)),
+        ("default:sampling_strategy=selective:sampling_options=1,3:granularity=warp_2", (2, 6)),
+        ("default:sampling_strategy=selective:sampling_options=1:granularity=warp_group_2", (8,)),
         ("default:sampling_strategy=none:sampling_options=0,2", ()),
     ],
 )
@@ -153,7 +158,7 @@ def test_host_scopes_nest_per_thread_and_close_in_order():
         ({"pool_bytes": "big"}, "at least 1048576"),
         ({"formats": "svg"}, "unknown trace format 'svg'"),
         ({"mode": "instrumentation:capacity=abc"}, "capacity=auto"),
-        ({"mode": "instrumentation:granularity=foo"}, "choose from warp, warpgroup, cta"),
+        ({"mode": "instrumentation:granularity=foo"}, "choose from warp, warp_2, warp_4, warp_8, warpgroup"),
     ],
 )
 def test_every_start_option_is_checked_with_the_allowed_values(tmp_path, options, message):

@@ -230,14 +230,31 @@ def vector_fields(dtype: np.dtype, names: Sequence[str]) -> int:
 
 
 class Granularity(str, enum.Enum):
-    """Which threads share one segment. Lane 0 of the unit's first warp writes for the unit."""
+    """Which threads share one segment: a warp, 2, 4 or 8 consecutive warps, a warpgroup
+    (WARPS_PER_WARPGROUP consecutive warps), 2, 4 or 8 consecutive warpgroups, or the CTA. Lane 0
+    of the unit's first warp writes for the unit."""
 
     WARP = "warp"
-    WARPGROUP = "warpgroup"  # WARPS_PER_WARPGROUP consecutive warps
+    WARP_2 = "warp_2"
+    WARP_4 = "warp_4"
+    WARP_8 = "warp_8"
+    WARPGROUP = "warpgroup"
+    WARPGROUP_2 = "warpgroup_2"
+    WARPGROUP_4 = "warpgroup_4"
+    WARPGROUP_8 = "warpgroup_8"
     CTA = "cta"
 
+    @property
+    def fixed_warps(self) -> int | None:
+        """Warps in one unit, or None for the CTA (as many as the kernel has)."""
+        if self is Granularity.CTA:
+            return None
+        kind, _, times = self.value.partition("_")
+        return (WARPS_PER_WARPGROUP if kind == "warpgroup" else 1) * int(times or 1)
+
     def warps_per_unit(self, num_warps: int) -> int:
-        return {"warp": 1, "warpgroup": WARPS_PER_WARPGROUP, "cta": num_warps}[self.value]
+        fixed = self.fixed_warps
+        return num_warps if fixed is None else fixed
 
 
 # --- aggregate mode: per-scope statistics instead of a ring ------------------------------------

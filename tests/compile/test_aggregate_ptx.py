@@ -224,6 +224,7 @@ def check_launch(case: interpreter.Case, result: interpreter.Launch, grid) -> No
 GRANULARITIES = {
     "warp": (Granularity.WARP, 4),
     "warpgroup": (Granularity.WARPGROUP, 8),
+    "warp_2": (Granularity.WARP_2, 4),
     "cta": (Granularity.CTA, 4),
 }
 

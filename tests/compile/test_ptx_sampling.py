@@ -42,6 +42,11 @@ CASES = {
         Mode(granularity=Granularity.WARPGROUP, capacity=4),
         8,
     ),
+    "warp_4": (
+        Mode(granularity=Granularity.WARP_4, capacity=4, warps=(4,)),
+        Mode(granularity=Granularity.WARP_4, capacity=4),
+        8,
+    ),
     "both-singles-ring": (
         Mode(pairs=False, capacity=2, ctas=(0, 5, 6), warps=(0, 2)),
         Mode(pairs=False, capacity=2),

@@ -449,6 +449,8 @@ MODES = {
     "warp-pairs-unstaged": (Mode(stage=False), 4),
     "warp-singles-ring": (Mode(pairs=False, capacity=2), 4),  # four single entries in a ring of 2
     "warpgroup": (Mode(granularity=Granularity.WARPGROUP, capacity=4), 8),
+    "warp_2": (Mode(granularity=Granularity.WARP_2, capacity=4), 8),  # Proton's warp_2: 2 warps a unit
+    "warpgroup_2": (Mode(granularity=Granularity.WARPGROUP_2, capacity=4), 16),  # 8 warps a unit
     "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
 }
 
