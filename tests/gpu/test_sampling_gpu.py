@@ -39,6 +39,7 @@ def _loop(num_warps: int = 4):
         ("instrumentation:warps=1,3", list(range(CTAS)), [1, 3], 4),
         ("instrumentation:ctas=2:warps=0,2:pairs=off", list(range(0, CTAS, 2)), [0, 2], 4),
         ("instrumentation:granularity=warpgroup:warps=4", list(range(CTAS)), [4], 8),
+        ("instrumentation:granularity=warp_2:warps=2,6", list(range(CTAS)), [2, 6], 8),
     ],
 )
 def test_only_the_sampled_ctas_and_warps_record_and_each_exactly_its_records(
@@ -182,3 +183,29 @@ def test_graph_replays_of_a_sampled_kernel_record_the_sampled_ctas_each_time(tmp
     for _, events in per_launch:
         assert sorted(events["cta"].unique()) == list(range(0, n // block, 8))
         assert len(events) == (n // block // 8) * 4 * 3
+
+
+@pytest.mark.parametrize(
+    "granularity, num_warps, first_warps",
+    [
+        ("warp_2", 8, [0, 2, 4, 6]),
+        ("warp_4", 8, [0, 4]),
+        ("warp_8", 8, [0]),
+        ("warpgroup_2", 16, [0, 8]),
+    ],
+)
+def test_units_of_several_warps_record_once_each_by_their_first_warp(
+    tmp_path, granularity, num_warps, first_warps
+):
+    """Proton's warp_2..8 and warp_group_2..8: one unit of that many warps records, exactly."""
+    torch.manual_seed(0)
+    out, result = profiled(
+        tmp_path, granularity, lambda: _loop(num_warps), mode=f"instrumentation:granularity={granularity}"
+    )
+    torch.manual_seed(0)
+    assert torch.equal(out, _loop(num_warps))
+    per_unit = result.events.groupby(["cta", "warp", "scope"]).size().unstack()
+    assert sorted({warp for _, warp in per_unit.index}) == first_warps
+    assert len(per_unit) == CTAS * len(first_warps)
+    assert (per_unit["outer"] == 1).all() and (per_unit["step"] == ITERS).all()
+    assert int(result.trace.launches["overwritten"].sum()) == 0
