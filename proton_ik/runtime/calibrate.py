@@ -35,7 +35,7 @@ def time_shifts(mode: Mode) -> dict[str, int]:
     """The empty-scope cost of single records and of pairs, in cycles, for the viewer. Timed as a
     trace: an aggregate begin and end read the clock as a pair's do, so the pair's cost is theirs.
     And unsampled: sampling changes no record's instructions, and the calibration kernel's one
-    CTA of 4 warps must record whatever CTAs and warps the mode samples."""
+    CTA (of 4 warps, or one unit of a granularity of more) must record whatever the mode samples."""
     mode = dataclasses.replace(mode, aggregate=False, ctas=1, warps=())
     return {
         "single": empty_scope_cycles(dataclasses.replace(mode, pairs=False)),
@@ -61,7 +61,9 @@ def empty_scope_cycles(mode: Mode) -> int:
     try:
         with compile_mode.compiling(calibration_mode):
             out = torch.zeros(1, dtype=torch.int32, device="cuda")
-            kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=4)
+            # At least one unit of the mode's granularity (warpgroup_8: 32 warps).
+            warps = max(4, mode.granularity.fixed_warps or 4)
+            kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=warps)
             torch.cuda.synchronize()
     finally:
         set_profile_allocator(None)

@@ -451,6 +451,7 @@ MODES = {
     "warpgroup": (Mode(granularity=Granularity.WARPGROUP, capacity=4), 8),
     "warp_2": (Mode(granularity=Granularity.WARP_2, capacity=4), 8),  # Proton's warp_2: 2 warps a unit
     "warpgroup_2": (Mode(granularity=Granularity.WARPGROUP_2, capacity=4), 16),  # 8 warps a unit
+    "warp_8": (Mode(granularity=Granularity.WARP_8, capacity=4), 8),  # one unit: the CTA's 8 warps
     "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
 }
 
