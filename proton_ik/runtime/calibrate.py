@@ -43,6 +43,11 @@ def time_shifts(mode: Mode) -> dict[str, int]:
     }
 
 
+def calibration_warps(mode: Mode) -> int:
+    """The calibration kernel's warps: 4, or one unit of a granularity of more (warpgroup_8: 32)."""
+    return max(4, mode.granularity.fixed_warps or 4)
+
+
 def empty_scope_cycles(mode: Mode) -> int:
     """Median cycles between the begin and end records of an empty scope, on the current GPU."""
     import torch
@@ -61,9 +66,7 @@ def empty_scope_cycles(mode: Mode) -> int:
     try:
         with compile_mode.compiling(calibration_mode):
             out = torch.zeros(1, dtype=torch.int32, device="cuda")
-            # At least one unit of the mode's granularity (warpgroup_8: 32 warps).
-            warps = max(4, mode.granularity.fixed_warps or 4)
-            kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=warps)
+            kernel = _empty_scopes[(1,)](out, REPEATS=EMPTY_SCOPES, num_warps=calibration_warps(mode))
             torch.cuda.synchronize()
     finally:
         set_profile_allocator(None)
