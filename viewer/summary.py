@@ -129,18 +129,28 @@ def _launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
 
 def _labelled(frame: pd.DataFrame, labels: pd.DataFrame | None) -> pd.DataFrame:
     """``frame`` with string ``kernel``, ``host_scope`` ("" for none) and ``name`` (the kernel's
-    where the launch has none) columns, looked up by its ``launch`` column."""
-    kernel = frame["kernel"].astype(str)
-    host = pd.Series("", index=frame.index, dtype=object)
-    name = kernel
-    if labels is not None and len(frame):
-        launch = frame["launch"]
+    where the launch has none) columns, looked up by its ``launch`` column. The strings are made
+    once per (launch, kernel) and spread to the rows by index: a session of millions of events
+    has a few thousand launches."""
+    if not len(frame):
+        empty = pd.Series([], index=frame.index, dtype=object)
+        return frame.assign(kernel=empty, host_scope=empty, name=empty)
+    kernel_codes, kernels = pd.factorize(frame["kernel"], use_na_sentinel=False)
+    # One key per (launch, kernel), factorized by hashing: no sort of the rows.
+    key = frame["launch"].to_numpy().astype(np.int64) * len(kernels) + kernel_codes
+    inverse, keys = pd.factorize(key)
+    kernel = np.asarray(kernels, dtype=object)[keys % len(kernels)].astype(str).astype(object)
+    host = np.full(len(keys), "", dtype=object)
+    name = kernel.copy()
+    if labels is not None:
+        launches = pd.Series(keys // len(kernels))
         if "host_scope" in labels:
-            host = launch.map(labels["host_scope"]).astype(object).where(lambda v: v.notna(), "")
+            found = launches.map(labels["host_scope"])
+            host = found.where(found.notna(), "").astype(str).to_numpy(dtype=object)
         if "name" in labels:
-            name = launch.map(labels["name"]).astype(object)
-            name = name.where(name.notna(), kernel)
-    return frame.assign(kernel=kernel, host_scope=host.astype(str), name=name.astype(str))
+            found = launches.map(labels["name"])
+            name = np.where(found.notna().to_numpy(), found.astype(str).to_numpy(dtype=object), kernel)
+    return frame.assign(kernel=kernel[inverse], host_scope=host[inverse], name=name[inverse])
 
 
 def _with_files(frame: pd.DataFrame) -> pd.DataFrame:
