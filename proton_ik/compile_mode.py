@@ -25,8 +25,6 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator
 
-from triton import knobs
-
 from proton_ik.mode import Mode
 
 __all__ = ["active_mode", "compiling", "on_change", "plain", "set_mode"]
@@ -79,6 +77,8 @@ def set_mode(mode: Mode | None) -> Mode | None:
             else:
                 triton_hook.install()
         _mode = mode
+        from triton import knobs  # here: importing proton_ik (its viewer, on a laptop) needs no Triton
+
         knobs.compilation.instrumentation_mode = "" if mode is None else mode.knob
         if mode != previous:
             for listener in _listeners:

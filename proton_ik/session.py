@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import triton
-
 from proton_ik import compile_mode, session_files
 from proton_ik.contract.session_format import CLOCK_PAIRS
 from proton_ik.mode import Mode
@@ -199,7 +197,7 @@ class Session:
             "mode": str(self.mode),
             "device": properties.name,
             "sm_count": properties.multi_processor_count,
-            "triton": triton.__version__,
+            "triton": _triton_version(),
             "torch": torch.__version__,
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
@@ -409,3 +407,9 @@ def warn_of_stalls(stalls: list) -> float:
         stacklevel=4,  # the user's call of proton_ik.finalize
     )
     return waited
+
+
+def _triton_version() -> str:
+    import triton  # here, not at the top: reading sessions (proton_ik.viewer) needs no Triton
+
+    return str(triton.__version__)
