@@ -41,15 +41,15 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from proton_ik.contract.layout import (
-    TAG_END_BIT,
-    TAG_KIND_MASK,
-    TAG_KIND_SHIFT,
-    TAG_PAIR_BIT,
     TAG_SCOPE_MASK,
     VERSION,
     BufferLayout,
     Granularity,
     RecordKind,
+    tag_is_end,
+    tag_kind,
+    tag_name_id,
+    tag_paired,
 )
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect.pikgpu_operands import OPERAND_OPS
@@ -58,7 +58,7 @@ from proton_ik.dialect.pikgpu_operands import OPERAND_OPS
 def _verify_tag(tag: int) -> None:
     if not 0 <= tag < 1 << 32:
         raise VerifyException(f"tag {tag} does not fit 32 bits")
-    kind = (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
+    kind = tag_kind(tag)
     if kind not in {k.value for k in RecordKind}:
         raise VerifyException(f"tag {tag:#x} has an unknown record kind {kind}")
 
@@ -66,7 +66,8 @@ def _verify_tag(tag: int) -> None:
 @irdl_op_definition
 class SegmentSetupOp(IRDLOperation):
     """Compute this unit's segment from ``profile_scratch``, the linear CTA id and the warp, and
-    write the CTA header (magic, version, CTA id, %smid, grid) and the unit's start times. With
+    read the unit's start times; it stores nothing (``pikgpu.finalize``, the epilogue, writes
+    the CTA header and the unit header at the unit's exit: ``lowering.frame_ptx``). With
     sampling (``cta_stride``, ``cta_ids``, ``unit_ids``: ``contract.sampling``) the segment is at
     the CTA's and the unit's ranks among the sampled ones, and the others write nothing.
 
@@ -208,14 +209,14 @@ class StoreRecordOp(IRDLOperation):
 
     @property
     def is_end(self) -> bool:
-        return bool(self.tag.value.data >> TAG_END_BIT & 1)
+        return bool(tag_is_end(self.tag.value.data))
 
     def verify_(self) -> None:
         tag = self.tag.value.data
         _verify_tag(tag)
-        if tag >> TAG_PAIR_BIT & 1:
+        if tag_paired(tag):
             raise VerifyException(f"tag {tag:#x} has the pair bit, which only pikgpu.store_pair sets")
-        if (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK == RecordKind.VALUE:
+        if tag_kind(tag) == RecordKind.VALUE:
             raise VerifyException(f"tag {tag:#x} is a value record's, which pikgpu.store_value stores")
         if not isinstance(self.clock.owner, ReadClockOp):
             raise VerifyException("pikgpu.store_record must store the result of a pikgpu.read_clock")
@@ -254,13 +255,13 @@ class StorePairOp(IRDLOperation):
         begin, end = self.begin_tag.value.data, self.end_tag.value.data
         _verify_tag(begin)
         _verify_tag(end)
-        if (begin | end) >> TAG_KIND_SHIFT & TAG_KIND_MASK != RecordKind.SCOPE:
+        if tag_kind(begin | end) != RecordKind.SCOPE:
             raise VerifyException(f"tags {begin:#x}, {end:#x}: only scope records are stored as a pair")
-        if end >> TAG_PAIR_BIT & 1:
+        if tag_paired(end):
             raise VerifyException(f"end tag {end:#x} has the pair bit, which only a begin tag carries")
-        if not begin >> TAG_PAIR_BIT & 1 or begin >> TAG_END_BIT & 1:
+        if not tag_paired(begin) or tag_is_end(begin):
             raise VerifyException(f"begin tag {begin:#x} must be a begin with the pair bit set")
-        if not end >> TAG_END_BIT & 1 or (begin & TAG_SCOPE_MASK) != (end & TAG_SCOPE_MASK):
+        if not tag_is_end(end) or tag_name_id(begin) != tag_name_id(end):
             raise VerifyException(f"end tag {end:#x} must end the scope that begin tag {begin:#x} begins")
         for clock in (self.begin_clock, self.end_clock):
             if not isinstance(clock.owner, ReadClockOp):

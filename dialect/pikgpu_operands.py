@@ -36,13 +36,12 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from proton_ik.contract.layout import (
-    TAG_INDEX_MASK,
-    TAG_INDEX_SHIFT,
-    TAG_KIND_MASK,
-    TAG_KIND_SHIFT,
-    TAG_PAIR_BIT,
     RecordKind,
     ValueType,
+    tag_index,
+    tag_is_end,
+    tag_kind,
+    tag_paired,
 )
 
 VALUE_TYPE_NAMES = {"i32": ValueType.INT32, "u32": ValueType.UINT32, "f32": ValueType.FLOAT32}
@@ -57,7 +56,7 @@ def _site(site: int | None) -> dict[str, Attribute]:
 def _verify_kind(op: IRDLOperation, tag: int, kind: RecordKind) -> None:
     if not 0 <= tag < 1 << 32:
         raise VerifyException(f"{op.name}: tag {tag} does not fit 32 bits")
-    if (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK != kind or tag >> TAG_PAIR_BIT & 1:
+    if tag_kind(tag) != kind or tag_paired(tag):
         raise VerifyException(f"{op.name}: tag {tag:#x} must be an unpaired {kind.name} record's")
 
 
@@ -135,12 +134,12 @@ class StoreEventOp(IRDLOperation):
 
     @property
     def is_end(self) -> bool:
-        return bool(self.tag.value.data >> 31 & 1)
+        return bool(tag_is_end(self.tag.value.data))
 
     def verify_(self) -> None:
         tag = self.tag.value.data
         _verify_kind(self, tag, RecordKind.EVENT)
-        if (tag >> TAG_INDEX_SHIFT) & TAG_INDEX_MASK:
+        if tag_index(tag):
             raise VerifyException(f"{self.name}: tag {tag:#x} has index bits; the index operand sets them")
         _verify_from(self, self.clock, _READ_CLOCK, "clock")
         _verify_from(self, self.index, RegisterOp.name, "index")

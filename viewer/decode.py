@@ -19,18 +19,17 @@ from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_DTYPE,
     MAGIC,
-    TAG_END_BIT,
-    TAG_INDEX_MASK,
-    TAG_INDEX_SHIFT,
-    TAG_KIND_MASK,
-    TAG_KIND_SHIFT,
-    TAG_PAIR_BIT,
-    TAG_SCOPE_MASK,
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
     RecordKind,
     records_written,
+    tag_index,
+    tag_is_end,
+    tag_kind,
+    tag_name_id,
+    tag_paired,
+    tag_without_pair,
 )
 from proton_ik.viewer.clock_extension import CLOCK_LOW_MASK, extend_clocks
 
@@ -103,7 +102,7 @@ class RecordTable:
     @property
     def instance(self) -> np.ndarray:
         """int64, an event record's instance (its ``index=``; 0 for other records)."""
-        return ((self.tag >> TAG_INDEX_SHIFT) & TAG_INDEX_MASK).astype(np.int64)
+        return tag_index(self.tag).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -292,9 +291,9 @@ def _decode_records(
     words = entries.entries.view(np.uint32).reshape(-1, 4)
     picked = words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
     first_tag, first_low, second_tag, second_low = picked.T
-    paired = (first_tag & np.uint32(1 << TAG_PAIR_BIT)) != 0
+    paired = tag_paired(first_tag) != 0
     # A value mark's entry holds one record and, in its second half, the value and its type.
-    is_value = ((first_tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK) == RecordKind.VALUE
+    is_value = tag_kind(first_tag) == RecordKind.VALUE
 
     # Entries were written in time order, each when its last record was taken (a pair's end),
     # so those clocks extend to 64 bits like a plain sequence: backwards from a finished unit's
@@ -310,7 +309,7 @@ def _decode_records(
     unit_row, tag, clock, from_pair = _interleave(
         paired, (entry_unit, entry_unit), (first_tag, second_tag), (first_clock, last_clock), (paired, paired)
     )
-    tag &= ~np.uint32(1 << TAG_PAIR_BIT)
+    tag = tag_without_pair(tag).astype(np.uint32)
     if is_value.any():
         none = np.zeros(len(paired), np.uint32)
         value, value_type = _interleave(
@@ -335,9 +334,9 @@ def _decode_records(
         unit_row=unit_row,
         index=index,
         tag=tag,
-        kind=((tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK).astype(np.int64),
-        scope=(tag & TAG_SCOPE_MASK).astype(np.int64),
-        is_end=((tag >> TAG_END_BIT) & 1).astype(bool),
+        kind=tag_kind(tag).astype(np.int64),
+        scope=tag_name_id(tag).astype(np.int64),
+        is_end=tag_is_end(tag).astype(bool),
         clock=clock,
         paired=from_pair,
         value=value,

@@ -29,18 +29,17 @@ loads: the start's clock and %globaltimer wait in registers as their low 32 bits
 epilogue rebuilds them as the end's values less the 32-bit distances (exact while a unit runs
 under 2**32 cycles and 2**32 ns, about 2 s and 4 s). The runtime clears the headers of every
 launch it has drained, so a unit that never reached its exit reads as unfinished, with no
-entries and no times. The bytes mean what they meant, so the version is unchanged.
+entries and no times.
 
 Records of other kinds (``RecordKind``) share the ring: an event's start or end and a mark are
 one record each, their tag's ``TAG_INDEX`` bits holding an event's instance (``index=``); a
 value mark is one entry ``VALUE_ENTRY_DTYPE`` {tag, clock, value, value type}, counted as a
 single record (its second 8 bytes are its payload, not a record). A false predicate writes no
-entry and counts none. Version 2 files from before these kinds hold only scopes, so their bytes
-mean what they meant: the version is unchanged.
+entry and counts none.
 
 With sampling (``BufferLayout.sampling``, ``contract.sampling``) the regions are the sampled
 CTAs' only and the segments the sampled units' only, each CTA header still naming its linear
-CTA id. Unsampled layouts are byte for byte what they were, so the version is unchanged.
+CTA id.
 
 In aggregate mode (``BufferLayout.aggregate_scopes`` > 0) there is no ring (the CTA header's
 capacity is 0): a unit's segment holds, after its header, one ``AGGREGATE_STATS_DTYPE`` per
@@ -54,9 +53,12 @@ The CTA header's cluster fields (sm_90 and later: ``%clusterid``, ``%cluster_cta
 ``%cluster_nctarank``) sit where three reserved words were, which every writer before them set
 to 0. A ``cluster_ctas`` of 0 reads "not recorded": an older file, or a kernel compiled for a
 target before sm_90, whose epilogue stores 0 there. A CTA launched without clusters records a
-cluster of one CTA, its own. So old bytes keep their meaning and the version is unchanged.
+cluster of one CTA, its own.
 
-Bump ``VERSION`` whenever anything in this file changes meaning.
+**Version 2** holds all of the above. Each was added so that the bytes written before it keep
+their meaning (files from before events hold only scopes; unsampled layouts are byte for byte
+what they were; zeros in the cluster fields read "not recorded"), so none of them changed the
+version. Bump ``VERSION`` whenever anything in this file changes meaning.
 """
 
 from __future__ import annotations
@@ -124,6 +126,38 @@ def make_tag(
         | (index << TAG_INDEX_SHIFT)
         | scope_id
     )
+
+
+# Reading a tag: each of these takes an int or an array of tags (numpy uint32), as make_tag's
+# reverse; the dialect's verifiers and the decoder read tags through them.
+def tag_kind(tag: Any) -> Any:
+    """The record kind (``RecordKind``'s value)."""
+    return (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
+
+
+def tag_is_end(tag: Any) -> Any:
+    """1 for a scope's end or an event's end, 0 otherwise."""
+    return (tag >> TAG_END_BIT) & 1
+
+
+def tag_paired(tag: Any) -> Any:
+    """1 on the first record of an entry whose second record is its end."""
+    return (tag >> TAG_PAIR_BIT) & 1
+
+
+def tag_index(tag: Any) -> Any:
+    """An event record's instance."""
+    return (tag >> TAG_INDEX_SHIFT) & TAG_INDEX_MASK
+
+
+def tag_name_id(tag: Any) -> Any:
+    """The scope's, event's or mark's row of the kernel's name table."""
+    return tag & TAG_SCOPE_MASK
+
+
+def tag_without_pair(tag: Any) -> Any:
+    """The tag with its pair bit cleared: the record as a single entry would carry it."""
+    return tag & (0xFFFFFFFF ^ (1 << TAG_PAIR_BIT))
 
 
 # --- CTA header: 64 bytes --------------------------------------------------------------------

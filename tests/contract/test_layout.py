@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from proton_ik.contract import layout
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_DTYPE,
@@ -63,3 +67,22 @@ def test_anything_but_one_aligned_run_of_fields_is_refused(dtype, names, problem
 
 def test_a_warpgroup_is_the_layouts_number_of_warps():
     assert Granularity.WARPGROUP.warps_per_unit(8) == WARPS_PER_WARPGROUP == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name_id=st.integers(0, layout.MAX_SCOPES - 1),
+    is_end=st.booleans(),
+    kind=st.sampled_from(list(layout.RecordKind)),
+    paired=st.booleans(),
+    index=st.integers(0, layout.MAX_EVENT_INSTANCES - 1),
+)
+def test_a_tag_reads_back_as_it_was_made_from_an_int_or_an_array(name_id, is_end, kind, paired, index):
+    tag = layout.make_tag(name_id, is_end, kind, paired=paired, index=index)
+    tags = np.array([tag, tag], dtype=np.uint32)
+    for value in (tag, tags):
+        assert np.all(layout.tag_name_id(value) == name_id) and np.all(layout.tag_is_end(value) == is_end)
+        assert np.all(layout.tag_kind(value) == kind) and np.all(layout.tag_paired(value) == paired)
+        assert np.all(layout.tag_index(value) == index)
+        assert np.all(layout.tag_without_pair(value) == layout.make_tag(name_id, is_end, kind, index=index))
+    assert layout.tag_without_pair(tags).dtype == np.uint32
