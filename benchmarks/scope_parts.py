@@ -32,9 +32,9 @@ import proton_ik
 from proton_ik.dialect import make_context
 from proton_ik.dialect.markers import is_marker
 from proton_ik.lowering import ptx_text
+from proton_ik.lowering.instrument import Instrumented, instrument, update_metadata
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU
 from proton_ik.lowering.pikgpu_to_ptx import apply_plan, plan_ptx
-from proton_ik.lowering.pipeline import Instrumented, instrument, update_metadata
 from proton_ik.mode import Mode
 
 __all__ = ["LABELS", "PARTS", "compiling", "frame_only", "knob"]

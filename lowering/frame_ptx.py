@@ -26,8 +26,7 @@ from proton_ik.contract.layout import (
     VERSION,
 )
 from proton_ik.dialect.pikgpu import SegmentSetupOp
-from proton_ik.lowering import sampling as sampling_ptx
-from proton_ik.lowering import staging
+from proton_ik.lowering import sampling_ptx, staging
 from proton_ik.lowering.stores_ptx import POLICY, header_store
 
 EXIT_LABEL = "$pik_exit"

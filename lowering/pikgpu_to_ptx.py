@@ -49,10 +49,10 @@ from proton_ik.lowering import (
     frame_ptx,
     placement,
     ptx_text,
+    sampling_ptx,
     staging,
     stores_ptx,
 )
-from proton_ik.lowering import sampling as sampling_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 EXIT_LABEL = frame_ptx.EXIT_LABEL

@@ -32,7 +32,7 @@ from triton import knobs
 
 from proton_ik import compile_mode
 from proton_ik.lowering import occupancy, staging
-from proton_ik.lowering.pipeline import instrument, update_metadata
+from proton_ik.lowering.instrument import instrument, update_metadata
 from proton_ik.lowering.proton_records import TranslatedCopies
 from proton_ik.mode import Mode
 

@@ -45,7 +45,7 @@ from proton_ik.contract.layout import (
     field_offset,
 )
 from proton_ik.runtime.loaded import KernelInfo
-from proton_ik.runtime.pool import Chunk, RingPool
+from proton_ik.runtime.pool import PoolChunk, RingPool
 
 # meta, bytes, and whether the bytes are already trimmed (headers and written entries only)
 Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
@@ -59,11 +59,11 @@ LAUNCHES_PER_EVENT = 8
 
 
 @dataclass(slots=True)
-class Launch:
+class QueuedLaunch:
     """One launch waiting in the pool: what the launch path keeps of it (the session file's
     metadata is made from it on the drain thread, ``meta``), its chunk, and its event."""
 
-    chunk: Chunk
+    chunk: PoolChunk
     number: int | None = None  # None: not recorded; only give the chunk back once it is done
     kernel: KernelInfo | None = None
     num_ctas: int = 0
@@ -97,7 +97,7 @@ class _Copied:
     """A launch taken off the queue, and what the writer thread is to write of it (nothing when
     ``meta`` is None: a launch not recorded, or a copy that failed)."""
 
-    launch: Launch
+    launch: QueuedLaunch
     meta: dict[str, Any] | None = None
     data: np.ndarray | None = None
     trimmed: bool = False
@@ -136,11 +136,11 @@ class Drain:
         self._drain_at = DRAIN_AT * self.pool.capacity
         # Per stream handle, the launches since its last event. Events are recorded only on the
         # user's threads (a drain thread's record could land inside a capture the user began).
-        self._unevented: dict[int, list[Launch]] = {}
+        self._unevented: dict[int, list[QueuedLaunch]] = {}
         self._sealing = threading.Lock()
         # Launches are appended by the launching threads without a lock (a deque's append is
         # atomic): a lock the drain thread also takes would make each launch wait for it.
-        self._waiting: collections.deque[Launch] = collections.deque()
+        self._waiting: collections.deque[QueuedLaunch] = collections.deque()
         self._cond = threading.Condition(threading.Lock())
         self._flush_upto = 0  # drain until this many launches have been taken since start
         self._taken = 0
@@ -161,7 +161,7 @@ class Drain:
         self._writer.start()
 
     # --- the user's thread -----------------------------------------------------------------
-    def allocate(self, size: int) -> Chunk:
+    def allocate(self, size: int) -> PoolChunk:
         """A chunk of the arena; while the pool is full, wait for the oldest launch to leave."""
         return self.pool.allocate(size, self._wait_for_room)  # PoolTooSmall for a launch too large
 
@@ -187,7 +187,7 @@ class Drain:
         except IndexError:
             return self._torch.cuda.Event()
 
-    def submit(self, launch: Launch, stream: int) -> None:
+    def submit(self, launch: QueuedLaunch, stream: int) -> None:
         """Queue a launch just enqueued on ``stream``; it stays on the device for now. It gets an
         event of its own (shared with the stream's launches since the last one) when it is the
         stream's ``LAUNCHES_PER_EVENT``-th since then, when the pool is past the drain mark, or
@@ -219,7 +219,7 @@ class Drain:
                 if unevented:
                     self._seal_stream(stream, unevented)
 
-    def _seal_stream(self, stream: int, unevented: list[Launch]) -> None:
+    def _seal_stream(self, stream: int, unevented: list[QueuedLaunch]) -> None:
         """One event after the launches of ``stream`` since its last one (under ``_sealing``)."""
         event = self._event()
         self._record_event(event, self.stream(stream))
@@ -375,7 +375,7 @@ class Drain:
                     True,
                 )
 
-    def _copy_written(self, chunk: Chunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
+    def _copy_written(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
         """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their
         counts first, then only what they say."""
         torch = self._torch
@@ -413,7 +413,7 @@ class Drain:
         self.copied_bytes += gathered.numel()
         return trimmed_from_gathered(self._host_bytes[window], layout, num_ctas, kept)
 
-    def _clear_headers(self, chunk: Chunk, layout: BufferLayout, num_ctas: int) -> None:
+    def _clear_headers(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> None:
         """Zero the CTA and unit headers of a launch just copied, on the side stream after the
         copy and before the chunk goes back to the pool: a few bytes per unit, not the entries."""
         torch = self._torch

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik.runtime.drain import Launch
+from proton_ik.runtime.drain import QueuedLaunch
 from proton_ik.runtime.hooks import CapturedLaunch, LaunchRecorder
 
 _ATTRIBUTE = "_proton_ik_captured"
@@ -124,7 +124,7 @@ class GraphFollower:
             drain.arena[chunk.offset : chunk.offset + size].copy_(launch.buffer, non_blocking=True)
             extra = {**(launch.extra or {}), "graph": captured.number, "replay": replay}
             number = recorder.next_launch()
-            queued = Launch(
+            queued = QueuedLaunch(
                 chunk, number, launch.kernel, launch.num_ctas, launch.stream, launch.device, extra
             )
             drain.submit(queued, stream.cuda_stream)

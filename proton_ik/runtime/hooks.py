@@ -31,9 +31,9 @@ from triton.compiler.compiler import CompiledKernel
 from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
-from proton_ik.runtime.drain import Drain, Launch, Sink
+from proton_ik.runtime.drain import Drain, QueuedLaunch, Sink
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load
-from proton_ik.runtime.pool import Chunk, PoolTooSmall
+from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
 
 
 def grid_ctas(grid: Any) -> int | None:
@@ -113,7 +113,7 @@ def _launch_names(data: dict[str, Any]) -> dict[str, Any]:
 # (kernel or None, the grid's CTAs where the allocator knew them or None, bytes, stream, then
 #  the drain and its pool chunk, or, inside a CUDA graph capture, None, None and a tensor of the
 #  graph's pool)
-_Allocation = tuple[Any, "int | None", int, int, "Drain | None", "Chunk | None", Any]
+_Allocation = tuple[Any, "int | None", int, int, "Drain | None", "PoolChunk | None", Any]
 
 
 def _num_ctas(kernel: KernelInfo, ctas: int | None, size: int) -> int:
@@ -178,7 +178,7 @@ class LaunchRecorder:
     Every microsecond here is added to every launch of the user's program, so the launch path
     (the ``launch_metadata`` wrapper, ``allocate``, ``exit``) makes no Python object it can avoid
     and takes no lock another thread holds for long; the session file's metadata of a launch is
-    made later, on the drain thread (``drain.Launch.meta``). There is no enter hook: the
+    made later, on the drain thread (``drain.QueuedLaunch.meta``). There is no enter hook: the
     allocator and the exit hook see everything it would.
     """
 
@@ -291,12 +291,12 @@ class LaunchRecorder:
         assert drain is not None and chunk is not None
         if kernel is None or not self.recording:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
-            drain.submit(Launch(chunk), stream)
+            drain.submit(QueuedLaunch(chunk), stream)
             return
         number = self.next_launch()
         extra = self._extra(launch)
         num_ctas = ctas if ctas is not None else size // kernel.cta_bytes
-        drain.submit(Launch(chunk, number, kernel, num_ctas, stream, drain.device, extra), stream)
+        drain.submit(QueuedLaunch(chunk, number, kernel, num_ctas, stream, drain.device, extra), stream)
         if self._flush_checked and self.flush.due(number + 1):
             for each in list(self.drains.values()):
                 each.flush_soon()

@@ -21,7 +21,7 @@ class PoolTooSmall(RuntimeError):
 
 
 @dataclass(slots=True)
-class Chunk:
+class PoolChunk:
     offset: int
     size: int
     skip: int  # bytes left unused at the end of the arena to wrap this chunk to offset 0
@@ -36,7 +36,7 @@ class RingPool:
         self.align = align
         self._head = 0  # next free byte
         self._used = 0  # bytes between tail and head, skips included
-        self._live: collections.deque[Chunk] = collections.deque()
+        self._live: collections.deque[PoolChunk] = collections.deque()
         self._lock = threading.Lock()
         self.high_water = 0
         self.handed_out = 0  # bytes of every chunk handed out so far: what a pool holding all would need
@@ -44,7 +44,7 @@ class RingPool:
     def _round(self, size: int) -> int:
         return -(-max(size, 1) // self.align) * self.align
 
-    def try_allocate(self, size: int) -> Chunk | None:
+    def try_allocate(self, size: int) -> PoolChunk | None:
         align = self.align
         need = -(-size // align) * align if size > 0 else align  # self._round, inline: once a launch
         if need > self.capacity:
@@ -61,14 +61,14 @@ class RingPool:
             offset = 0 if skip else self._head
             self._head = (offset + need) % self.capacity
             self._used += skip + need
-            chunk = Chunk(offset, size, skip)
+            chunk = PoolChunk(offset, size, skip)
             self._live.append(chunk)
             self.handed_out += need
             if self._used > self.high_water:
                 self.high_water = self._used
             return chunk
 
-    def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> Chunk:
+    def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> PoolChunk:
         """A chunk of ``size`` bytes; while the ring is full, ``wait_for_oldest()`` frees space."""
         while True:
             chunk = self.try_allocate(size)
@@ -77,7 +77,7 @@ class RingPool:
             if not wait_for_oldest():
                 raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
 
-    def release(self, chunk: Chunk) -> None:
+    def release(self, chunk: PoolChunk) -> None:
         """Give a chunk back; space is reclaimed in allocation order."""
         with self._lock:
             chunk.released = True

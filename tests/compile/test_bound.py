@@ -26,7 +26,7 @@ from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ttir_bound
 from proton_ik.lowering.collect import collect_markers
-from proton_ik.lowering.pipeline import choose_capacity, instrument, kernel_metadata, next_power_of_two
+from proton_ik.lowering.instrument import choose_capacity, instrument, kernel_metadata, next_power_of_two
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, MAX_CAPACITY, Mode
 
 # --- PTX in, bound out -------------------------------------------------------------------------

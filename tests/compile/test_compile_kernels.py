@@ -34,8 +34,8 @@ from proton_ik.contract.layout import (
     vector_fields,
 )
 from proton_ik.lowering import placement
+from proton_ik.lowering.instrument import next_power_of_two
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
-from proton_ik.lowering.pipeline import next_power_of_two
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
 
 TARGET = GPUTarget("cuda", 90, 32)

@@ -28,9 +28,9 @@ from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import placement
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.collect import collect_markers
+from proton_ik.lowering.instrument import instrument
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL, PASS_NAME, lower_to_ptx, plan_ptx
-from proton_ik.lowering.pipeline import instrument
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
 
 # A single record: slot (and, mad), clock, store, count the entry, count the single.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from proton_ik.lowering import placement
-from proton_ik.lowering.pipeline import instrument
+from proton_ik.lowering.instrument import instrument
 from proton_ik.mode import Mode
 
 

@@ -21,7 +21,7 @@ from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.kernel_scope import around_kernel
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, scope_count, unit_count
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
-from proton_ik.lowering.sampling import layout_sampling
+from proton_ik.lowering.sampling_ptx import layout_sampling
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
 
 
