@@ -8,9 +8,9 @@
   the CTA and unit headers, the start and end clocks), with every record dropped.
 - the mode itself, with its records, compiles as proton_ik compiles it (not here).
 
-A part named ``frame/<name>`` is the frame changed by one of ``frame_variants.FRAME_EXPERIMENTS``
+A part named ``frame/<name>`` is the frame changed by one of ``frame_edits.FRAME_EXPERIMENTS``
 (no %globaltimer, no header stores, ...): where the frame's cost goes, in docs/PERFORMANCE.md;
-``full/<name>``, the mode with its records changed by one of ``frame_variants.RECORD_EXPERIMENTS``.
+``full/<name>``, the mode with its records changed by one of ``frame_edits.RECORD_EXPERIMENTS``.
 
 A part compiles inside ``proton_ik.instrumented(mode)``, so that the markers are emitted, with an
 ``instrumentation_mode`` knob of its own (``proton_ik_part:frame:instrumentation:...``). Triton's
@@ -55,7 +55,7 @@ def knob(part: str, mode: Mode) -> str:
 
 def _lowering(part: str) -> Callable[[str, Mode, int, dict], str]:
     """How ``part`` lowers a kernel's PTX."""
-    from benchmarks.frame_variants import FRAME_EXPERIMENTS, RECORD_EXPERIMENTS
+    from benchmarks.frame_edits import FRAME_EXPERIMENTS, RECORD_EXPERIMENTS
 
     for prefix, what, edits, lower in (
         (EXPERIMENT, "frame experiment", FRAME_EXPERIMENTS, _frame_ptx),

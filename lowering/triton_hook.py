@@ -4,7 +4,8 @@ Installed through ``triton.knobs.runtime.add_stages_inspection_hook``; it wraps 
 stage, so it runs after LLVM's optimizer and before ptxas, and the "ttir" stage (Triton kernels
 only; Gluon starts at TTGIR), whose text bounds the records of scopes in loops with a constant
 trip count (``lowering.bound``). Which mode is active is not kept here: ``proton_ik.compile_mode``
-is its one home, and installs this hook while a mode is set. The mode travels in
+is its one home, and installs this hook while a mode is set, handing it the function that reads
+the compiling thread's mode. The mode travels in
 ``knobs.compilation.instrumentation_mode``, which is part of Triton's cache key, so plain and
 instrumented binaries never mix. This works with no GPU: inside ``proton_ik.instrumented()``,
 ``triton.compile(src, target=GPUTarget("cuda", 90, 32))`` gives an instrumented cubin. Under
@@ -25,12 +26,12 @@ handed a copy with those ops translated into our markers.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import triton
 import triton.compiler.compiler as compiler_module
 from triton import knobs
 
-from proton_ik import compile_mode
 from proton_ik.lowering import occupancy, staging
 from proton_ik.lowering.instrument import instrument, update_metadata
 from proton_ik.lowering.proton_records import TranslatedCopies
@@ -46,7 +47,7 @@ def _mode_for(options) -> Mode | None:
     if configured:
         return Mode.from_knob(configured)
     # A direct triton.compile() does not copy the knob into its options.
-    return compile_mode.active_mode()
+    return _active_mode()
 
 
 _copies = TranslatedCopies()
@@ -143,7 +144,7 @@ def _stamping(compile):
     def stamped_compile(src, target=None, options=None, _env_vars=None):
         options = dict(options or {})
         if not options.get("instrumentation_mode"):
-            mode = compile_mode.active_mode()
+            mode = _active_mode()
             options["instrumentation_mode"] = "" if mode is None else mode.knob
         return compile(src, target=target, options=options, _env_vars=_env_vars)
 
@@ -151,8 +152,22 @@ def _stamping(compile):
     return stamped_compile
 
 
-def install() -> None:
-    """Put the stage hook into Triton's compiles; a second call changes nothing."""
+def _no_mode() -> Mode | None:
+    return None
+
+
+# The compiling thread's mode, as the switch that installs the hook tells it (``install``): the
+# switch (``proton_ik.compile_mode``) imports this module, so this one does not import it back.
+_active_mode: Callable[[], Mode | None] = _no_mode
+
+
+def install(active_mode: Callable[[], Mode | None] | None = None) -> None:
+    """Put the stage hook into Triton's compiles; a second call changes nothing but
+    ``active_mode``, the function that gives the compiling thread's mode
+    (``compile_mode.active_mode``), where given."""
+    global _active_mode
+    if active_mode is not None:
+        _active_mode = active_mode
     current = knobs.runtime.add_stages_inspection_hook
     if not isinstance(current, _Chained):
         knobs.runtime.add_stages_inspection_hook = _Chained(current)

@@ -75,7 +75,7 @@ def set_mode(mode: Mode | None) -> Mode | None:
             if mode is None:
                 triton_hook.uninstall()
             else:
-                triton_hook.install()
+                triton_hook.install(active_mode)
         _mode = mode
         from triton import knobs  # here: importing proton_ik (its viewer, on a laptop) needs no Triton
 

@@ -245,7 +245,7 @@ class Mode:
             return cls()
         proton = proton_mode(text)
         if proton is not None:
-            return proton.to_mode()
+            return cls(**proton.mode_options())
         if not isinstance(text, str):
             raise ValueError(
                 f"mode={text!r}: a mode is a string such as 'instrumentation:capacity=auto', a "

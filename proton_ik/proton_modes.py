@@ -62,7 +62,7 @@ def _name(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Default:
-    """``triton.profiler.mode.Default``, with the same fields and defaults; ``to_mode()`` maps it."""
+    """``triton.profiler.mode.Default``, with the same fields and defaults; ``mode_options()`` maps it."""
 
     metric_type: Any = "cycle"
     sampling_strategy: Any = "none"
@@ -129,18 +129,17 @@ class Default:
         """``buffer_strategy=flush``: the session writes each launch to its file at once."""
         return self.buffer_strategy == "flush"
 
-    def to_mode(self) -> Any:
-        """Our ``Mode`` for this Proton mode, warning once per field that has no meaning here."""
-        from proton_ik.mode import AUTO, Mode
-
+    def mode_options(self) -> dict[str, Any]:
+        """The fields of our ``Mode`` (``Mode(**options)``, as ``Mode.parse`` makes it) for this
+        Proton mode, warning once per field that has no meaning here."""
         for note in self.unsupported():
             warnings.warn(f"proton_ik: Proton mode field {note}; accepted and ignored", stacklevel=4)
         granularity = Granularity(self.granularity.replace("warp_group", "warpgroup"))
-        capacity: int | Literal["auto"] = AUTO
+        capacity: int | Literal["auto"] = "auto"  # mode.AUTO: sized from each kernel's code
         if self.buffer_size:
             entries = max(self.buffer_size // ENTRY_BYTES, 1)
             capacity = 1 << (entries.bit_length() - 1)  # a power of two, at most buffer_size bytes
-        return Mode(granularity=granularity, capacity=capacity, warps=self.selected_warps(granularity))
+        return {"granularity": granularity, "capacity": capacity, "warps": self.selected_warps(granularity)}
 
     def selected_warps(self, granularity: Granularity) -> tuple[int, ...]:
         """``warps=`` for ``sampling_strategy=selective``: the units listed, as warps (a warpgroup
