@@ -16,8 +16,14 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, Tra
 
 from proton_ik.viewer.byterows import Rows
 from proton_ik.viewer.chunk import Columns
-from proton_ik.viewer.groups import groups
 from proton_ik.viewer.perfetto.counters import Points
+from proton_ik.viewer.perfetto.marker_order import (
+    COUNT_MARKER,
+    END_MARKER,
+    LaunchSpans,
+    in_track_order,
+    unsorted_markers,
+)
 from proton_ik.viewer.perfetto.tracks import Numbered
 from proton_ik.viewer.perfetto.wire import (
     ANNOTATION_IID,
@@ -42,7 +48,7 @@ from proton_ik.viewer.perfetto.wire import (
     field_value,
     kind_annotation,
 )
-from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, launch_slice_name, stacked
+from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, Tracks, launch_slice_name, stacked
 
 # Besides the SM and warp every slice of a unit track shares (and the CTA, where the track is
 # one CTA's), and its kind:
@@ -110,9 +116,6 @@ class _Markers:
     launch_events: Rows  # per launch slice: its begin's TrackEvent
 
 
-_END, _COUNT = -1, -2
-
-
 def slice_markers(
     events: Mapping[str, np.ndarray],
     lives: Columns,
@@ -127,107 +130,22 @@ def slice_markers(
     """A chunk's markers; ``locations``: each scope event's interned source location (0: none)."""
     tracks = numbered.tracks
     n_units, n_events, n_lives = len(tracks.unit), tracks.events, len(tracks.life_track)
-    n_launches, n_points = len(launches.uuid), len(counters.ts)
+    n_launches = len(launches.uuid)
     counter_tracks, point_track = np.unique(counters.track, return_inverse=True)
     n_tracks = n_units + n_launches + len(counter_tracks)
-    # An occupant: a CTA's rows on a unit track. Numbered by track, then by the CTA's start.
-    cta_order = np.empty(len(tracks.cta), dtype=np.int64)
-    cta_order[np.argsort(tracks.cta_begin, kind="stable")] = np.arange(len(tracks.cta))
-    occupant, occupant_first = groups(tracks.row_track, cta_order[tracks.row_cta])
-    occupant_track = tracks.row_track[occupant_first]
-    n_occupants = len(occupant_first)
-    scope_occupant, life_occupant = occupant[:n_events], occupant[n_events:]
-    begin_ns, end_ns = events["begin_ns"], events["end_ns"]
-    start, end = lives["start_ns"], lives["end_ns"]
-    if n_events and n_lives:
-        # Keep each lifetime around its unit's scopes even if the unit's clocks are inconsistent.
-        start = np.minimum(
-            start, _per_track(np.minimum, n_occupants, scope_occupant, begin_ns)[life_occupant]
-        )
-        end = np.maximum(end, _per_track(np.maximum, n_occupants, scope_occupant, end_ns)[life_occupant])
-    begin_record, end_record = events["begin_record"], events["end_record"]
-    last_order = int(max(begin_record.max(initial=0), end_record.max(initial=0))) + 1
-    # Every track's markers are one occupant's: launches and counters are their tracks' only one.
-    launch_occupant = n_occupants + np.arange(n_launches)
-    point_occupant = n_occupants + n_launches + point_track
-    marker_occupant = np.concatenate(
-        [
-            scope_occupant,
-            scope_occupant,
-            life_occupant,
-            life_occupant,
-            launch_occupant,
-            launch_occupant,
-            point_occupant,
-        ]
+    unsorted = unsorted_markers(
+        events,
+        lives,
+        tracks,
+        LaunchSpans(launches.begin, launches.end),
+        counters,
+        point_track,
+        len(counter_tracks),
     )
-    occupant_track = np.concatenate(
-        [
-            occupant_track,
-            n_units + np.arange(n_launches),
-            n_units + n_launches + np.arange(len(counter_tracks)),
-        ]
-    )
-    # Within an occupant: a lifetime begins before, and ends after, every record of its unit.
-    order = np.concatenate(
-        [
-            begin_record + 1,
-            end_record + 1,
-            np.zeros(n_lives, np.int64),
-            np.full(n_lives, last_order + 1),
-            np.zeros(n_launches, np.int64),
-            np.full(n_launches, last_order + 1),
-            np.arange(n_points),  # already by time
-        ]
-    )
-    ts = np.concatenate([begin_ns, end_ns, start, end, launches.begin, launches.end, counters.ts])
-    slices = np.arange(n_events + n_lives + n_launches)
-    slice_of = np.concatenate(
-        [
-            slices[:n_events],
-            np.full(n_events, _END),
-            slices[n_events : n_events + n_lives],
-            np.full(n_lives, _END),
-            slices[n_events + n_lives :],
-            np.full(n_launches, _END),
-            np.full(n_points, _COUNT),
-        ]
-    )
-    rest = np.zeros(2 * (n_lives + n_launches), np.int64)
-    count = np.concatenate([counters.at_begin, counters.at_end, rest, counters.value])
-    counted = np.concatenate(
-        [counters.begin_counted, counters.end_counted, np.zeros(len(rest) + n_points, bool)]
-    )
-
-    # Tracks go out in order of their first timestamp: each restarts the incremental clock with a
-    # snapshot against BOOTTIME, and one clock's snapshots must not go back in time.
-    track = occupant_track[marker_occupant]
-    first_ts = _per_track(np.minimum, n_tracks, track, ts)
-    rank = np.empty(n_tracks, dtype=np.int64)
-    rank[np.argsort(first_ts, kind="stable")] = np.arange(n_tracks)
-    occupant_rank = np.empty(len(occupant_track), dtype=np.int64)
-    occupant_rank[np.lexsort((np.arange(len(occupant_track)), rank[occupant_track]))] = np.arange(
-        len(occupant_track)
-    )
-    sort = _argsort_keys(occupant_rank[marker_occupant], order, max(last_order + 2, n_points))
-    track, ts, slice_of, count, counted = track[sort], ts[sort], slice_of[sort], count[sort], counted[sort]
-    new_track = np.ones(len(track), dtype=bool)
-    new_track[1:] = track[1:] != track[:-1]
-    # A timestamp never goes back within a track: that would be a negative delta.
-    ts = _running_max(ts, new_track)
-    delta = np.diff(ts, prepend=0)
-    delta[new_track] = 0
+    ordered = in_track_order(unsorted, n_tracks)
+    track, new_track = ordered.track, ordered.new_track
     # Each track's header goes right before its first marker.
     row = np.arange(len(track)) + np.cumsum(new_track)
-
-    def both(scoped: object, lived: object) -> np.ndarray:
-        return stacked(scoped, lived, np.full(n_launches, -1))
-
-    no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
-
-    def of_cta(column: np.ndarray) -> np.ndarray:
-        return both(column[tracks.row_cta[:n_events]], column[tracks.row_cta[n_events:]])
-
     shared = {"sm": tracks.sm[tracks.unit_sm], "warp": tracks.warp}
     if tracks.timeline == "ctas":
         shared["cta"] = tracks.place[tracks.unit_place]
@@ -235,72 +153,69 @@ def slice_markers(
     # A unit track's scopes carry its SM's scopes in flight: the SM's second counter track.
     flying = np.full(n_tracks, -1, dtype=np.int64)
     flying[:n_units] = numbered.sm_uuid[tracks.unit_sm] + 2
+    scoped_or_lived = _SlicesOf(n_launches)
     return _Markers(
         rows=len(track) + int(new_track.sum()),
         on_sequence=field_value(PACKET, "trusted_packet_sequence_id", sequence),
         header_row=row[new_track] - 1,
         header_uuid=track_uuid[track[new_track]],
-        header_ts=ts[new_track],
+        header_ts=ordered.ts[new_track],
         header_counter=flying[track[new_track]],
         row=row,
-        delta=delta,
+        delta=ordered.delta,
         track=track,
-        slice=slice_of,
-        count=count,
-        counted=counted,
+        slice=ordered.slice_of,
+        count=ordered.count,
+        counted=ordered.counted,
         scopes=n_events,
         lives=n_events + n_lives,
-        name=both(_scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])),
+        name=scoped_or_lived(
+            _scope_iids(events["scope"], scope_names, names), np.full(n_lives, names[LIFETIME])
+        ),
         location=locations,
         shared=annotation_rows(n_units, shared),
         shared_names=frozenset(shared),
-        values={
-            "cta": of_cta(tracks.cta),
-            "cluster": of_cta(tracks.cta_cluster),
-            "cluster_rank": of_cta(tracks.cta_cluster_rank),
-            "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
-            # A scope whose source location is interned has its line there, not here too.
-            "line": both(np.where(locations > 0, -1, events["line"]), no_life),
-            "records": both(no_event, lives["count"]),
-            "overwritten": both(no_event, lives["overwritten"]),
-        },
+        values=_slice_values(events, lives, tracks, locations, scoped_or_lived),
         launch_events=Rows(n_launches).pick(np.arange(n_launches), launches.events),
     )
+
+
+class _SlicesOf:
+    """A value per slice: the scope events', then the lifetimes', then -1 for each launch."""
+
+    def __init__(self, launches: int):
+        self.launches = launches
+
+    def __call__(self, scoped: object, lived: object) -> np.ndarray:
+        return stacked(scoped, lived, np.full(self.launches, -1))
+
+
+def _slice_values(
+    events: Mapping[str, np.ndarray], lives: Columns, tracks: Tracks, locations: np.ndarray, both: _SlicesOf
+) -> dict[str, np.ndarray]:
+    """Per annotation, each slice's value (-1 where a slice does not carry it)."""
+    n_events, n_lives = tracks.events, len(tracks.life_track)
+    no_event, no_life = np.full(n_events, -1), np.full(n_lives, -1)
+
+    def of_cta(column: np.ndarray) -> np.ndarray:
+        return both(column[tracks.row_cta[:n_events]], column[tracks.row_cta[n_events:]])
+
+    return {
+        "cta": of_cta(tracks.cta),
+        "cluster": of_cta(tracks.cta_cluster),
+        "cluster_rank": of_cta(tracks.cta_cluster_rank),
+        "cycles": both(events["dur_cycles"], lives["end_cycles"] - lives["start_cycles"]),
+        # A scope whose source location is interned has its line there, not here too.
+        "line": both(np.where(locations > 0, -1, events["line"]), no_life),
+        "records": both(no_event, lives["count"]),
+        "overwritten": both(no_event, lives["overwritten"]),
+    }
 
 
 def _scope_iids(codes: np.ndarray, scope_names: Sequence[str], names: dict[str, int]) -> np.ndarray:
     """The interned name of each event's scope, from its scope code."""
     lookup = np.array([names.get(name, 0) for name in scope_names] or [0], dtype=np.int64)
     return lookup[codes]
-
-
-def _argsort_keys(major: np.ndarray, minor: np.ndarray, minor_range: int) -> np.ndarray:
-    """The order that sorts rows by (major, minor), both non-negative with unique pairs."""
-    if len(major) == 0:
-        return np.zeros(0, np.int64)
-    if (int(major.max()) + 1) * minor_range < 1 << 63:
-        # Stable: merge sort finds the long runs the rows come in (each track's records in order).
-        return np.argsort(major * minor_range + minor, kind="stable")
-    return np.lexsort((minor, major))
-
-
-def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Running maximum that restarts where ``starts`` is True (rows grouped)."""
-    if np.all((values[1:] >= values[:-1]) | starts[1:]):
-        return values
-    group = np.cumsum(starts) - 1
-    low = values.min()
-    span = int(values.max()) - int(low) + 1
-    lifted = (values - low) + group * span
-    return np.maximum.accumulate(lifted) - group * span + low
-
-
-def _per_track(reduce: np.ufunc, n_tracks: int, track: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``reduce`` (np.minimum or np.maximum) of ``values`` per track (or occupant)."""
-    identity = np.iinfo(np.int64).max if reduce is np.minimum else np.iinfo(np.int64).min
-    result = np.full(n_tracks, identity, dtype=np.int64)
-    reduce.at(result, track, values)
-    return result
 
 
 def event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
@@ -312,7 +227,9 @@ def event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarr
         kinds.append((_header_rows(markers, a, b), markers.header_row[a:b] - lo))
     a, b = np.searchsorted(markers.row, [lo, hi])
     what = markers.slice[a:b]
-    ends, points, begins = (np.flatnonzero(where) + a for where in (what == _END, what == _COUNT, what >= 0))
+    ends, points, begins = (
+        np.flatnonzero(where) + a for where in (what == END_MARKER, what == COUNT_MARKER, what >= 0)
+    )
     # Scopes, unit lifetimes and launch lifetimes carry different annotations: each kind on its own.
     slices = markers.slice[begins]
     scoped, launched = slices < markers.scopes, slices >= markers.lives
