@@ -10,7 +10,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from proton_ik import viewer
 from proton_ik.contract.session_format import is_session_file
@@ -254,11 +254,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    # The module's docstring, without its reStructuredText literals' backticks.
-    parser = argparse.ArgumentParser(prog="proton-ik", description=(__doc__ or "").replace("``", ""))
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def _add_show(commands: Any) -> None:
     show = commands.add_parser(
         "show", help="print a per-scope summary of session or trace files; several side by side"
     )
@@ -270,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     show.set_defaults(run=_show)
 
+
+def _add_merge(commands: Any) -> None:
     merge = commands.add_parser(
         "merge", help="one Perfetto trace of several sessions (a job's ranks): a root track each"
     )
@@ -285,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     merge.set_defaults(run=_merge)
 
+
+def _add_convert(commands: Any) -> None:
     convert = commands.add_parser(
         "convert", help="convert a session or trace file (.pik, .pftrace, .json) to a trace"
     )
@@ -300,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     convert.set_defaults(run=_convert)
 
+
+def _add_diff(commands: Any) -> None:
     diff = commands.add_parser(
         "diff", help="compare two sessions scope by scope, with bootstrap confidence intervals"
     )
@@ -320,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("-f", "--force", action="store_true", help="replace an existing CSV file")
     diff.set_defaults(run=_diff)
 
+
+def _add_report(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="one self-contained HTML page of a session: tables, histograms, heatmaps"
     )
@@ -331,10 +335,19 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("-f", "--force", action="store_true", help="replace an existing output file")
     report.set_defaults(run=_report)
 
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
     demo.add_argument("--out-dir", default=".", help="where to write the trace (default: here)")
     demo.set_defaults(run=_demo)
 
+
+def main(argv: list[str] | None = None) -> int:
+    # The module's docstring, without its reStructuredText literals' backticks.
+    parser = argparse.ArgumentParser(prog="proton-ik", description=(__doc__ or "").replace("``", ""))
+    commands = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_show, _add_merge, _add_convert, _add_diff, _add_report, _add_demo):
+        add(commands)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
