@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -113,24 +114,9 @@ def render_session(
     launches = records = events = 0
     problems: list[str] = []
     with ExitStack() as stack:
-        writers: list[PerfettoWriter | ChromeWriter | ProtonChromeWriter | HatchetWriter] = []
-        if "pftrace" in outputs:
-            perfetto = PerfettoWriter(
-                outputs["pftrace"],
-                title or root_name(name),
-                timeline=timeline,
-                warnings=warnings,
-                merge_index=merge_index,
-            )
-            writers.append(stack.enter_context(perfetto))
-        if "json" in outputs:
-            writers.append(
-                stack.enter_context(ChromeWriter(outputs["json"], session.info, timeline=timeline))
-            )
-        if "chrome_trace" in outputs:  # Proton's file, in Proton's schema
-            writers.append(stack.enter_context(ProtonChromeWriter(outputs["chrome_trace"])))
-        if "hatchet" in outputs:
-            writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], session.info)))
+        writers = _writers(
+            stack, outputs, session.info, timeline, title or root_name(name), warnings, merge_index
+        )
         bar = stack.enter_context(
             tqdm(
                 total=len(session.launches),
@@ -149,6 +135,31 @@ def render_session(
             problems.extend(chunk.problems())
             bar.update(len(chunk.launches))
     return RenderStats(launches, records, events, tuple(problems), tuple(warnings))
+
+
+def _writers(
+    stack: ExitStack,
+    outputs: Mapping[str, Path],
+    info: Mapping[str, Any],
+    timeline: str,
+    title: str,
+    warnings: list[str],
+    merge_index: int,
+) -> list[PerfettoWriter | ChromeWriter | ProtonChromeWriter | HatchetWriter]:
+    """A writer for each trace format asked for, each closed with ``stack``."""
+    writers: list[PerfettoWriter | ChromeWriter | ProtonChromeWriter | HatchetWriter] = []
+    if "pftrace" in outputs:
+        perfetto = PerfettoWriter(
+            outputs["pftrace"], title, timeline=timeline, warnings=warnings, merge_index=merge_index
+        )
+        writers.append(stack.enter_context(perfetto))
+    if "json" in outputs:
+        writers.append(stack.enter_context(ChromeWriter(outputs["json"], info, timeline=timeline)))
+    if "chrome_trace" in outputs:  # Proton's file, in Proton's schema
+        writers.append(stack.enter_context(ProtonChromeWriter(outputs["chrome_trace"])))
+    if "hatchet" in outputs:
+        writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], info)))
+    return writers
 
 
 def _write_report(session_path: str | Path, out: Path, pftrace: Path | None, link: str | None) -> None:
