@@ -393,12 +393,11 @@ def warn_of_stalls(stalls: list) -> float:
         return waited
     said = []
     for stall in stalls:
-        needed_gib = -(-stall.needed_bytes // (1 << 30))
         said.append(
             f"device {stall.device}: its pool of {stall.pool_bytes >> 20} MiB filled, and launches "
             f"waited {stall.waits} times, {stall.seconds:.2f} s in all, for earlier launches' records "
             f"to reach the file; the session's launches took {stall.needed_bytes / (1 << 30):.2f} GiB "
-            f"of pool in all (pool_bytes={needed_gib} << 30 would have held them)"
+            f"of pool in all (pool_bytes={_pool_size_text(stall.needed_bytes)} would have held them)"
         )
     warnings.warn(
         "proton_ik: the program ran slower than it would unprofiled while it waited for the "
@@ -413,3 +412,10 @@ def _triton_version() -> str:
     import triton  # here, not at the top: reading sessions (proton_ik.viewer) needs no Triton
 
     return str(triton.__version__)
+
+
+def _pool_size_text(needed: int) -> str:
+    """The pool that holds ``needed`` bytes, as a user would type it: a power of two of MiB, in
+    GiB from 1 GiB up (``64 << 20``, ``4 << 30``)."""
+    mib = 1 << max(0, (max(needed, 1) - 1).bit_length() - 20)
+    return f"{mib >> 10} << 30" if mib >= 1024 else f"{mib} << 20"

@@ -45,9 +45,24 @@ def test_a_stall_is_said_once_with_the_pool_that_would_have_held_everything():
     (warning,) = caught
     text = str(warning.message)
     assert "device 0: its pool of 512 MiB filled" in text and "120 times, 1.50 s" in text
-    assert "pool_bytes=6 << 30 would have held them" in text  # 5 GiB and a byte: rounded up
+    assert "pool_bytes=8 << 30 would have held them" in text  # 5 GiB and a byte: a power of two up
     assert "device 1" in text and "pool_bytes=1 << 30" in text
     assert "profile fewer steps" in text
+
+
+@pytest.mark.parametrize(
+    ("needed", "typed"),
+    [
+        (1, "1 << 20"),
+        (30 << 20, "32 << 20"),
+        (512 << 20, "512 << 20"),
+        ((512 << 20) + 1, "1 << 30"),
+        (3 << 30, "4 << 30"),
+    ],
+)
+def test_the_pool_suggested_is_the_next_power_of_two_as_a_user_types_it(needed, typed):
+    with pytest.warns(UserWarning, match=f"pool_bytes={typed} would have held them"):
+        warn_of_stalls([hooks.PoolStall(0, 1, 1.0, 1 << 20, needed)])
 
 
 def test_a_wait_too_short_to_matter_goes_unsaid():
