@@ -70,9 +70,12 @@ def summarize(
     keys = [*LAUNCH_KEYS, "scope"]
     events, unmatched = _with_files(events), _with_files(unmatched)
     labels = _launch_labels(launches)
-    finished = _labelled(units[units["finished"]], labels)
+    # Only the columns read here are labelled: a copy of a table of millions of rows with all its
+    # columns costs more than the statistics.
+    finished = _labelled(units.loc[units["finished"], ["launch", "kernel", "dur_ns"]], labels)
     lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
-    grouped = _labelled(events, labels).assign(scope=events["scope"].astype(str)).groupby(keys, sort=True)
+    read = events[["launch", "kernel", "scope", "line", "file", "dur_ns", "dur_cycles"]]
+    grouped = _labelled(read, labels).assign(scope=read["scope"].astype(str)).groupby(keys, sort=True)
     stats = grouped.agg(
         line=("line", "first"),
         file=("file", "first"),
