@@ -31,3 +31,50 @@ def _private_triton_cache(tmp_path_factory):
     knobs.cache.dir = str(tmp_path_factory.mktemp("triton_cache"))
     yield
     knobs.cache.dir = previous
+
+
+class _DrainedRecorder:
+    """What finalize asks of the runtime's recorder, with the launches already drained."""
+
+    launches = 0
+    refused: list[str] = []
+
+    def uninstall(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def unrecorded_info(self) -> list[dict]:
+        return []
+
+    def pool_stalls(self) -> list:
+        return []
+
+
+class _Follower:
+    def uninstall(self) -> None: ...
+
+
+@pytest.fixture
+def drained_session():
+    """A session as the runtime leaves it before finalize, with no GPU: its file written, aside
+    under this process's partial name, with the real launches of tests/data/add.pik."""
+    from pathlib import Path
+
+    from proton_ik.mode import Mode
+    from proton_ik.session import Session
+    from proton_ik.viewer.session_file import read_session
+
+    def make(folder: Path, name: str, formats=("pftrace",), overwrite: bool = False) -> Session:
+        session = Session(name, Mode(), folder, 1 << 20, formats, overwrite=overwrite)
+        folder.mkdir(parents=True, exist_ok=True)
+        stored = read_session(Path(__file__).parent / "data" / "add.pik")
+        session._session_info = dict(stored.info)
+        recorder = _DrainedRecorder()
+        session._recorder, session._graphs, session._autotune = recorder, _Follower(), _Follower()  # type: ignore[assignment]
+        for launch in stored:
+            session._file().add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
+            recorder.launches += 1
+        session.active = True
+        return session
+
+    return make

@@ -12,52 +12,13 @@ import numpy as np
 import pytest
 
 from proton_ik import session_files
-from proton_ik.mode import Mode
-from proton_ik.session import Session
 from proton_ik.viewer.session_file import read_session
 
 DATA = Path(__file__).parents[1] / "data"
 
 
-class _Recorder:
-    """What finalize asks of the runtime's recorder, with the launches already drained."""
-
-    launches = 0
-    refused: list[str] = []
-
-    def uninstall(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def unrecorded_info(self) -> list[dict]:
-        return []
-
-    def pool_stalls(self) -> list:
-        return []
-
-
-class _Follower:
-    def uninstall(self) -> None: ...
-
-
-def _session_with_launches(folder: Path, name: str, formats=("pftrace",), overwrite=False) -> Session:
-    """A session as the runtime leaves it before finalize: its file written with real launches
-    (tests/data/add.pik's), aside, under this process's partial name."""
-    session = Session(name, Mode(), folder, 1 << 20, formats, overwrite=overwrite)
-    folder.mkdir(parents=True, exist_ok=True)
-    stored = read_session(DATA / "add.pik")
-    session._session_info = dict(stored.info)
-    recorder = _Recorder()
-    session._recorder, session._graphs, session._autotune = recorder, _Follower(), _Follower()  # type: ignore[assignment]
-    for launch in stored:
-        session._file().add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
-        recorder.launches += 1
-    session.active = True
-    return session
-
-
-def test_the_session_file_is_written_aside_and_moved_into_place(tmp_path):
-    session = _session_with_launches(tmp_path, "run")
+def test_the_session_file_is_written_aside_and_moved_into_place(tmp_path, drained_session):
+    session = drained_session(tmp_path, "run")
     assert session.session_path.name.endswith(".partial") and session.session_path.exists()
     result = session.finalize()
     assert result.paths["session"] == str(tmp_path / "run.pik")
@@ -66,9 +27,9 @@ def test_the_session_file_is_written_aside_and_moved_into_place(tmp_path):
     assert len(read_session(tmp_path / "run.pik").launches) == result.launches > 0
 
 
-def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path):
+def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path, drained_session):
     (tmp_path / "run.pik").write_bytes(b"an earlier run")
-    session = _session_with_launches(tmp_path, "run")
+    session = drained_session(tmp_path, "run")
     with pytest.warns(UserWarning, match=r"run\.pik \(or a trace of that name\) exists.*run\.1\.pik"):
         result = session.finalize()
     assert (tmp_path / "run.pik").read_bytes() == b"an earlier run"
@@ -78,18 +39,18 @@ def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path):
     }
 
 
-def test_overwrite_replaces_the_files_of_that_name(tmp_path):
+def test_overwrite_replaces_the_files_of_that_name(tmp_path, drained_session):
     (tmp_path / "run.pik").write_bytes(b"an earlier run")
-    result = _session_with_launches(tmp_path, "run", overwrite=True).finalize()
+    result = drained_session(tmp_path, "run", overwrite=True).finalize()
     assert result.paths["session"] == str(tmp_path / "run.pik")
     assert len(read_session(tmp_path / "run.pik").launches) == result.launches
 
 
-def test_each_rank_of_a_job_names_its_files(tmp_path, monkeypatch):
+def test_each_rank_of_a_job_names_its_files(tmp_path, monkeypatch, drained_session):
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "8")
-    session = _session_with_launches(tmp_path, "dist")
+    session = drained_session(tmp_path, "dist")
     assert session.job["rank"] == 3 and session.job["world_size"] == 8 and session.job["host"]
     assert session.finalize().paths["session"] == str(tmp_path / "dist.rank3.pik")
     monkeypatch.setenv("WORLD_SIZE", "1")

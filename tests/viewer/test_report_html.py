@@ -12,13 +12,10 @@ import pytest
 from proton_ik import viewer
 from proton_ik.cli import BAD_INPUT, BAD_USAGE, main
 from proton_ik.demo import bundled_capture
-from proton_ik.mode import Mode
 from proton_ik.runtime.session_writer import SessionWriter
-from proton_ik.session import Session
 from proton_ik.viewer.diff import DiffOptions, diff_sessions
 from proton_ik.viewer.report import SECTIONS, write_report
 from proton_ik.viewer.report.figures import TIME_BINS, binned_max, coverage
-from proton_ik.viewer.session_file import read_session
 
 DATA = Path(__file__).parents[1] / "data"
 DEMO = bundled_capture()
@@ -153,39 +150,9 @@ def test_the_cli_writes_and_refuses_to_overwrite(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-class _Recorder:
-    """What finalize asks of the runtime's recorder, with the launches already drained."""
-
-    launches = 0
-    refused: list[str] = []
-
-    def uninstall(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def unrecorded_info(self) -> list[dict]:
-        return []
-
-    def pool_stalls(self) -> list:
-        return []
-
-
-class _Follower:
-    def uninstall(self) -> None: ...
-
-
 @pytest.mark.parametrize("formats", [("html",), ("pftrace", "html")])
-def test_finalize_writes_the_report_beside_the_session(tmp_path, formats):
-    session = Session("run", Mode(), tmp_path, 1 << 20, formats)
-    stored = read_session(DATA / "add.pik")
-    session._session_info = dict(stored.info)
-    recorder = _Recorder()
-    session._recorder, session._graphs, session._autotune = recorder, _Follower(), _Follower()  # type: ignore[assignment]
-    for launch in stored:
-        session._file().add_launch(launch.meta, launch.buffer, trimmed_on_device=launch.trimmed)
-        recorder.launches += 1
-    session.active = True
-    result = session.finalize()
+def test_finalize_writes_the_report_beside_the_session(tmp_path, formats, drained_session):
+    result = drained_session(tmp_path, "run", formats).finalize()
     assert result.paths["html"] == str(tmp_path / "run.html")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run.pik", *(f"run.{f}" for f in formats)])
     text = (tmp_path / "run.html").read_text()
