@@ -165,19 +165,13 @@ def _diff(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     sessions = [Path(args.a), Path(args.b)]
     csv = Path(args.csv) if args.csv else None
-    if csv and any(csv.exists() and path.exists() and csv.resolve() == path.resolve() for path in sessions):
-        raise UsageError(f"{csv} is an input file; writing there would destroy it. Pass another --csv")
-    if csv and csv.exists() and not args.force:
-        raise UsageError(f"{csv} exists; pass --force to replace it, or another --csv")
-    for path in sessions:
-        kind = _kind(path)
-        if (refused := _not_ours(path, kind)) is not None:
-            raise refused
-        if kind != "session":
-            raise viewer.SessionFileError(
-                f"{path} is a {kind} trace; diff compares session files (.pik), whose CTAs it "
-                "resamples: pass the .pik files the traces were rendered from"
-            )
+    if csv:
+        _check_output(csv, sessions, args.force, "--csv")
+    _sessions_only(
+        sessions,
+        "diff compares session files (.pik), whose CTAs it resamples: pass the .pik files the traces "
+        "were rendered from",
+    )
     frame = diff_sessions(sessions[0], sessions[1], options)
     print(terminal_safe(format_diff(frame)))
     if csv:
@@ -186,25 +180,34 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(output: Path, inputs: list[Path], force: bool, option: str) -> None:
+    """Refuse an output that is one of the inputs, or that exists without --force."""
+    if any(output.exists() and path.exists() and output.resolve() == path.resolve() for path in inputs):
+        raise UsageError(f"{output} is an input file; writing there would destroy it. Pass another {option}")
+    if output.exists() and not force:
+        raise UsageError(f"{output} exists; pass --force to replace it, or another {option}")
+
+
+def _sessions_only(paths: list[Path], why: str) -> None:
+    """Refuse any of ``paths`` that is not a session file, saying what it is and ``why``."""
+    for path in paths:
+        kind = _kind(path)
+        if (refused := _not_ours(path, kind)) is not None:
+            raise refused
+        if kind != "session":
+            raise viewer.SessionFileError(f"{path} is a {kind} trace; {why}")
+
+
 def _report(args: argparse.Namespace) -> int:
     from proton_ik.viewer.report import write_report
 
     source = Path(args.file)
     output = Path(args.output) if args.output else source.with_suffix(".html")
     inputs = [source, *([Path(args.diff)] if args.diff else [])]
-    if any(output.exists() and path.exists() and output.resolve() == path.resolve() for path in inputs):
-        raise UsageError(f"{output} is an input file; writing there would destroy it. Pass another -o")
-    if output.exists() and not args.force:
-        raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
-    for path in inputs:
-        kind = _kind(path)
-        if (refused := _not_ours(path, kind)) is not None:
-            raise refused
-        if kind != "session":
-            raise viewer.SessionFileError(
-                f"{path} is a {kind} trace; report reads session files (.pik): pass the .pik file "
-                "the trace was rendered from"
-            )
+    _check_output(output, inputs, args.force, "-o")
+    _sessions_only(
+        inputs, "report reads session files (.pik): pass the .pik file the trace was rendered from"
+    )
     write_report(source, output, diff_with=inputs[1] if args.diff else None)
     print(terminal_safe(f"wrote {output}"))
     return 0
