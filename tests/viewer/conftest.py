@@ -187,6 +187,23 @@ def pftrace_packets() -> Callable[[Path], list[TracePacket]]:
 
 
 @pytest.fixture
+def clock_anchors() -> Callable[[Path], list[int]]:
+    """The absolute times (ns) a ``.pftrace``'s incremental clocks restart at, sorted: every
+    track's first timestamp, on the clock the trace is drawn on."""
+
+    def anchors(path: Path) -> list[int]:
+        return sorted(
+            clock.timestamp
+            for p in read_packets(path)
+            if p.HasField("clock_snapshot")
+            for clock in p.clock_snapshot.clocks
+            if not clock.is_incremental
+        )
+
+    return anchors
+
+
+@pytest.fixture
 def busy_launch() -> Callable[..., LaunchCapture]:
     """A launch where every unit of every CTA runs ``iterations`` of a nested loop body:
     outer(a){ inner(b) } then c, with realistic clocks and globaltimer readings."""

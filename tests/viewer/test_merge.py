@@ -27,18 +27,6 @@ def _slices(packets) -> list[tuple[int, int]]:
     ]
 
 
-def _anchors(packets) -> list[int]:
-    """The absolute times (ns) the trace's incremental clocks restart at, sorted: every track's
-    first timestamp, on the clock the trace is drawn on."""
-    return sorted(
-        clock.timestamp
-        for p in packets
-        if p.HasField("clock_snapshot")
-        for clock in p.clock_snapshot.clocks
-        if not clock.is_incremental
-    )
-
-
 def test_two_ranks_merge_into_one_trace_with_a_root_each(tmp_path, as_rank):
     ranks = [
         as_rank(DATA / "events.pik", tmp_path / "job" / "dist.rank0.pik", 0),
@@ -94,7 +82,7 @@ def _pairs(offset_ns: int) -> dict:
     }
 
 
-def test_sessions_are_moved_onto_the_host_clock_by_their_clock_pairs(tmp_path, as_rank):
+def test_sessions_are_moved_onto_the_host_clock_by_their_clock_pairs(tmp_path, as_rank, clock_anchors):
     ranks = [
         as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank0.pik", 0, **_pairs(1_000)),
         as_rank(DATA / "add.pik", tmp_path / "job" / "dist.rank1.pik", 1, **_pairs(-7_000)),
@@ -102,17 +90,19 @@ def test_sessions_are_moved_onto_the_host_clock_by_their_clock_pairs(tmp_path, a
     merged = proton_ik.merge([tmp_path / "job"], tmp_path / "dist.pftrace")
     alone = tmp_path / "alone.pftrace"
     render_session(ranks[0], {"pftrace": alone})
-    own = _anchors(read_packets(alone))
+    own = clock_anchors(alone)
     # each session by the mean offset of its pairs: +1001 and -6999 ns
-    assert _anchors(read_packets(merged)) == sorted([t + 1_001 for t in own] + [t - 6_999 for t in own])
+    assert clock_anchors(merged) == sorted([t + 1_001 for t in own] + [t - 6_999 for t in own])
 
 
-def test_a_session_without_clock_pairs_leaves_every_session_on_its_gpu_timer(tmp_path, as_rank):
+def test_a_session_without_clock_pairs_leaves_every_session_on_its_gpu_timer(
+    tmp_path, as_rank, clock_anchors
+):
     as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank0.pik", 0, **_pairs(1_000))
     as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank1.pik", 1)
     with pytest.warns(UserWarning, match=r"a\.rank1\.pik recorded no host and GPU clock pairs"):
         merged = proton_ik.merge([tmp_path / "job"], tmp_path / "a.pftrace")
     alone = tmp_path / "alone.pftrace"
     render_session(tmp_path / "job" / "a.rank1.pik", {"pftrace": alone})
-    own = _anchors(read_packets(alone))
-    assert _anchors(read_packets(merged)) == sorted(own + own)
+    own = clock_anchors(alone)
+    assert clock_anchors(merged) == sorted(own + own)

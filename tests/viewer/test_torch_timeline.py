@@ -145,29 +145,19 @@ def test_the_merged_trace_holds_both_with_flows_and_the_match_in_the_kernels_arg
     assert len(matched) == len(alignment.matches) == 17
 
 
-def test_the_session_is_drawn_on_the_profilers_clock(tmp_path, kineto):
+def test_the_session_is_drawn_on_the_profilers_clock(tmp_path, kineto, clock_anchors):
     output, (alignment,) = merge_torch_trace([SESSION], kineto, tmp_path / "one.pftrace")
     alone = proton_ik.merge([SESSION], tmp_path / "alone.pftrace")
     shift = alignment.offset_ns - (host_offset_ns(read_info()) or 0)
     # The same anchors of the session's incremental clocks, moved by the alignment's offset less
     # the clock pairs' offset that the plain merge applies.
-    mine = sorted(_anchors(read_packets(output)))
-    plain = sorted(_anchors(read_packets(alone)))
+    mine = clock_anchors(output)
+    plain = clock_anchors(alone)
     assert mine == [t + shift for t in plain]
 
 
 def read_info() -> dict:
     return launch_spans(SESSION)[1]
-
-
-def _anchors(packets) -> list[int]:
-    return [
-        clock.timestamp
-        for p in packets
-        if p.HasField("clock_snapshot")
-        for clock in p.clock_snapshot.clocks
-        if not clock.is_incremental
-    ]
 
 
 def test_the_command_line_merges_and_says_how_well_it_aligned(tmp_path, capsys):
