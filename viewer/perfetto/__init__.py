@@ -57,7 +57,7 @@ clusters tracks), ``wire`` (protobuf encoding) and ``sink`` (bundling and compre
 this package, use what it exports here.
 """
 
-from proton_ik.viewer.perfetto.wire import INCREMENTAL_CLOCK_ID
+from proton_ik.viewer.perfetto.wire import INCREMENTAL_CLOCK_ID, debug_annotation
 from proton_ik.viewer.perfetto.writer import (
     MAX_MERGED,
     MAX_PARTS,
@@ -78,5 +78,6 @@ __all__ = [
     "SEQUENCE_ID",
     "UUID_BITS",
     "PerfettoWriter",
+    "debug_annotation",
     "write_perfetto",
 ]

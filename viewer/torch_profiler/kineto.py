@@ -33,6 +33,8 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEvent,
 )
 
+from proton_ik.viewer.perfetto import debug_annotation
+
 __all__ = ["KinetoTrace", "TorchTraceError", "kineto_packets", "read_kineto"]
 
 KERNEL_CATEGORIES = ("kernel",)  # what CUPTI records a kernel launch as
@@ -239,7 +241,11 @@ def _event_packets(
     given = event.get("args")
     args: dict[str, Any] = given if isinstance(given, dict) else {}
     category = str(event.get("cat", ""))
-    annotations = [_annotation("cat", category), *(_annotation(k, v) for k, v in {**args, **note}.items())]
+    annotations = [
+        annotation
+        for key, value in {"cat": category, **args, **note}.items()
+        if (annotation := _annotation(key, value)) is not None
+    ]
     if event.get("ph") != "X":
         instant = TrackEvent(type=TrackEvent.TYPE_INSTANT, track_uuid=track, name=str(event.get("name", "")))
         instant.debug_annotations.extend(annotations)
@@ -258,16 +264,9 @@ def _event_packets(
     yield TracePacket(timestamp=begin + duration, track_event=end, trusted_packet_sequence_id=sequence)
 
 
-def _annotation(name: str, value: Any) -> DebugAnnotation:
-    annotation = DebugAnnotation(name=str(name))
-    if isinstance(value, bool):
-        annotation.bool_value = value
-    elif isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
-        annotation.int_value = value
-    elif isinstance(value, float) and math.isfinite(value):
-        annotation.double_value = value
-    elif isinstance(value, str):
-        annotation.string_value = value
-    else:
-        annotation.string_value = json.dumps(value, default=str)
+def _annotation(name: str, value: Any) -> DebugAnnotation | None:
+    """An arg as a named debug annotation (the Perfetto writer's encoding); None for none."""
+    annotation = debug_annotation(value)
+    if annotation is not None:
+        annotation.name = str(name)
     return annotation
