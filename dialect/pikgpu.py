@@ -27,7 +27,7 @@ waits in a register of its scope, wherever its end is.
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, StringAttr, i32, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, IntegerType, StringAttr, UnitAttr, i32, i64
 from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -86,11 +86,15 @@ class SegmentSetupOp(IRDLOperation):
     cta_stride = opt_prop_def(IntegerAttr)
     cta_ids = opt_prop_def(DenseArrayBase)
     unit_ids = opt_prop_def(DenseArrayBase)
+    # Segments sized at each launch: the capacity is read from the buffer pointer's low bits
+    # (``contract.layout.CAPACITY_SHIFT_MASK``); ``capacity`` is the ring of a launch that does
+    # not size them.
+    launch_sized = opt_prop_def(UnitAttr)
 
     assembly_format = "attr-dict"
     irdl_options = (ParsePropInAttrDict(),)
 
-    def __init__(self, granularity: Granularity, layout: BufferLayout):
+    def __init__(self, granularity: Granularity, layout: BufferLayout, launch_sized: bool = False):
         properties = {
             "granularity": StringAttr(Granularity(granularity).value),
             "units": IntegerAttr(layout.units, i64),
@@ -106,7 +110,13 @@ class SegmentSetupOp(IRDLOperation):
         for name, ids in (("cta_ids", sampling.cta_ids), ("unit_ids", sampling.unit_ids)):
             if ids:
                 properties[name] = DenseArrayBase.from_list(i64, ids)
+        if launch_sized:
+            properties["launch_sized"] = UnitAttr()
         super().__init__(properties=properties)
+
+    @property
+    def sized_at_launch(self) -> bool:
+        return self.launch_sized is not None
 
     @property
     def layout(self) -> BufferLayout:
@@ -142,6 +152,10 @@ class SegmentSetupOp(IRDLOperation):
             raise VerifyException(
                 f"cta_bytes = {self.cta_bytes.value.data} disagrees with the layout's {layout.cta_bytes} "
                 f"for {layout.units} units of {layout.capacity} entries"
+            )
+        if self.launch_sized is not None and layout.aggregate:
+            raise VerifyException(
+                "an aggregate segment holds statistics per scope: it is not sized at launch"
             )
         block = self.parent_block()
         for op in block.ops if block is not None else ():

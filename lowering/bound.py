@@ -10,7 +10,10 @@ analyses complement each other:
 - on Triton's TTIR, in records: markers are non-pure ``tt.elementwise_inline_asm`` ops, and a
   ``scf.for`` with constant bounds runs its body a known number of times, an ``scf.if`` one of
   its branches. Triton and LLVM keep how often a non-pure op runs, and an entry holds at least
-  one record, so a bound on records bounds the entries too.
+  one record, so a bound on records bounds the entries too. A ``scf.for`` whose bounds are
+  computed from the kernel's integer arguments, program ids and grid (a persistent loop over
+  tiles, a K loop of ``cdiv(K, BLOCK_K)``) gives a bound that each launch evaluates
+  (``contract.launch_bound``).
 
 The bound is the PTX's where it has one, else the TTIR's, else unknown (None).
 """
@@ -19,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
 
+from proton_ik.contract.launch_bound import LaunchBound
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, ttir_text
 from proton_ik.lowering.pik_to_pikgpu import find_pairs
@@ -31,10 +35,13 @@ from proton_ik.lowering.pik_to_pikgpu import find_pairs
 
 @dataclass(frozen=True)
 class EntryBound:
-    """At most ``entries`` entries per unit and kernel run (None: unknown), and what decided it."""
+    """At most ``entries`` entries per unit and kernel run (None: unknown), and what decided it;
+    ``launch``: where the bound is a function of the kernel's arguments and grid, that function,
+    evaluated at each launch."""
 
     entries: int | None
     reason: str
+    launch: LaunchBound | None = None
 
 
 def entry_records(module: ModuleOp, pair_scopes: bool) -> list[RecordOp]:
@@ -46,11 +53,13 @@ def entry_records(module: ModuleOp, pair_scopes: bool) -> list[RecordOp]:
 
 
 def entry_bound(ptx: str, entries: Sequence[RecordOp], ttir: str | None = None) -> EntryBound:
-    """The PTX's exact bound where it has one, else the TTIR's (when the compile had a TTIR)."""
+    """The PTX's exact bound where it has one, else the TTIR's (when the compile had a TTIR), in
+    which a begin that the PTX pairs with its end stores nothing (the end stores the pair)."""
     exact = ptx_bound(ptx, entries)
     if exact.entries is not None or ttir is None:
         return exact
-    return ttir_bound(ttir)
+    single_begins = {record.scope.data for record in entries if record.kind.data == "begin"}
+    return ttir_bound(ttir, lambda name: name in single_begins)
 
 
 # --- on the PTX --------------------------------------------------------------------------------
@@ -162,11 +171,38 @@ def _times(count: int) -> str:
 # --- on the TTIR -------------------------------------------------------------------------------
 
 _FOR = re.compile(
-    r"^(?:%[^=]*=\s*)?scf\.for\s+(?:unsigned\s+)?%[\w$.-]+\s*=\s*"
+    r"^(?:%[^=]*=\s*)?scf\.for\s+(?P<unsigned>unsigned\s+)?(?P<iv>%[\w$.-]+)\s*=\s*"
     r"(?P<lb>%[\w$.-]+)\s+to\s+(?P<ub>%[\w$.-]+)\s+step\s+(?P<step>%[\w$.-]+)"
 )
 _ALTERNATIVES = {"scf.if", "scf.index_switch"}  # run one of their regions, once
 _ONCE = {"scf.execute_region"}  # runs its region once
+_INTEGER = r"(?P<type>i\d+|index)"
+_OPERAND = r"%[\w$.-]+"
+# The integer arithmetic a launch-time bound follows (``contract.launch_bound``'s operators)
+_BINARY_OPS = {
+    "arith.addi": "add",
+    "arith.subi": "sub",
+    "arith.muli": "mul",
+    "arith.divsi": "div",
+    "arith.ceildivsi": "ceildiv",
+    "arith.remsi": "rem",
+    "arith.minsi": "min",
+    "arith.maxsi": "max",
+    "arith.divui": "divu",
+    "arith.ceildivui": "ceildivu",
+    "arith.remui": "remu",
+}
+_BINARY = re.compile(
+    rf"=\s*(?P<op>arith\.\w+)\s+(?P<a>{_OPERAND}),\s*(?P<b>{_OPERAND})(?:\s+overflow<[^>]*>)?\s*:\s*{_INTEGER}\b"
+)
+_CAST = re.compile(
+    rf"=\s*arith\.(?:extsi|extui|trunci|index_cast|index_castui)\s+(?P<a>{_OPERAND})\s*:\s*\S+\s+to\s+{_INTEGER}\b"
+)
+_SELECT = re.compile(
+    rf"=\s*arith\.select\s+{_OPERAND},\s*(?P<a>{_OPERAND}),\s*(?P<b>{_OPERAND})\s*:\s*{_INTEGER}\b"
+)
+_GRID = re.compile(r"=\s*tt\.(?P<op>get_program_id|get_num_programs)\s+(?P<axis>[xyz])\b")
+_MAX_VALUE_DEPTH = 32  # ops between a loop bound and the arguments it is computed from
 
 
 class _Unbounded(Exception):
@@ -179,42 +215,68 @@ class _Loop:
     trips: int
 
 
-class _RecordCounter:
-    """Counts the records one run of a TTIR function writes, at most, and the loops it counted."""
+Count = int | list  # a whole number of records, or a launch-time count (``contract.launch_bound``)
 
-    def __init__(self, function: ttir_text.Op, aliases: dict[str, str]):
+
+def _sum(counts: list[Count]) -> Count:
+    symbolic = [c for c in counts if not isinstance(c, int)]
+    constant = sum(c for c in counts if isinstance(c, int))
+    if not symbolic:
+        return constant
+    return (
+        ["sum", *symbolic, *([constant] if constant else [])]
+        if len(symbolic) > 1 or constant
+        else symbolic[0]
+    )
+
+
+def _most(counts: list[Count]) -> Count:
+    if all(isinstance(c, int) for c in counts):
+        return max(counts)
+    return ["most", *counts]
+
+
+def _width(type_name: str) -> int:
+    return 64 if type_name == "index" else int(type_name[1:])
+
+
+class _RecordCounter:
+    """Counts the entries one run of a TTIR function writes, at most, and the loops it counted.
+    A loop whose trip count is a function of the kernel's integer arguments and grid gives a
+    count that the launch evaluates (``contract.launch_bound``)."""
+
+    def __init__(self, function: ttir_text.Op, aliases: dict[str, str], stores_begin: Callable[[str], bool]):
+        self.stores_begin = stores_begin
         self.constants = ttir_text.integer_constants(function)
+        self.arguments = ttir_text.integer_arguments(function)
+        self.definitions = ttir_text.definitions(function)
         self.aliases = aliases
         self.loops: list[_Loop] = []
+        self.launch_loops: list[str | None] = []  # loops whose trip counts the launch computes
+        self.induction: dict[str, int] = {}  # the enclosing loops' induction variables -> loop id
+        self.loop_ids = 0
 
     def where(self, op: ttir_text.Op) -> str | None:
         return ttir_text.source_line(op.loc, self.aliases)
 
-    def region(self, ops: list[ttir_text.Op]) -> int:
-        return sum(self.op(op) for op in ops)
+    def region(self, ops: list[ttir_text.Op]) -> Count:
+        return _sum([self.op(op) for op in ops])
 
-    def op(self, op: ttir_text.Op) -> int:
-        if ttir_text.marker_name(op) is not None:
-            return 1
+    def op(self, op: ttir_text.Op) -> Count:
+        name = ttir_text.marker_name(op)
+        if name is not None:
+            return 0 if ttir_text.marker_kind(op) == "begin" and not self.stores_begin(name) else 1
         if not op.regions:
             return 0
-        position = len(self.loops)  # an enclosing loop is listed before the loops inside it
+        if op.name == "scf.for":
+            return self.loop(op)
         inner = [self.region(region) for region in op.regions]
-        if sum(inner) == 0:
+        if all(count == 0 for count in inner):
             return 0  # a loop that records nothing may run any number of times
         if op.name in _ALTERNATIVES:
-            return max(inner)
+            return _most(inner)
         if op.name in _ONCE:
-            return sum(inner)
-        if op.name == "scf.for":
-            trips = self.trip_count(op)
-            if trips is None:
-                raise _Unbounded(
-                    f"{_loop_name(self.where(op))} records scope '{_first_scope(op)}' and has a trip "
-                    "count known only at run time"
-                )
-            self.loops.insert(position, _Loop(self.where(op), trips))
-            return trips * inner[0]
+            return _sum(inner)
         if op.name == "scf.while":
             raise _Unbounded(
                 f"the while loop {_at(self.where(op))} records scope '{_first_scope(op)}' "
@@ -225,9 +287,68 @@ class _RecordCounter:
             "which proton_ik cannot count"
         )
 
-    def trip_count(self, op: ttir_text.Op) -> int | None:
-        """Iterations of an ``scf.for`` whose bounds and positive step are constants, else None."""
+    def loop(self, op: ttir_text.Op) -> Count:
         match = _FOR.match(op.text)
+        loop_id = self.loop_ids
+        self.loop_ids += 1
+        position = len(self.loops)  # an enclosing loop is listed before the loops inside it
+        launch_position = len(self.launch_loops)
+        if match is not None:
+            self.induction[match.group("iv")] = loop_id
+        try:
+            body = self.region(op.regions[0])
+        finally:
+            if match is not None:
+                self.induction.pop(match.group("iv"), None)
+        if body == 0:
+            return 0
+        trips = self.trip_count(match)
+        if trips is not None and isinstance(body, int):
+            self.loops.insert(position, _Loop(self.where(op), trips))
+            return trips * body
+        unknown = (
+            f"{_loop_name(self.where(op))} records scope '{_first_scope(op)}' and has a trip "
+            "count known only at run time"
+        )
+        if match is None or match.group("unsigned"):
+            raise _Unbounded(unknown)
+        try:
+            bounds = [self.value(match.group(k), 0) for k in ("lb", "ub", "step")]
+        except _Unbounded as why:
+            raise _Unbounded(f"{unknown} ({why})") from None
+        if trips is None:
+            self.launch_loops.insert(launch_position, self.where(op))
+        return ["loop", loop_id, *bounds, body]
+
+    def value(self, name: str, depth: int) -> list:
+        """A value node of ``contract.launch_bound`` for an SSA value, from the constants, the
+        integer arguments, the grid and the enclosing loops' induction variables."""
+        if name in self.constants:
+            return ["const", self.constants[name]]
+        if name in self.arguments:
+            return ["arg", self.arguments[name]]
+        if name in self.induction:
+            return ["iv", self.induction[name]]
+        op = self.definitions.get(name)
+        if op is None or depth > _MAX_VALUE_DEPTH:
+            raise _Unbounded(f"{name} is not computed from the kernel's integer arguments and grid")
+        if (grid := _GRID.search(op.text)) is not None:
+            return [
+                "pid" if grid.group("op") == "get_program_id" else "programs",
+                "xyz".index(grid.group("axis")),
+            ]
+        binary = _BINARY.search(op.text)
+        if binary is not None and binary.group("op") in _BINARY_OPS:
+            a, b = (self.value(binary.group(k), depth + 1) for k in ("a", "b"))
+            return [_BINARY_OPS[binary.group("op")], _width(binary.group("type")), a, b]
+        if (cast := _CAST.search(op.text)) is not None:
+            return ["cast", _width(cast.group("type")), self.value(cast.group("a"), depth + 1)]
+        if (select := _SELECT.search(op.text)) is not None:
+            return ["either", *(self.value(select.group(k), depth + 1) for k in ("a", "b"))]
+        raise _Unbounded(f"{name} comes from {op.name}, which a launch cannot evaluate")
+
+    def trip_count(self, match: re.Match | None) -> int | None:
+        """Iterations of an ``scf.for`` whose bounds and positive step are constants, else None."""
         if match is None:
             return None
         lb, ub, step = (self.constants.get(match.group(k)) for k in ("lb", "ub", "step"))
@@ -240,8 +361,10 @@ def _first_scope(op: ttir_text.Op) -> str:
     return next((name for inner in op.walk() if (name := ttir_text.marker_name(inner)) is not None), "?")
 
 
-def ttir_bound(ttir: str) -> EntryBound:
-    """The most records the kernel's TTIR function writes per run: an upper bound on entries."""
+def ttir_bound(ttir: str, stores_begin: Callable[[str], bool] = lambda name: True) -> EntryBound:
+    """The most entries the kernel's TTIR function writes per run, fixed at compile time, or
+    computed at each launch (``EntryBound.launch``): a record each, but the begins of the scopes
+    for which ``stores_begin`` is false (the PTX pairs each with its end, which stores both)."""
     functions = [
         op
         for top in ttir_text.parse_ops(ttir)
@@ -250,11 +373,20 @@ def ttir_bound(ttir: str) -> EntryBound:
     ]
     if len(functions) != 1:
         return EntryBound(None, f"the TTIR has {len(functions)} public functions, not one kernel")
-    counter = _RecordCounter(functions[0], ttir_text.loc_aliases(ttir))
+    counter = _RecordCounter(functions[0], ttir_text.loc_aliases(ttir), stores_begin)
     try:
         records = counter.region(functions[0].regions[0])
     except _Unbounded as unbounded:
         return EntryBound(None, str(unbounded))
+    if not isinstance(records, int):
+        places = ", ".join(dict.fromkeys(_at(where) for where in counter.launch_loops))
+        loops = "the loop" if len(counter.launch_loops) == 1 else "the loops"
+        runs = "runs" if len(counter.launch_loops) == 1 else "run"
+        reason = (
+            f"{loops} {places} {runs} a number of times that each launch computes from the kernel's "
+            "arguments and grid"
+        )
+        return EntryBound(None, reason, LaunchBound(records, reason))
     if not counter.loops:
         return EntryBound(records, f"no scope is recorded inside a loop: at most {_entries(records)}")
     if len(counter.loops) == 1:

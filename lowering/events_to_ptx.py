@@ -20,14 +20,13 @@ from collections.abc import Iterable
 from xdsl.ir import Operation
 
 from proton_ik.contract.layout import (
-    ENTRY_BYTES,
     ENTRY_DTYPE,
     TAG_INDEX_MASK,
     TAG_INDEX_SHIFT,
     VALUE_ENTRY_DTYPE,
 )
 from proton_ik.dialect.pikgpu_operands import GuardOp, RegisterOp, StoreEventOp, StoreValueOp
-from proton_ik.lowering import stores_ptx
+from proton_ik.lowering import frame_ptx, stores_ptx
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 TAG_REGISTER = "%pik_ev_tag"
@@ -49,30 +48,23 @@ def _register(value) -> str:
     return owner.register.data
 
 
-def _slot(capacity: int) -> list[str]:
-    return [
-        f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
-        f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
-    ]
-
-
 _CLOCK = "\tmov.u32 \t%pik_c, %clock;"
 _COUNT_SINGLE = ["\tadd.s32 \t%pik_n, %pik_n, 1;", "\tadd.s32 \t%pik_singles, %pik_singles, 1;"]
 
 
-def store_event(op: StoreEventOp, capacity: int, policy: bool) -> list[str]:
+def store_event(op: StoreEventOp, mask: str, policy: bool) -> list[str]:
     tag = [
         f"\tshl.b32 \t{TAG_REGISTER}, {_register(op.index)}, {TAG_INDEX_SHIFT};",
         f"\tand.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {TAG_INDEX_MASK << TAG_INDEX_SHIFT};",
         f"\tor.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {op.tag.value.data};",
     ]
-    work = tag + _slot(capacity)
+    work = tag + frame_ptx.slot(mask)
     body = [_CLOCK, *work] if op.is_end else [*work, _CLOCK]
     store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"}, policy)
     return ["\t// pik event record", *body, store, *_COUNT_SINGLE]
 
 
-def store_value(op: StoreValueOp, capacity: int, policy: bool) -> list[str]:
+def store_value(op: StoreValueOp, mask: str, policy: bool) -> list[str]:
     values = {
         "tag": op.tag.value.data,
         "clock": "%pik_c",
@@ -81,7 +73,7 @@ def store_value(op: StoreValueOp, capacity: int, policy: bool) -> list[str]:
     }
     return [
         "\t// pik value record",
-        *_slot(capacity),
+        *frame_ptx.slot(mask),
         _CLOCK,
         stores_ptx.entry_store(VALUE_ENTRY_DTYPE, values, policy),
         *_COUNT_SINGLE,
@@ -104,9 +96,7 @@ def is_entry(op: Operation) -> bool:
     return isinstance(op, StoreEventOp | StoreValueOp)
 
 
-def plan_sites(
-    ops: Iterable[Operation], sites: dict[int, list[str]], capacity: int, policy: bool = True
-) -> bool:
+def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], mask: str, policy: bool = True) -> bool:
     """Add the lines of these ops' sites to ``sites`` (site -> PTX lines, as planned for the
     other ops), and guard the guarded ones; True if any op was ours (then ``declarations``
     are needed). ``policy``: the stores carry the records' L2 policy (``stores_ptx``)."""
@@ -117,7 +107,7 @@ def plan_sites(
             if op.site is None:
                 raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
             lower = store_event if isinstance(op, StoreEventOp) else store_value
-            sites[op.site.value.data] = lower(op, capacity, policy)  # type: ignore[arg-type]
+            sites[op.site.value.data] = lower(op, mask, policy)  # type: ignore[arg-type]
             ours = True
         elif isinstance(op, GuardOp):
             guards.append(op)

@@ -17,8 +17,11 @@ every vector store: each names the layout fields it writes (``stores_ptx.vector`
 from __future__ import annotations
 
 from proton_ik.contract.layout import (
+    CAPACITY_SHIFT_MASK,
+    CTA_ALIGN,
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
     MAGIC,
     THREADS_PER_WARP,
     UNIT_HEADER_BYTES,
@@ -35,6 +38,51 @@ CLUSTER_MIN_SM = 90  # %clusterid, %cluster_ctarank and %cluster_nctarank exist 
 CLUSTER_REGISTERS = ("cluster", "cluster_rank", "cluster_ctas", "cluster_t", "cluster_n")
 
 
+# A launch-sized kernel's sizes (``contract.layout.CAPACITY_SHIFT_MASK``), read from its buffer
+# pointer: ``pikgpu_to_ptx`` declares these registers where the kernel is sized at launch.
+LAUNCH_SIZE_REGISTERS = ("shift", "unit_bytes", "cta_bytes", "mask", "capacity")
+SLOT_MASK = "%pik_mask"
+
+
+def slot_mask(setup: SegmentSetupOp) -> str:
+    """The operand that finds an entry's slot (``count & mask``): the capacity less one, as an
+    immediate, or as the register a launch-sized kernel reads it into."""
+    return SLOT_MASK if setup.sized_at_launch else str(setup.layout.capacity - 1)
+
+
+def slot(mask: str) -> list[str]:
+    """The address (``%pik_a``) of the entry that count ``%pik_n`` goes to: never outside the ring."""
+    return [
+        f"\tand.b32 \t%pik_t, %pik_n, {mask};",
+        f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
+    ]
+
+
+def _launch_sizes(units: int) -> list[str]:
+    """A launch-sized kernel's unit and CTA strides, from the capacity's log2 in the buffer
+    pointer's low bits, which are then cleared: as ``BufferLayout`` computes them."""
+    return [
+        "\tcvt.u32.u64 \t%pik_shift, %pik_scratch;",
+        f"\tand.b32 \t%pik_shift, %pik_shift, {CAPACITY_SHIFT_MASK};",
+        f"\tand.b64 \t%pik_scratch, %pik_scratch, {0xFFFFFFFFFFFFFFFF ^ (CTA_ALIGN - 1):#x};",
+        f"\tmov.u32 \t%pik_unit_bytes, {ENTRY_BYTES};",
+        "\tshl.b32 \t%pik_unit_bytes, %pik_unit_bytes, %pik_shift;",
+        f"\tadd.s32 \t%pik_unit_bytes, %pik_unit_bytes, {UNIT_HEADER_BYTES};",
+        f"\tmad.lo.u32 \t%pik_cta_bytes, %pik_unit_bytes, {units}, {CTA_HEADER_BYTES + CTA_ALIGN - 1};",
+        f"\tand.b32 \t%pik_cta_bytes, %pik_cta_bytes, {0xFFFFFFFF ^ (CTA_ALIGN - 1):#x};",
+    ]
+
+
+def _capacity(register: str) -> list[str]:
+    """``register`` = the launch's capacity (1 << shift)."""
+    return [f"\tmov.u32 \t{register}, 1;", f"\tshl.b32 \t{register}, {register}, %pik_shift;"]
+
+
+def _mask() -> list[str]:
+    """``SLOT_MASK`` = the launch's capacity less one: live across the kernel, one register."""
+    return [*_capacity(SLOT_MASK), f"\tadd.s32 \t{SLOT_MASK}, {SLOT_MASK}, -1;"]
+
+
 def has_clusters(target_sm: int | None) -> bool:
     """Whether PTX for ``target_sm`` (None: a module without ``.target``, taken as the newest)
     has the cluster registers."""
@@ -45,8 +93,10 @@ def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     """This CTA's region (``%pik_base``) and, for its header, the linear CTA id and the grid,
     from the kernel's parameter and special registers."""
     cta_lines, cta_slot = sampling_ptx.cta_slot(setup.layout.sampling, "%pik_cta")
+    sized = setup.sized_at_launch
     return [
         f"\tld.param.u64 \t%pik_scratch, [{scratch_param}];",
+        *(_launch_sizes(setup.layout.units) if sized else []),
         "\tmov.u32 \t%pik_tid, %tid.x;",
         "\tmov.u32 \t%pik_x, %ctaid.x;",
         "\tmov.u32 \t%pik_y, %ctaid.y;",
@@ -57,7 +107,7 @@ def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
         "\tmad.lo.u32 \t%pik_cta, %pik_z, %pik_ny, %pik_y;",
         "\tmad.lo.u32 \t%pik_cta, %pik_cta, %pik_nx, %pik_x;",
         *cta_lines,
-        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {setup.layout.cta_bytes};",
+        f"\tmul.wide.u32 \t%pik_base, {cta_slot}, {'%pik_cta_bytes' if sized else setup.layout.cta_bytes};",
         "\tadd.s64 \t%pik_base, %pik_scratch, %pik_base;",
     ]
 
@@ -90,10 +140,11 @@ def _entries(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     """The unit's entries (``%pik_rec``) and writer lane (``%pik_w``), from the kernel's parameter
     and special registers."""
     writer, unit_slot = _writer(setup)
+    unit_bytes = "%pik_unit_bytes" if setup.sized_at_launch else setup.layout.unit_bytes
     return [
         *_cta_region(setup, scratch_param),
         *writer,
-        f"\tmad.wide.u32 \t%pik_rec, {unit_slot}, {setup.layout.unit_bytes}, %pik_base;",
+        f"\tmad.wide.u32 \t%pik_rec, {unit_slot}, {unit_bytes}, %pik_base;",
         f"\tadd.s64 \t%pik_rec, %pik_rec, {CTA_HEADER_BYTES + UNIT_HEADER_BYTES};",
     ]
 
@@ -107,6 +158,7 @@ def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool, policy: bo
     return [
         "\t// pik prologue: this unit's entries and writer lane, the low halves of its start times",
         *_entries(setup, scratch_param),
+        *(_mask() if setup.sized_at_launch else []),
         "\tmov.u32 \t%pik_n, 0;",
         "\tmov.u32 \t%pik_singles, 0;",
         *([POLICY] if policy else []),  # the L2 policy of the records' stores (``stores_ptx``)
@@ -161,6 +213,7 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, clusters: 
         *sampling_ptx.restrict_header(layout.sampling, "%pik_h"),
         "\tmov.u32 \t%pik_sm, %smid;",
         *(_cluster() if clusters else []),
+        *(_capacity("%pik_capacity") if setup.sized_at_launch else []),
         header_store(
             "%pik_h",
             "%pik_base",
@@ -177,7 +230,7 @@ def epilogue(setup: SegmentSetupOp, scratch_param: str, staged: bool, clusters: 
             "%pik_h",
             "%pik_base",
             cta,
-            {"capacity": layout.capacity, **cluster},
+            {"capacity": "%pik_capacity" if setup.sized_at_launch else layout.capacity, **cluster},
         ),
         "\tret;",
     ]

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from xdsl.dialects.builtin import ModuleOp
 
+from proton_ik.contract.launch_bound import LaunchBound
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.dialect import make_context
@@ -44,6 +45,14 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
             mode.capacity, "option", bound.entries, f"capacity={mode.capacity} is set in the mode"
         )
     ring = f"a ring of {DEFAULT_RING_CAPACITY} entries keeps the newest"
+    if bound.entries is None and bound.launch is not None:
+        return Capacity(
+            DEFAULT_RING_CAPACITY,
+            "launch",
+            None,
+            f"{bound.reason}: each launch sizes its segments to hold every record ({ring} where the "
+            "launch path does not pass the kernel's arguments)",
+        )
     if bound.entries is None:
         return Capacity(DEFAULT_RING_CAPACITY, "ring", None, f"{bound.reason}; {ring}")
     entries = next_power_of_two(bound.entries)
@@ -63,6 +72,7 @@ class Instrumented:
     pik: ModuleOp
     capacity: Capacity
     occupancy: Occupancy | None = None  # occupancy=keep: set by ``occupancy.keep``
+    launch_bound: LaunchBound | None = None  # segments sized at each launch from this bound
 
 
 def instrument(
@@ -109,6 +119,7 @@ def instrument(
         cta_stride=sampling.cta_stride,
         cta_ids=sampling.cta_ids,
         unit_ids=sampling.unit_ids,
+        launch_sized=capacity.source == "launch",
     )
     convert.apply(context, module)
     module.verify()
@@ -120,7 +131,15 @@ def instrument(
         and most <= capacity.entries
         and staging_fits(units)
     )
-    return Instrumented(lower_to_ptx(module, ptx, staged), convert.layout(), scopes, pik_text, capacity)
+    launch_bound = bound.launch if capacity.source == "launch" else None
+    return Instrumented(
+        lower_to_ptx(module, ptx, staged),
+        convert.layout(),
+        scopes,
+        pik_text,
+        capacity,
+        launch_bound=launch_bound,
+    )
 
 
 def warn_of_scopes_lost_or_emptied(kernel: str, ttir: str, module: ModuleOp) -> None:
@@ -173,6 +192,7 @@ def kernel_metadata(result: Instrumented, mode: Mode, num_warps: int) -> KernelM
         mode=str(mode),
         capacity=result.capacity,
         occupancy=result.occupancy,
+        launch_bound=result.launch_bound,
     )
 
 

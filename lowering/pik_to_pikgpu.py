@@ -77,6 +77,7 @@ class ConvertPikToPikGPU(ModulePass):
     cta_stride: int = 1
     cta_ids: tuple[int, ...] = ()
     unit_ids: tuple[int, ...] = ()
+    launch_sized: bool = False  # the capacity comes from the buffer pointer (``contract.layout``)
 
     def layout(self) -> BufferLayout:
         sampling = Sampling(self.cta_stride, self.cta_ids, self.unit_ids)
@@ -95,7 +96,7 @@ class ConvertPikToPikGPU(ModulePass):
         else:
             self._trace(records)
         block = op.body.block
-        setup = SegmentSetupOp(Granularity(self.granularity), self.layout())
+        setup = SegmentSetupOp(Granularity(self.granularity), self.layout(), self.launch_sized)
         if block.first_op is None:
             block.add_op(setup)
         else:

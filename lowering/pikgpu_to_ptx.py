@@ -7,7 +7,7 @@ loops and branches with no SSA plumbing. The pass emits:
 - the frame (``frame_ptx``): a prologue that stores nothing, and an epilogue that every
   ``ret`` branches to and that writes the unit and CTA headers;
 - at each single record (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one
-  8-byte store by the unit's writer lane into entry ``count & (capacity - 1)``, which never
+  8-byte store by the unit's writer lane into entry ``count & (capacity - 1)`` (``frame_ptx.slot``), which never
   leaves the segment;
 - at a paired begin, only a clock read into a register of its own (a begin goes above the pure
   arithmetic before its marker: ``placement``); at its end
@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.layout import (
-    ENTRY_BYTES,
     ENTRY_DTYPE,
 )
 from proton_ik.dialect.pikgpu import (
@@ -119,14 +118,7 @@ def _declarations(pairs: int) -> list[str]:
     ]
 
 
-def _slot(capacity: int) -> list[str]:
-    return [
-        f"\tand.b32 \t%pik_t, %pik_n, {capacity - 1};",
-        f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
-    ]
-
-
-def _single(store: StoreRecordOp, capacity: int, policy: bool) -> list[str]:
+def _single(store: StoreRecordOp, mask: str, policy: bool) -> list[str]:
     clock = ["\tmov.u32 \t%pik_c, %clock;"]
     values = {"first.tag": store.tag.value.data, "first.clock": "%pik_c"}
     store_lines = [
@@ -136,7 +128,7 @@ def _single(store: StoreRecordOp, capacity: int, policy: bool) -> list[str]:
     ]
     # The clock is read as late as possible for a begin and as early as possible for an end,
     # so that the record's own address arithmetic is outside the measured scope.
-    body = clock + _slot(capacity) if store.is_end else _slot(capacity) + clock
+    body = clock + frame_ptx.slot(mask) if store.is_end else frame_ptx.slot(mask) + clock
     return ["\t// pik record", *body, *store_lines]
 
 
@@ -144,12 +136,12 @@ def _pair_begin(pair: int) -> list[str]:
     return ["\t// pik pair begin", f"\tmov.u32 \t%pik_b{pair}, %clock;"]
 
 
-def _pair_end(store: StorePairOp, capacity: int, pair: int, policy: bool) -> list[str]:
+def _pair_end(store: StorePairOp, mask: str, pair: int, policy: bool) -> list[str]:
     tags = store.begin_tag.value.data, store.end_tag.value.data
     return [
         "\t// pik pair end",
         "\tmov.u32 \t%pik_c, %clock;",
-        *_slot(capacity),
+        *frame_ptx.slot(mask),
         stores_ptx.entry_store(
             ENTRY_DTYPE,
             {
@@ -177,7 +169,7 @@ def plan_ptx(
     if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
         raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
     setup = setups[0]
-    capacity = setup.layout.capacity
+    mask = frame_ptx.slot_mask(setup)
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
     staged = (
@@ -195,6 +187,10 @@ def plan_ptx(
         frame_ptx.epilogue(setup, scratch_param, staged, clusters),
     )
     plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
+    if setup.sized_at_launch:
+        plan.declarations.append(
+            "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in frame_ptx.LAUNCH_SIZE_REGISTERS) + ";"
+        )
     if setup.layout.aggregate:
         plan.declarations += aggregate_to_ptx.declarations(setup.layout)
         plan.prologue += aggregate_to_ptx.prologue(setup)
@@ -208,16 +204,16 @@ def plan_ptx(
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
             plan.sites[site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            plan.sites[site_of(op)] = _pair_end(op, capacity, pair_of_begin[op.begin_clock.owner], policy)
+            plan.sites[site_of(op)] = _pair_end(op, mask, pair_of_begin[op.begin_clock.owner], policy)
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-            plan.sites[site_of(op)] = _single(op, capacity, policy)
+            plan.sites[site_of(op)] = _single(op, mask, policy)
         elif isinstance(op, AggregateBeginOp):
             plan.sites[site_of(op)] = aggregate_to_ptx.begin(op)
         elif isinstance(op, AggregateEndOp):
             plan.sites[site_of(op)] = aggregate_to_ptx.end(op, site_of(op))
-    if events_to_ptx.plan_sites(ops, plan.sites, capacity, policy):
+    if events_to_ptx.plan_sites(ops, plan.sites, mask, policy):
         plan.declarations += events_to_ptx.declarations()
     plan.begins = {site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
     plan.pair_begins = {

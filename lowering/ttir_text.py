@@ -23,6 +23,7 @@ _LOC_ATOM = re.compile(r'"(?P<file>[^"]*)":(?P<line>\d+)(?::\d+)?|(?P<alias>#loc
 # prefix, quotes printed as \22 (names hold no quote or \).
 _MARKER_ASM = re.compile(r'^(?:%[^=]*=\s*)?tt\.elementwise_inline_asm\s+"' + re.escape(MARKER_PREFIX))
 _MARKER_SCOPE = re.compile(r"\bscope = \\22(?P<name>[^\\]*)\\22")
+_MARKER_KIND = re.compile(r"\bkind = \\22(?P<kind>[^\\]*)\\22")
 WARP_SPECIALIZE_ATTRIBUTE = "tt.warp_specialize"
 
 
@@ -131,6 +132,12 @@ def marker_name(op: Op) -> str | None:
     return scope.group("name") if scope else "?"
 
 
+def marker_kind(op: Op) -> str | None:
+    """A marker's record kind ("begin", "end", an event's or a mark's), None where unreadable."""
+    kind = _MARKER_KIND.search(op.text)
+    return kind.group("kind") if kind else None
+
+
 @dataclass(frozen=True)
 class TtirMarker:
     """A proton_ik marker in the TTIR: its name, its source line, the source line of the
@@ -164,4 +171,25 @@ def markers(text: str) -> list[TtirMarker]:
 
     for op in parse_ops(text):
         visit(op, None)
+    return found
+
+
+_ARGUMENT = re.compile(r'(?P<value>%[\w$.-]+): (?P<type>i\d+|index)\b[^%]*?loc\("(?P<name>[^"]+)"')
+_RESULT = re.compile(r"^(?P<value>%[\w$.-]+)\s*=\s*")
+
+
+def integer_arguments(function: Op) -> dict[str, str]:
+    """SSA name -> parameter name of each integer argument of a ``tt.func`` (Triton names each
+    argument's location after its Python parameter)."""
+    header = function.text.split(") attributes", 1)[0]
+    return {match.group("value"): match.group("name") for match in _ARGUMENT.finditer(header)}
+
+
+def definitions(function: Op) -> dict[str, Op]:
+    """SSA name -> the op that defines it, for every single-result op of a function."""
+    found = {}
+    for op in function.walk():
+        match = _RESULT.match(op.text)
+        if match is not None:
+            found[match.group("value")] = op
     return found

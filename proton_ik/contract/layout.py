@@ -55,6 +55,13 @@ to 0. A ``cluster_ctas`` of 0 reads "not recorded": an older file, or a kernel c
 target before sm_90, whose epilogue stores 0 there. A CTA launched without clusters records a
 cluster of one CTA, its own.
 
+A kernel whose segments are sized at each launch (``contract.launch_bound``: a loop whose trip
+count the launch computes from the kernel's arguments) reads its capacity from the low bits of
+its ``profile_scratch`` pointer: the runtime adds log2(capacity) to the CTA_ALIGN-aligned buffer
+address (``CAPACITY_SHIFT_MASK``), and the kernel masks the bits off before any address is
+made. Its CTA headers hold that launch's capacity, and its launch's metadata that launch's
+layout, so a reader sees an ordinary buffer.
+
 **Version 2** holds all of the above. Each was added so that the bytes written before it keep
 their meaning (files from before events hold only scopes; unsampled layouts are byte for byte
 what they were; zeros in the cluster fields read "not recorded"), so none of them changed the
@@ -78,6 +85,8 @@ MAGIC = 0x314B4950  # b"PIK1" read as a little-endian u32
 CTA_ALIGN = 128  # alignment of each CTA's region and of the whole buffer
 RECORD_BYTES = 8
 ENTRY_BYTES = 16  # one record, or a begin/end pair
+# A launch-sized kernel's log2(capacity), in its buffer pointer's low bits (below CTA_ALIGN)
+CAPACITY_SHIFT_MASK = 0x1F
 MAX_CTA_BYTES = 0xFFFFFFFF  # the PTX multiplies the linear CTA id by a 32-bit immediate
 THREADS_PER_WARP = 32
 WARPS_PER_WARPGROUP = 4
@@ -203,6 +212,7 @@ VALUE_ENTRY_DTYPE = np.dtype([("tag", "<u4"), ("clock", "<u4"), ("value", "<u4")
 assert CTA_HEADER_BYTES == 64 and UNIT_HEADER_BYTES == 48
 assert RECORD_DTYPE.itemsize == RECORD_BYTES and ENTRY_DTYPE.itemsize == ENTRY_BYTES
 assert VALUE_ENTRY_DTYPE.itemsize == ENTRY_BYTES
+assert CAPACITY_SHIFT_MASK < CTA_ALIGN and (CAPACITY_SHIFT_MASK + 1) & CAPACITY_SHIFT_MASK == 0
 
 
 def records_written(entries, singles):

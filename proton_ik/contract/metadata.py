@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from proton_ik.contract.fields import SchemaError, integer, mapping, plain_table, shown, text
+from proton_ik.contract.launch_bound import BoundError, LaunchBound
+from proton_ik.contract.launch_bound import parse as parse_launch_bound
 from proton_ik.contract.layout import CTA_ALIGN, MAX_EVENT_INSTANCES, MAX_SCOPES, VERSION, BufferLayout
 from proton_ik.contract.names import scope_name_problem
 from proton_ik.contract.sampling import Sampling
@@ -39,16 +41,19 @@ MAX_UNITS = 1 << 16
 MAX_CAPACITY = 1 << 32
 MAX_LINE = 1 << 31
 
-CapacitySource = Literal["bound", "ring", "option", "aggregate"]
+CapacitySource = Literal["bound", "launch", "ring", "option", "aggregate"]
 
 
 @dataclass(frozen=True)
 class Capacity:
     """Entries per unit, and what decided them.
 
-    ``source`` is "bound" (capacity=auto, sized from the code's bound), "ring" (capacity=auto,
-    but the code gives no bound that fits: the default ring), "option" (capacity=N) or
-    "aggregate" (aggregate=on: statistics per scope, no ring, 0 entries)."""
+    ``source`` is "bound" (capacity=auto, sized from the code's bound), "launch" (capacity=auto,
+    sized at each launch from the kernel's arguments and grid: a compiled kernel's ``entries``
+    are the ring a launch gets where the launch path does not pass its arguments, a launch's
+    are its own), "ring" (capacity=auto, but the code gives no bound that fits: the default
+    ring), "option" (capacity=N) or "aggregate" (aggregate=on: statistics per scope, no ring, 0
+    entries)."""
 
     entries: int
     source: CapacitySource
@@ -135,11 +140,18 @@ class KernelMetadata:
     mode: str | None = None
     capacity: Capacity | None = None
     occupancy: Occupancy | None = None  # occupancy=keep only
+    launch_bound: LaunchBound | None = None  # capacity "launch": what each launch evaluates
 
     @property
     def sized_from_bound(self) -> bool:
-        """Segments sized from the code's bound: a launch's buffer is at most twice what it wrote."""
-        return self.capacity is not None and self.capacity.source == "bound"
+        """Segments sized from the code's bound, at compile time or at the launch: a launch's
+        buffer is at most twice what it wrote."""
+        return self.capacity is not None and self.capacity.source in ("bound", "launch")
+
+    @property
+    def sized_at_launch(self) -> bool:
+        """The kernel reads its capacity from its buffer pointer (``contract.layout``)."""
+        return self.launch_bound is not None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -154,6 +166,8 @@ class KernelMetadata:
         data["scopes"] = [scope.to_dict() for scope in self.scopes]
         if self.occupancy is not None:
             data["occupancy"] = self.occupancy.to_dict()
+        if self.launch_bound is not None:
+            data["launch_bound"] = self.launch_bound.to_dict()
         return data
 
     @classmethod
@@ -179,6 +193,12 @@ class KernelMetadata:
             occupancy = Occupancy.from_dict(
                 mapping(occupancy, f"{where}: {name}.occupancy"), f"{where}: {name}.occupancy"
             )
+        launch_bound = data.get("launch_bound")
+        if launch_bound is not None:
+            try:
+                launch_bound = parse_launch_bound(launch_bound, f"{where}: {name}.launch_bound")
+            except BoundError as error:
+                raise SchemaError(str(error)) from None
         return cls(
             layout=layout,
             scopes=_scopes(data.get("scopes", []), f"{where}: {name}.scopes", check_names),
@@ -187,6 +207,7 @@ class KernelMetadata:
             mode=mode,
             capacity=None if capacity is None else Capacity.from_dict(capacity, f"{where}: {name}.capacity"),
             occupancy=occupancy,
+            launch_bound=launch_bound,
         )
 
 

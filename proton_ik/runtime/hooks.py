@@ -6,9 +6,10 @@ The allocator takes a chunk from the pool of the current device, and the exit ho
 that device's drain, which records an event on the launch's stream after every few launches.
 
 The allocator is not told which kernel launches. ``CompiledKernel.launch_metadata``, which
-Triton calls just before each launch, is wrapped to say it (the kernel and its grid, per
-thread). A kernel that samples CTAs then gets only the regions its sampled CTAs write
-(``Sampling.buffer_bytes``), not a region for every CTA of the grid.
+Triton calls just before each launch, is wrapped to say it (the kernel, its grid and its
+arguments, per thread). A kernel that samples CTAs then gets only the regions its sampled CTAs
+write (``Sampling.buffer_bytes``), not a region for every CTA of the grid, and a kernel whose
+segments are sized at launch gets the segments its arguments call for (``launch_sizing``).
 
 A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's
 private memory pool, so that every replay writes there and never into a pool chunk that has
@@ -31,6 +32,7 @@ from triton.compiler.compiler import CompiledKernel
 from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
+from proton_ik.runtime import launch_sizing
 from proton_ik.runtime.drain import Drain, QueuedLaunch, Sink
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
@@ -48,7 +50,12 @@ def grid_ctas(grid: Any) -> int | None:
     return math.prod(extents)
 
 
-def buffer_request(size: int, upcoming: tuple[int, Any] | None) -> tuple[int | None, int]:
+# What ``launch_metadata`` announces of the launch about to be made: (function, grid, the
+# CompiledKernel, the launch's arguments)
+Upcoming = tuple[int, Any, Any, tuple]
+
+
+def buffer_request(size: int, upcoming: Upcoming | None) -> tuple[int | None, int]:
     """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request of
     ``size`` bytes when ``upcoming`` (function, grid) announced the launch: only the sampled
     CTAs' regions where the launching kernel samples CTAs and Triton asked for a region for each
@@ -67,7 +74,7 @@ class _Launching(threading.local):
     """What one thread's launch in progress holds between Triton's calls: the kernel announced
     by ``launch_metadata``, then the buffer the allocator handed it, until the exit hook."""
 
-    upcoming: tuple[int, Any] | None = None  # (function, grid): the kernel about to launch
+    upcoming: Upcoming | None = None  # the kernel about to launch
     pending: _Allocation | None = None  # allocated, launch not yet exited
 
 
@@ -86,7 +93,7 @@ def _announced_launch_metadata(self: CompiledKernel, grid: Any, stream: int, *ar
     data = _plain_launch_metadata(self, grid, stream, *args)  # loads the kernel: its handle is set
     launching = _announcing.launching
     if launching is not None:
-        launching.upcoming = (self.function, grid)
+        launching.upcoming = (self.function, grid, self, args)
     return data
 
 
@@ -247,13 +254,24 @@ class LaunchRecorder:
         launching.upcoming = None  # told of this launch; never of the next, which tells its own
         kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
         ctas = None
-        if kernel is not None and not kernel.every_cta:
+        tag = 0  # a launch-sized kernel's log2(capacity), in the address's low bits
+        if kernel is not None and kernel.bound_entries is not None:
+            assert upcoming is not None
+            ctas = size // kernel.cta_bytes
+            kernel = launch_sizing.launch_kernel(
+                kernel, upcoming[2], upcoming[1], upcoming[3], ctas, self.pool_bytes // 2
+            )
+            size, tag = (
+                kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes),
+                launch_sizing.pointer_tag(kernel),
+            )
+        elif kernel is not None and not kernel.every_cta:
             ctas, size = buffer_request(size, upcoming)
         stream = stream or 0
         if self._capturing():
             buffer = self._torch.empty(size, dtype=self._torch.uint8, device="cuda")
             launching.pending = (kernel, ctas, size, stream, None, None, buffer)
-            return buffer
+            return buffer.data_ptr() + tag if tag else buffer
         drain = self._drain_of_stream.get(stream) if stream else None
         if drain is None:
             # Handle 0, the legacy default stream, stands for a different stream on each device.
@@ -270,7 +288,7 @@ class LaunchRecorder:
         launching.pending = (kernel, ctas, size, stream, drain, chunk, None)
         # An int: the launcher passes it on as it is, where an object costs a data_ptr() call
         # and a driver query of the pointer on every launch.
-        return drain.base + chunk.offset
+        return drain.base + chunk.offset + tag
 
     def exit(self, launch) -> None:
         launching = self._launching
@@ -285,6 +303,10 @@ class LaunchRecorder:
             data = getattr(launch, "data", None)
             function = data.get("function") if isinstance(data, dict) else None
             kernel = KERNELS.get(function) if isinstance(function, int) else None
+            if kernel is not None and kernel.bound_entries is not None:
+                # Its buffer came untagged: the kernel read a capacity of 1 from the address.
+                ctas = size // kernel.cta_bytes
+                kernel = launch_sizing.untagged(kernel)
         if buffer is not None:
             self._captured(kernel, ctas, size, stream, buffer, launch)
             return

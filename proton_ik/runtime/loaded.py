@@ -8,6 +8,7 @@ outlives sessions: a kernel loaded in one session may launch in the next.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +27,18 @@ class KernelInfo:
     layout: BufferLayout = field(init=False)
     dense: bool = field(init=False)  # segments sized from the code's bound: a chunk is copied whole
     every_cta: bool = field(init=False)  # no CTA sampling: every CTA of the grid gets a region
+    # Segments sized at each launch (``runtime.launch_sizing``): the bound's evaluator, the
+    # launch arguments' positions by their count, and the kernel's variants by capacity.
+    bound_entries: Callable[[Sequence[int], Mapping[str, int]], int | None] | None = field(init=False)
+    positions: dict[int, Any] = field(init=False, default_factory=dict, compare=False, repr=False)
+    variants: dict[tuple, KernelInfo] = field(init=False, default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", self.metadata.layout)
         object.__setattr__(self, "dense", self.metadata.sized_from_bound)
         object.__setattr__(self, "every_cta", self.metadata.layout.sampling.every_cta)
+        bound = self.metadata.launch_bound
+        object.__setattr__(self, "bound_entries", None if bound is None else bound.compile())
 
 
 KERNELS: dict[int, KernelInfo] = {}

@@ -20,6 +20,7 @@ from proton_ik.contract.layout import (
     UNIT_HEADER_BYTES,
     BufferLayout,
 )
+from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.dialect import make_context
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp
@@ -159,17 +160,34 @@ def test_a_scope_in_a_loop_has_no_ptx_bound(loop_ptx: str):
 
 
 def test_the_ttir_counts_a_loop_with_a_constant_trip_count(loop_ptx: str, loop_ttir: str):
-    trips, records_per_trip = 8, 2  # for i in range(8): enter and exit "step"
-    most = trips * records_per_trip
+    trips, entries_per_trip = 8, 1  # for i in range(8): "step", whose begin the PTX pairs with its end
+    most = trips * entries_per_trip
     assert bound_of(loop_ptx, loop_ttir) == EntryBound(
         most, f"the loop at loop.py:12 runs 8 times: at most {most} entries"
     )
 
 
-def test_a_loop_with_a_runtime_trip_count_has_no_bound(loop_ptx: str, loop_ttir: str):
+def test_a_loop_over_an_argument_is_bounded_at_each_launch(loop_ptx: str, loop_ttir: str):
     ttir = loop_ttir.replace("to %c8_i32", "to %n")
+    bound = bound_of(loop_ptx, ttir)
+    reason = "the loop at loop.py:12 runs a number of times that each launch computes from the kernel's arguments and grid"
+    assert (bound.entries, bound.reason) == (None, reason)
+    assert bound.launch is not None and bound.launch.arguments == ("n",)
+    # One entry per iteration: the PTX pairs "step"'s begin with its end.
+    assert bound.launch.count == ["loop", 0, ["const", 0], ["arg", "n"], ["const", 1], 1]
+    entries = bound.launch.compile()
+    assert [entries([4], {"n": n}) for n in (0, 1, 8, 1000)] == [0, 1, 8, 1000]
+    assert entries([4], {"n": -3}) == 0  # a loop that does not run
+
+
+def test_a_loop_over_a_value_no_launch_can_compute_has_no_bound(loop_ptx: str, loop_ttir: str):
+    ttir = loop_ttir.replace("to %c8_i32", "to %v").replace(
+        "    scf.for", "    %v = tt.load %x : !tt.ptr<i32> loc(#loc1)\n    scf.for"
+    )
     assert bound_of(loop_ptx, ttir) == EntryBound(
-        None, "the loop at loop.py:12 records scope 'step' and has a trip count known only at run time"
+        None,
+        "the loop at loop.py:12 records scope 'step' and has a trip count known only at run time "
+        "(%v comes from tt.load, which a launch cannot evaluate)",
     )
 
 
@@ -336,7 +354,7 @@ def test_an_explicit_capacity_is_a_ring_of_that_size_whatever_the_bound():
 def test_instrument_puts_the_capacity_in_the_metadata(loop_ptx: str, loop_ttir: str):
     result = instrument(loop_ptx, Mode(), num_warps=4, ttir=loop_ttir)
     assert result is not None
-    bound = 8 * 2  # 8 trips of enter and exit "step"
+    bound = 8 * 1  # 8 trips of "step", its begin and end one paired entry
     assert result.layout == BufferLayout(units=4, capacity=next_power_of_two(bound))
     metadata = kernel_metadata(result, Mode(), num_warps=4).to_dict()
     assert metadata["layout"] == result.layout.to_dict()
@@ -484,6 +502,10 @@ def branches_kernel(x, n, BLOCK: tl.constexpr):
         tl.store(x + offs, 2.0, mask=offs < n)
 
 
+def kernel_metadata_of(kernel) -> KernelMetadata:
+    return KernelMetadata.from_dict(kernel.metadata.proton_ik, "test")
+
+
 def capacity_of(compile_kernel, fn, num_warps: int = 4) -> SimpleNamespace:
     kernel = compile_kernel(fn, SIGNATURE, {"BLOCK": 128}, mode=Mode(), num_warps=num_warps)
     return SimpleNamespace(kernel=kernel, **kernel.metadata.proton_ik["capacity"])
@@ -508,8 +530,8 @@ def test_a_short_constant_loop_that_llvm_unrolls_is_straight_line(compile_kernel
 
 def test_a_constant_loop_that_stays_a_loop_is_counted_on_the_ttir(compile_kernel):
     found = capacity_of(compile_kernel, long_loop_kernel)
-    trips, records_per_trip = 1000, 2  # enter and exit "step" in each iteration
-    bound = trips * records_per_trip
+    trips, entries_per_trip = 1000, 1  # "step" in each iteration: its begin and end one pair
+    bound = trips * entries_per_trip
     loop = f"{THIS_FILE}:{line_of(long_loop_kernel, 'for i in tl.range')}"
     assert (found.entries, found.source, found.bound) == (next_power_of_two(bound), "bound", bound)
     assert found.reason == f"the loop at {loop} runs {trips} times: at most {bound} entries"
@@ -517,14 +539,26 @@ def test_a_constant_loop_that_stays_a_loop_is_counted_on_the_ttir(compile_kernel
     assert not [key for key in found.kernel.metadata._asdict() if "ttir" in key]
 
 
-def test_a_loop_with_a_runtime_trip_count_gets_the_default_ring(compile_kernel):
+def test_a_loop_over_an_argument_is_sized_at_each_launch(compile_kernel, ptxas, tmp_path: Path):
     found = capacity_of(compile_kernel, runtime_loop_kernel)
     loop = f"{THIS_FILE}:{line_of(runtime_loop_kernel, 'for i in range(n)')}"
-    assert (found.entries, found.source, found.bound) == (DEFAULT_RING_CAPACITY, "ring", None)
+    # The compiled layout is the ring a launch gets where its launch path passes no arguments.
+    assert (found.entries, found.source, found.bound) == (DEFAULT_RING_CAPACITY, "launch", None)
     assert found.reason == (
-        f"the loop at {loop} records scope 'step' and has a trip count known only at run time; "
-        f"a ring of {DEFAULT_RING_CAPACITY} entries keeps the newest"
+        f"the loop at {loop} runs a number of times that each launch computes from the kernel's "
+        "arguments and grid: each launch sizes its segments to hold every record (a ring of "
+        f"{DEFAULT_RING_CAPACITY} entries keeps the newest where the launch path does not pass the "
+        "kernel's arguments)"
     )
+    metadata = kernel_metadata_of(found.kernel)
+    assert metadata.sized_at_launch and metadata.launch_bound is not None
+    entries = metadata.launch_bound.compile()
+    assert entries([8], {"n": 100}) == 100  # "step" per iteration: its begin and end one pair
+    # The kernel reads its capacity from its buffer pointer's low bits, and assembles.
+    ptx = found.kernel.asm["ptx"]
+    assert "and.b32 \t%pik_shift, %pik_shift, 31;" in ptx
+    assert "and.b32 \t%pik_t, %pik_n, %pik_mask;" in ptx
+    assert ptxas(ptx, tmp_path).returncode == 0
 
 
 def test_a_scope_after_a_runtime_loop_is_bounded(compile_kernel):

@@ -205,11 +205,16 @@ class Case:
     num_warps: int
     scopes: list[str]
     capacity: int  # entries per unit the kernel should get
-    source: str  # what decided them: "bound", "ring" or "option"
+    source: str  # what decided them: "bound", "launch", "ring" or "option"
 
     @property
     def ptx(self) -> str:
         return self.kernel.asm["ptx"]
+
+    @property
+    def mask(self) -> str:
+        """The slot mask's operand: the capacity less one, or a launch-sized kernel's register."""
+        return "%pik_mask" if self.source == "launch" else str(self.capacity - 1)
 
     @property
     def staged(self) -> bool:
@@ -321,9 +326,9 @@ def pairs(ptx: str) -> list[Pair]:
     return result
 
 
-def single_instructions(scope: int, is_end: bool, capacity: int) -> list[str]:
+def single_instructions(scope: int, is_end: bool, mask: str) -> list[str]:
     slot = [
-        f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"and.b32 \t%pik_t, %pik_n, {mask};",
         f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
     ]
     clock = ["mov.u32 \t%pik_c, %clock;"]
@@ -336,7 +341,7 @@ def single_instructions(scope: int, is_end: bool, capacity: int) -> list[str]:
     ]
 
 
-def pair_end_instructions(pair: Pair, capacity: int, staged: bool = False) -> list[str]:
+def pair_end_instructions(pair: Pair, mask: str, staged: bool = False) -> list[str]:
     tags = make_tag(pair.scope, False, paired=True), make_tag(pair.scope, True)
     if staged:
         return [
@@ -347,7 +352,7 @@ def pair_end_instructions(pair: Pair, capacity: int, staged: bool = False) -> li
         ]
     return [
         "mov.u32 \t%pik_c, %clock;",
-        f"and.b32 \t%pik_t, %pik_n, {capacity - 1};",
+        f"and.b32 \t%pik_t, %pik_n, {mask};",
         f"mad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;",
         f"@%pik_w st.global.L2::cache_hint.v4.b32 \t[%pik_a], {{{tags[0]}, {pair.register}, {tags[1]}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
@@ -435,8 +440,9 @@ def matmul(compile_kernel) -> Case:
         num_warps=8,
         num_stages=3,
     )
-    # The K loop's trip count is known only at run time: the default ring.
-    return Case(kernel, mode, 8, ["k_step"], DEFAULT_RING_CAPACITY, "ring")
+    # The K loop's trip count, cdiv(K, BLOCK_K), is computed at each launch; the compiled layout
+    # is the ring of a launch that passes no arguments.
+    return Case(kernel, mode, 8, ["k_step"], DEFAULT_RING_CAPACITY, "launch")
 
 
 @pytest.fixture(scope="module")
@@ -498,6 +504,8 @@ def test_metadata_carries_the_scope_table(case: Case):
     fn = case.kernel.src.fn
     metadata = dict(case.kernel.metadata.proton_ik)
     capacity = metadata.pop("capacity")
+    launch_bound = metadata.pop("launch_bound", None)
+    assert (launch_bound is not None) == (case.source == "launch")
     assert metadata == {
         "mode": str(case.mode),
         "num_warps": case.num_warps,
@@ -519,7 +527,7 @@ def test_no_marker_remains(case: Case):
 def test_every_single_record_costs_six_instructions(case: Case):
     for record in records(case.ptx):
         assert len(record.instructions) == INSTRUCTIONS_PER_SINGLE, record.instructions
-        assert record.instructions == single_instructions(record.scope, record.is_end, case.capacity)
+        assert record.instructions == single_instructions(record.scope, record.is_end, case.mask)
 
 
 def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case: Case):
@@ -529,7 +537,7 @@ def test_every_pair_costs_one_instruction_at_its_begin_and_five_at_its_end(case:
         assert len(pair.begin.instructions) == INSTRUCTIONS_PER_PAIR_BEGIN, pair.begin.instructions
         assert len(pair.end.instructions) == end_cost, pair.end.instructions
         assert pair.begin.instructions == [f"mov.u32 \t{pair.register}, %clock;"]
-        assert pair.end.instructions == pair_end_instructions(pair, case.capacity, case.staged)
+        assert pair.end.instructions == pair_end_instructions(pair, case.mask, case.staged)
 
 
 def test_every_site_is_a_single_or_half_of_a_pair(case: Case):
@@ -709,7 +717,7 @@ def test_pairs_off_gives_only_single_records(compile_kernel, add: Case):
     assert [(r.scope, r.is_end) for r in found] == [(0, False), (0, True), (1, False), (1, True)]
     # Four single records in straight-line code: four entries per warp.
     capacity = len(found)
-    assert all(r.instructions == single_instructions(r.scope, r.is_end, capacity) for r in found)
+    assert all(r.instructions == single_instructions(r.scope, r.is_end, str(capacity - 1)) for r in found)
     assert kernel.metadata.profile_scratch_size == BufferLayout(units=4, capacity=capacity).cta_bytes
     # The same scopes, paired (and stored straight to the buffer): half the entries, half the
     # instrumentation.

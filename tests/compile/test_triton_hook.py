@@ -94,7 +94,7 @@ def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir
     assert sorted(metadata) == sorted(
         ["num_warps", "profile_scratch_size", "profile_scratch_align", METADATA_KEY]
     )
-    bound = 8 * 2  # for i in range(8): enter and exit "step"
+    bound = 8 * 1  # for i in range(8): "step", its begin and end one paired entry
     assert metadata[METADATA_KEY]["capacity"] == {
         "entries": next_power_of_two(bound),
         "source": "bound",

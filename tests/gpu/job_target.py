@@ -27,6 +27,7 @@ from proton_ik.contract.session_format import host_offset_ns
 from proton_ik.viewer.session_file import read_session
 
 N, BLOCK, STEPS = 1 << 22, 1024, 10
+SLEEP_CYCLES = 400_000_000  # about 0.2 s at 2 GHz: far longer than queueing the steps takes
 
 
 def rank_job(out_dir: str) -> None:
@@ -41,8 +42,12 @@ def rank_job(out_dir: str) -> None:
     dist.all_reduce(token)
     torch.cuda.synchronize()
     proton_ik.start("dist", out_dir=out_dir)
+    # Every step is queued while the GPU sleeps, so that each marker starts when its all_reduce
+    # ends, not when a host that fell behind its GPU queued it (an add of 4M floats takes 15 us
+    # on an H200, less than a step's host work: the GPU caught up after a few steps).
+    torch.cuda._sleep(SLEEP_CYCLES)
     for _ in range(STEPS):
-        kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # keeps the GPU behind the host
+        kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)
         dist.all_reduce(token)
         kernels.add_kernel[(1,)](x, y, out, BLOCK, BLOCK=BLOCK)  # the marker: queued behind the all_reduce
     torch.cuda.synchronize()

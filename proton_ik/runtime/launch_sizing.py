@@ -1,0 +1,131 @@
+"""Segments sized at each launch: a kernel whose loops run a number of times computed from its
+arguments and grid (``contract.launch_bound``) gets, at each launch, a capacity that holds every
+record of its busiest unit, rounded up to a power of two.
+
+The launch's kernel is a variant of the loaded kernel (``KernelInfo``) whose layout and
+capacity are that launch's, made once per capacity: everything downstream (the drain, the
+session file, the viewer) sees an ordinary kernel of that layout. The buffer address handed to
+Triton carries log2(capacity) in its low bits (``contract.layout.CAPACITY_SHIFT_MASK``), which
+the kernel reads and clears.
+
+Where the launch path passes no arguments, or they give no bound, or the bound would not fit
+the pool, the launch gets a ring, and its capacity's reason says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from proton_ik.contract.launch_bound import capacity_for, shift_of
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.metadata import Capacity
+from proton_ik.runtime.loaded import KernelInfo
+
+
+def argument_positions(compiled: Any, count: int, wanted: Sequence[str]) -> dict[str, int] | None:
+    """Where each parameter in ``wanted`` sits among ``count`` launch arguments: Triton's JIT
+    passes every parameter, Inductor's launchers the ones that are not constexprs. None where
+    the arguments match neither."""
+    source = getattr(compiled, "src", None)
+    names = list(getattr(getattr(source, "fn", None), "arg_names", None) or ())
+    if len(names) != count:
+        signature = getattr(source, "signature", None) or {}
+        names = [name for name in names if signature.get(name) != "constexpr"]
+    if len(names) != count or not set(wanted) <= set(names):
+        return None
+    return {name: names.index(name) for name in wanted}
+
+
+def sized_kernel(kernel: KernelInfo, capacity: int, source: str, reason: str) -> KernelInfo:
+    """The variant of a launch-sized kernel whose segments hold ``capacity`` entries, made once."""
+    key = (capacity, source, reason)
+    variant = kernel.variants.get(key)
+    if variant is None:
+        metadata = kernel.metadata
+        layout = BufferLayout(
+            units=metadata.layout.units, capacity=capacity, sampling=metadata.layout.sampling
+        )
+        sized = dataclasses.replace(
+            metadata,
+            layout=layout,
+            capacity=Capacity(capacity, source, None, reason),  # type: ignore[arg-type]
+        )
+        variant = KernelInfo(kernel.name, kernel.num_warps, layout.cta_bytes, sized, sized.to_dict())
+        kernel.variants[key] = variant
+    return variant
+
+
+def _ring(kernel: KernelInfo, why: str, capacity: int | None = None) -> KernelInfo:
+    capacity = capacity or kernel.layout.capacity
+    bound = kernel.metadata.launch_bound
+    assert bound is not None
+    return sized_kernel(
+        kernel, capacity, "ring", f"{bound.reason}, but {why}; a ring of {capacity} entries keeps the newest"
+    )
+
+
+def untagged(kernel: KernelInfo) -> KernelInfo:
+    """The launch's kernel where the launch path announced nothing, so that the allocator could
+    not tell the kernel its capacity: the kernel read a ring of one entry from the address."""
+    return _ring(
+        kernel,
+        "this launch path did not announce the launch to proton_ik (it called a launch_metadata "
+        "bound before the session started), so the launch had no capacity to read",
+        1,
+    )
+
+
+def launch_kernel(
+    kernel: KernelInfo, compiled: Any, grid: Sequence[int], args: Sequence[Any], ctas: int, max_bytes: int
+) -> KernelInfo:
+    """The kernel variant of one launch of ``ctas`` CTAs, whose buffer may take ``max_bytes``."""
+    bound = kernel.metadata.launch_bound
+    assert bound is not None and kernel.bound_entries is not None
+    positions = kernel.positions.get(len(args), False)
+    if positions is False:
+        positions = kernel.positions[len(args)] = argument_positions(compiled, len(args), bound.arguments)
+    if positions is None:
+        return _ring(
+            kernel,
+            f"the launch passed {len(args)} arguments, which proton_ik cannot match to the kernel's "
+            f"parameters {list(bound.arguments)}",
+        )
+    entries = kernel.bound_entries(grid, {name: args[at] for name, at in positions.items()})
+    if entries is None:
+        return _ring(
+            kernel,
+            "this launch's arguments give no bound (a step that is not positive, a divisor that may "
+            "be 0, or arithmetic that wraps)",
+        )
+    capacity = capacity_for(entries)
+    sampling = kernel.layout.sampling
+    while capacity > 1 and not _fits(kernel, capacity, ctas, max_bytes):
+        capacity //= 2
+    if capacity < capacity_for(entries):
+        return _ring(
+            kernel,
+            f"at this launch a unit writes up to {entries} entries, more than the device pool holds for "
+            f"{sampling.cta_slots(ctas)} CTAs (raise pool_bytes)",
+            capacity,
+        )
+    return sized_kernel(
+        kernel,
+        capacity,
+        "launch",
+        f"{bound.reason}: sized at the launch to {capacity} entries per unit, which hold every record",
+    )
+
+
+def _fits(kernel: KernelInfo, capacity: int, ctas: int, max_bytes: int) -> bool:
+    try:
+        layout = BufferLayout(units=kernel.layout.units, capacity=capacity, sampling=kernel.layout.sampling)
+    except ValueError:  # over the 32-bit CTA stride
+        return False
+    return layout.sampling.buffer_bytes(ctas, layout.cta_bytes) <= max_bytes
+
+
+def pointer_tag(kernel: KernelInfo) -> int:
+    """What a launch-sized kernel's buffer address carries in its low bits: log2(capacity)."""
+    return shift_of(kernel.layout.capacity)

@@ -1,0 +1,167 @@
+"""Segments sized at each launch (``runtime.launch_sizing`` through ``runtime.hooks``): a kernel
+whose loops run a number of times computed from its arguments gets, at each launch, the capacity
+its busiest unit needs, told to the kernel in the buffer address's low bits; where the launch
+cannot be sized, a ring, and the launch's capacity says why."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from triton.compiler.compiler import CompiledKernel, LazyDict
+
+from proton_ik.contract.launch_bound import LaunchBound
+from proton_ik.contract.layout import CAPACITY_SHIFT_MASK, CTA_ALIGN, BufferLayout
+from proton_ik.contract.metadata import Capacity, KernelMetadata
+from proton_ik.runtime import hooks, loaded
+from proton_ik.runtime.pool import RingPool
+
+pytest.importorskip("torch")
+
+FUNCTION = 7101
+RING = 512
+UNITS = 4
+# for tile in range(pid, n_tiles, NUM_SMS): enter and exit "tile" (NUM_SMS a constexpr, 132)
+PERSISTENT = LaunchBound(
+    ["loop", 0, ["pid", 0], ["arg", "n_tiles"], ["const", 132], 2], "the loop at k.py:9 runs ..."
+)
+
+
+class _Drain:
+    device = 0
+    base = 1 << 40
+
+    def __init__(self, pool_bytes: int):
+        self.pool = RingPool(pool_bytes)
+        self.submitted: list[Any] = []
+
+    def allocate(self, size):
+        return self.pool.try_allocate(size)
+
+    def submit(self, launch, stream):
+        self.submitted.append((launch, stream))
+
+
+class _Compiled:
+    """A loaded ``persistent(x_ptr, n_tiles, NUM_SMS: constexpr)``, as launch_metadata reads it."""
+
+    name = "persistent"
+    function = FUNCTION
+    src = SimpleNamespace(
+        fn=SimpleNamespace(arg_names=["x_ptr", "n_tiles", "NUM_SMS"], launch_metadata=None),
+        signature={"x_ptr": "*fp32", "n_tiles": "i32", "NUM_SMS": "constexpr"},
+    )
+
+    def _init_handles(self) -> None:
+        """Loaded already."""
+
+
+def recorder_of(monkeypatch, pool_bytes: int = 1 << 26) -> hooks.LaunchRecorder:
+    capacity = Capacity(RING, "launch", None, "sized at each launch")
+    metadata = KernelMetadata(
+        layout=BufferLayout(units=UNITS, capacity=RING),
+        num_warps=4,
+        capacity=capacity,
+        launch_bound=PERSISTENT,
+    )
+    kernel = loaded.KernelInfo("persistent", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
+    monkeypatch.setitem(loaded.KERNELS, FUNCTION, kernel)
+    recorder = hooks.LaunchRecorder(
+        pool_bytes, lambda *args: None, is_capturing=lambda: False, current_device=lambda: 0
+    )
+    recorder.drains = {0: _Drain(pool_bytes)}
+    recorder.install()
+    return recorder
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    recorder = recorder_of(monkeypatch)
+    yield recorder
+    recorder.uninstall()
+
+
+def launch(recorder: hooks.LaunchRecorder, args: tuple, grid: tuple = (132, 1, 1)) -> tuple[int, Any]:
+    """launch_metadata, the allocator (asked for Triton's size: the compiled ring's regions), the
+    exit hook; the address handed out and the launch the drain got."""
+    data = CompiledKernel.launch_metadata(_Compiled(), grid, 5, *args)  # type: ignore[arg-type]
+    ctas = grid[0] * grid[1] * grid[2]
+    address = recorder.allocate(ctas * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit(data)
+    return address, recorder.drains[0].submitted[-1][0]
+
+
+def capacity_of(address: int) -> int:
+    return 1 << (address & CAPACITY_SHIFT_MASK)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(0xDEAD, 1000, 132), (0xDEAD, 1000)],  # Triton's JIT passes constexprs too, Inductor does not
+    ids=["jit", "inductor"],
+)
+def test_a_launch_gets_the_segments_its_arguments_call_for(recorder, args):
+    address, queued = launch(recorder, args)
+    tiles = -(-1000 // 132)  # program 0 runs the most tiles: 8
+    capacity = 16  # 8 tiles x 2 records, a power of two already
+    assert capacity_of(address) == capacity and (address & ~CAPACITY_SHIFT_MASK) % CTA_ALIGN == 0
+    assert tiles * 2 == capacity
+    layout = BufferLayout(units=UNITS, capacity=capacity)
+    assert queued.kernel.layout == layout and queued.num_ctas == 132
+    assert queued.chunk.size >= 132 * layout.cta_bytes
+    assert queued.kernel.dense  # at most twice what was written: copied whole
+    profile = queued.meta()["profile"]
+    assert profile["layout"] == layout.to_dict()
+    assert profile["capacity"]["source"] == "launch" and profile["capacity"]["entries"] == capacity
+    assert KernelMetadata.from_dict(profile, "launch").launch_bound == PERSISTENT
+
+
+def test_launches_of_one_capacity_share_one_kernel_variant(recorder):
+    _, first = launch(recorder, (0, 1000, 132))
+    _, second = launch(recorder, (0, 1050, 132))  # still 8 tiles for program 0
+    _, third = launch(recorder, (0, 10, 132))  # one tile: 2 entries
+    assert first.kernel is second.kernel and third.kernel is not first.kernel
+    assert third.kernel.layout.capacity == 2
+
+
+def test_arguments_that_match_no_parameter_list_get_the_ring(recorder):
+    address, queued = launch(recorder, (1, 2, 3, 4))
+    assert capacity_of(address) == RING and queued.kernel.layout.capacity == RING
+    capacity = queued.meta()["profile"]["capacity"]
+    assert capacity["source"] == "ring"
+    assert "the launch passed 4 arguments" in capacity["reason"] and "['n_tiles']" in capacity["reason"]
+
+
+def test_an_argument_that_is_not_a_whole_number_gets_the_ring(recorder):
+    address, queued = launch(recorder, (0, "many", 132))
+    assert capacity_of(address) == RING
+    assert "this launch's arguments give no bound" in queued.meta()["profile"]["capacity"]["reason"]
+
+
+def test_a_bound_the_pool_cannot_hold_gets_the_largest_ring_that_fits(monkeypatch):
+    recorder = recorder_of(monkeypatch, pool_bytes=1 << 22)
+    try:
+        address, queued = launch(recorder, (0, 10**6, 132))  # 7576 tiles for program 0
+        capacity = queued.kernel.layout.capacity
+        assert capacity_of(address) == capacity < 2 * 7576
+        assert (
+            132 * queued.kernel.cta_bytes
+            <= (1 << 22) // 2
+            < 132 * BufferLayout(units=UNITS, capacity=2 * capacity).cta_bytes
+        )
+        reason = queued.meta()["profile"]["capacity"]["reason"]
+        assert "up to 15152 entries" in reason and "raise pool_bytes" in reason
+    finally:
+        recorder.uninstall()
+
+
+def test_a_launch_that_announced_nothing_is_read_as_a_ring_of_one(recorder):
+    """Its address carried no capacity, so the kernel wrote a ring of one entry: the launch's
+    layout says so, rather than the compiled ring's, which the buffer does not hold."""
+    address = recorder.allocate(132 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit(LazyDict({"name": "persistent", "function": FUNCTION, "stream": 5}))
+    ((queued, _),) = recorder.drains[0].submitted
+    assert address & CAPACITY_SHIFT_MASK == 0
+    assert queued.kernel.layout.capacity == 1 and queued.num_ctas == 132
+    assert "did not announce the launch" in queued.meta()["profile"]["capacity"]["reason"]
