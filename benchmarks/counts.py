@@ -43,6 +43,8 @@ def measure(ctx: Context) -> dict[str, Any]:
                 "trace_total": int(in_events.sum()),
                 "decoded_records": int(result.records),
                 "exact": bool((accounted == expected).all()),
+                # Records a ring overwrote in the default mode (counted, but not in the trace)
+                "overwritten": int(overwritten.sum()),
                 "same_multiset": bool((np.sort(accounted, axis=None) == np.sort(expected, axis=None)).all()),
                 "expected_per_warp_max": int(expected.max()),
             }

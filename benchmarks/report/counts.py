@@ -20,6 +20,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
                 fmt(c.get("trace_total")),
                 fmt(c.get("decoded_records")),
                 fmt(c.get("exact")),
+                fmt(c.get("overwritten")),
                 fmt(c.get("same_multiset")),
                 c.get("error", "")[:120],
             ]
@@ -32,6 +33,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
                 "records in events",
                 "decoded records",
                 "exact per (CTA, warp)",
+                "overwritten by a ring",
                 "same multiset",
                 "error",
             ],

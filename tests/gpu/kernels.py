@@ -198,3 +198,18 @@ def tma_tile_kernel(desc, out, BLOCK: tl.constexpr):
         rows = pid * BLOCK + tl.arange(0, BLOCK)[:, None]
         cols = tl.arange(0, BLOCK)[None, :]
         tl.store(out + rows * BLOCK + cols, tile * 2.0)
+
+
+@triton.jit
+def persistent_kernel(x, out, n_tiles, K, NUM_PROGRAMS: tl.constexpr, BLOCK: tl.constexpr):
+    """A persistent loop over tiles, each a K loop: trip counts that each launch computes from
+    its arguments. Per warp of program p: a "tile" scope for each tile in range(p, n_tiles,
+    NUM_PROGRAMS), around cdiv(K, BLOCK) "k" scopes."""
+    offsets = tl.arange(0, BLOCK)
+    for tile in tl.range(tl.program_id(0), n_tiles, NUM_PROGRAMS):
+        with pl.scope("tile"):
+            acc = tl.zeros((BLOCK,), tl.float32)
+            for k in range(tl.cdiv(K, BLOCK)):
+                with pl.scope("k"):
+                    acc += tl.load(x + k * BLOCK + offsets, mask=k * BLOCK + offsets < K)
+            tl.store(out + tile * BLOCK + offsets, acc)
