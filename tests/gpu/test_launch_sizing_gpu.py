@@ -63,14 +63,21 @@ def test_a_persistent_kernel_records_every_scope_in_the_default_mode(tmp_path, n
     assert int(launches["overwritten"].sum()) == 0
     counts = result.events.groupby(["cta", "warp", "scope"]).size().to_dict()
     assert counts == expected_counts(n_tiles, k)
-    # The launch's segments: its busiest unit's entries (a tile's begin and end are single
-    # records, each k scope one pair) rounded up to a power of two, not the compiled ring.
+    assert launches["capacity"].tolist() == [capacity(n_tiles, k)]
+
+
+def capacity(n_tiles: int, k: int) -> int:
+    """The launch's segments: its busiest unit's entries (a tile's begin and end are single
+    records, each k scope one pair) rounded up to a power of two, not the compiled ring."""
     most = len(range(0, n_tiles, PROGRAMS)) * (2 + triton.cdiv(k, BLOCK))
-    assert launches["capacity"].tolist() == [1 << (most - 1).bit_length()]
+    return 1 << (most - 1).bit_length()
+
+
+SIZES = ((100, 64 * BLOCK), (9, BLOCK), (300, 32 * BLOCK))
 
 
 def test_launches_of_different_sizes_in_one_session_are_each_exact(tmp_path):
-    launches = [run(n_tiles, k) for n_tiles, k in ((100, 64 * BLOCK), (9, BLOCK), (300, 16 * BLOCK))]
+    launches = [run(n_tiles, k) for n_tiles, k in SIZES]
     proton_ik.start("sizes", out_dir=tmp_path)
     try:
         for _, launch in launches:
@@ -79,10 +86,12 @@ def test_launches_of_different_sizes_in_one_session_are_each_exact(tmp_path):
     finally:
         result = proton_ik.finalize()
     assert int(result.trace.launches["overwritten"].sum()) == 0
-    for number, (n_tiles, k) in enumerate(((100, 64 * BLOCK), (9, BLOCK), (300, 16 * BLOCK))):
+    for number, (n_tiles, k) in enumerate(SIZES):
         events = result.events[result.events["launch"] == number]
         assert events.groupby(["cta", "warp", "scope"]).size().to_dict() == expected_counts(n_tiles, k)
-    assert len(set(result.trace.launches["capacity"])) == 3
+    assert (
+        result.trace.launches["capacity"].tolist() == [capacity(*size) for size in SIZES] == [1024, 8, 2048]
+    )
 
 
 def test_a_persistent_user_kernel_under_torch_compile_is_sized_at_each_launch(tmp_path):
