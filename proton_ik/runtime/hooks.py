@@ -34,7 +34,7 @@ from triton.runtime._allocation import set_profile_allocator
 from proton_ik import host_scopes
 from proton_ik.runtime import launch_sizing
 from proton_ik.runtime.drain import Drain, QueuedLaunch, Sink
-from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load
+from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
 
 
@@ -253,6 +253,8 @@ class LaunchRecorder:
         upcoming = launching.upcoming
         launching.upcoming = None  # told of this launch; never of the next, which tells its own
         kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
+        if kernel is None and upcoming is not None:
+            kernel = register_loaded(upcoming[2])
         ctas = None
         tag = 0  # a launch-sized kernel's log2(capacity), in the address's low bits
         if kernel is not None and kernel.bound_entries is not None:

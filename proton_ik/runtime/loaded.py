@@ -50,7 +50,22 @@ def on_kernel_load(module, function, name, metadata_group, hash) -> None:
     if path is None or not function:
         return
     with open(path) as file:
-        metadata = json.load(file)
+        _register(function, json.load(file))
+
+
+def register_loaded(compiled: Any) -> KernelInfo | None:
+    """A kernel of ours that was loaded while no session's load hook was set (run under
+    ``proton_ik.instrumented()``, or loaded before ``start``): registered at its first launch in
+    a session, from its ``CompiledKernel``. None for any other kernel."""
+    function = getattr(compiled, "function", None)
+    as_dict = getattr(getattr(compiled, "metadata", None), "_asdict", None)
+    if not function or as_dict is None:
+        return None
+    _register(function, as_dict())
+    return KERNELS.get(function)
+
+
+def _register(function: int, metadata: dict[str, Any]) -> None:
     kernel = read_compile_metadata(metadata, f"kernel {metadata.get('name')}")
     if kernel is not None:
         KERNELS[function] = KernelInfo(

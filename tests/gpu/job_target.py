@@ -5,7 +5,7 @@ killed with SIGKILL after N launches and a flush).
 Each rank prints one JSON line: its session file, its launches, and, for the launches queued
 right after each all_reduce (the markers), the first record's begin in host-clock ns (the
 session's %globaltimer plus the offset of its clock pairs): the same all_reduce ends on both
-GPUs within its own skew, so the markers' begins differ by the clocks' misalignment.
+GPUs within its own skew, so the markers' starts (each unit's %globaltimer at its start) differ by the clocks' misalignment.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -39,17 +40,24 @@ def rank_job(out_dir: str) -> None:
     x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
     out, token = torch.empty_like(x), torch.ones(1, device="cuda")
     kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # compiled before the session
+    with proton_ik.instrumented():  # the session's binary too, compiled and loaded: loading a
+        # module waits for the device, which would end the sleep below at the first launch
+        kernels.add_kernel.warmup(x, y, out, N, BLOCK=BLOCK, grid=(N // BLOCK,))._init_handles()
     dist.all_reduce(token)
     torch.cuda.synchronize()
     proton_ik.start("dist", out_dir=out_dir)
     # Every step is queued while the GPU sleeps, so that each marker starts when its all_reduce
     # ends, not when a host that fell behind its GPU queued it (an add of 4M floats takes 15 us
-    # on an H200, less than a step's host work: the GPU caught up after a few steps).
+    # on an H200, less than a step's host work: the GPU caught up after a few steps; and a
+    # compile inside the steps would outlast the sleep).
+    slept = time.perf_counter_ns()
     torch.cuda._sleep(SLEEP_CYCLES)
+    queued = []  # ns after the sleep was queued at which each marker was: all within the sleep
     for _ in range(STEPS):
         kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)
         dist.all_reduce(token)
         kernels.add_kernel[(1,)](x, y, out, BLOCK, BLOCK=BLOCK)  # the marker: queued behind the all_reduce
+        queued.append(time.perf_counter_ns() - slept)
     torch.cuda.synchronize()
     result = proton_ik.finalize()
     info = read_session(result.session_path).info
@@ -57,6 +65,11 @@ def rank_job(out_dir: str) -> None:
     markers = sorted(int(launch) for launch in events["launch"].unique() if int(launch) % 2 == 1)
     offset = host_offset_ns(info) or 0
     begins = [int(events.loc[events["launch"] == launch, "begin_ns"].min()) + offset for launch in markers]
+    # The same from the units' own %globaltimer reads at their start, with no clock fit between
+    units = result.trace.units
+    starts = [
+        int(units.loc[units["launch"] == launch, "globaltimer_start_ns"].min()) + offset for launch in markers
+    ]
     counts = events.groupby("launch").size()
     print(
         json.dumps(
@@ -66,6 +79,8 @@ def rank_job(out_dir: str) -> None:
                 "launches": int(result.launches),
                 "counts": {str(k): int(v) for k, v in counts.items()},
                 "marker_begins_host_ns": begins,
+                "marker_starts_host_ns": starts,
+                "markers_queued_ns": queued,
                 "clock_pairs": info.get("clock_pairs"),
             }
         ),

@@ -138,3 +138,29 @@ def test_the_allocator_hands_the_launcher_an_int(recorder):
     CompiledKernel.launch_metadata(_Compiled(), (4,), 5)  # type: ignore[arg-type]
     pointer = recorder.allocate(4 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
     assert type(pointer) is int and pointer >= _Drain.base
+
+
+def test_a_kernel_loaded_before_the_session_is_registered_at_its_first_launch(recorder):
+    """Loaded under ``proton_ik.instrumented()`` or before ``start``: no load hook saw it."""
+    from collections import namedtuple
+
+    metadata = KernelMetadata(layout=BufferLayout(units=2, capacity=8), num_warps=2)
+    fields = {
+        "name": "early",
+        "num_warps": 2,
+        "profile_scratch_size": metadata.layout.cta_bytes,
+        "proton_ik": metadata.to_dict(),
+    }
+    compiled = _Compiled()
+    compiled.function, compiled.name = 7002, "early"
+    compiled.metadata = namedtuple("KernelMetadata", sorted(fields))(**fields)
+    assert 7002 not in loaded.KERNELS
+    try:
+        data = CompiledKernel.launch_metadata(compiled, (3,), 5)  # type: ignore[arg-type]
+        recorder.allocate(3 * metadata.layout.cta_bytes, 128, 5)
+        recorder.exit(data)
+        ((launch, _),) = recorder.drains[0].submitted
+        assert launch.meta()["kernel"] == "early" and launch.num_ctas == 3
+        assert loaded.KERNELS[7002].layout == metadata.layout
+    finally:
+        loaded.KERNELS.pop(7002, None)
