@@ -117,17 +117,19 @@ scope kernel first, as the baseline."""
 
 # Spin until %clock64 has advanced by at least $1 cycles; return the cycles really spun. Labels
 # inside a { } block are local to it, so the text may appear more than once in a kernel.
+# The spin's first and last clock reads: what it spun is their difference, taken after the
+# scope, so that the scope holds the spin and nothing of the reference's own arithmetic (a
+# subtraction inside it read as +12 cycles at every length: docs/PERFORMANCE.md).
 SPIN_PTX = tl.constexpr("""{
-.reg .u64 spin_t0, spin_t1, spin_d;
+.reg .u64 spin_d;
 .reg .pred spin_p;
-mov.u64 spin_t0, %clock64;
+mov.u64 $0, %clock64;
 SPIN_AGAIN:
-mov.u64 spin_t1, %clock64;
-sub.u64 spin_d, spin_t1, spin_t0;
-setp.lt.u64 spin_p, spin_d, $1;
+mov.u64 $1, %clock64;
+sub.u64 spin_d, $1, $0;
+setp.lt.u64 spin_p, spin_d, $2;
 @spin_p bra SPIN_AGAIN;
-mov.u64 spin_t1, %clock64;
-sub.u64 $0, spin_t1, spin_t0;
+mov.u64 $1, %clock64;
 }""")
 
 
@@ -138,8 +140,10 @@ def spin_kernel(out_ptr, n_cycles, BLOCK: tl.constexpr):
     lanes = tl.arange(0, BLOCK)
     target = tl.zeros([BLOCK], dtype=tl.int64) + n_cycles
     with scopes.scope("spin"):
-        spun = tl.inline_asm_elementwise(SPIN_PTX, "=l,l", [target], dtype=tl.int64, is_pure=False, pack=1)
-    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, spun)
+        first, last = tl.inline_asm_elementwise(
+            SPIN_PTX, "=l,=l,l", [target], dtype=(tl.int64, tl.int64), is_pure=False, pack=1
+        )
+    tl.store(out_ptr + tl.program_id(0) * BLOCK + lanes, last - first)
 
 
 @triton.jit(do_not_specialize=["n_ctas", "max_polls"])
