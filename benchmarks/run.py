@@ -43,6 +43,9 @@ Sections, each measured by its own module (the shared harness: benchmarks/harnes
   a scoped user kernel and the rest Inductor's kernels, recorded with unscoped=kernel: every
   launch against torch.profiler's, exact counts, the step in a session against the plain step
   and PyTorch's Proton integration, and the first compile in a session against a plain one.
+- jobs (jobs.py): sessions in jobs (issue 23): a worker killed with SIGKILL after a flush (its
+  partial file read back), and, on a host of two GPUs, a two-rank torchrun job's merged timeline
+  against an all_reduce both GPUs leave at once (benchmarks/job_rank.py is a rank).
 - sampling (overhead.py): gelu under the sampling modes (--sample-mode; by default ctas=4,
   ctas=16 and warps=0) beside the default mode, timed as in overhead; a mode that does not parse
   is skipped and reported. Last, so that a new mode's fault takes no other section with it.
@@ -78,6 +81,7 @@ SECTIONS = (
     "host",
     "buffers",
     "compiled",
+    "jobs",
     "sampling",
 )
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -220,6 +224,7 @@ def measure(args: argparse.Namespace) -> int:
         event_cost,
         harness,
         host,
+        jobs,
         occupancy,
         overhead,
         record_cost,
@@ -239,6 +244,7 @@ def measure(args: argparse.Namespace) -> int:
         "host": host.measure,
         "buffers": buffers.measure,
         "compiled": compiled.measure,
+        "jobs": jobs.measure,
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from benchmarks.report import (
     event_cost,
     header,
     host,
+    jobs,
     occupancy,
     overhead,
     record_cost,
@@ -45,6 +46,7 @@ def render(results: dict[str, Any]) -> str:
         *record_cost.breakdown(results),
         *buffers.markdown(results.get("buffers", {})),
         *compiled.markdown(results),
+        *jobs.markdown(results),
         *failed_sections(results),
     ]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from benchmarks.report import compiled, event_cost
+from benchmarks.report import compiled, event_cost, jobs
 
 OURS = "proton_ik"
 PROTON = ("proton_global", "proton_shared")
@@ -155,6 +155,7 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         + event_rows(results)
         + buffer_rows(results.get("buffers", {}))
         + compiled.target_rows(results)
+        + jobs.target_rows(results)
     )
 
 

@@ -1,6 +1,7 @@
-"""A job's rank, for ``test_jobs_gpu.py``: run by ``torchrun`` (every rank profiles the same
-scoped kernel, with an all_reduce between steps), or alone with ``--kill-after N`` (a worker
-killed with SIGKILL after N launches and a flush).
+"""A job's rank, for the runner's ``jobs`` section and ``tests/gpu/test_jobs_gpu.py``: run by
+``torchrun`` (every rank profiles the same scoped kernel, with an all_reduce between steps), or
+alone with ``--kill-after N`` (a worker killed with SIGKILL after N launches and a flush, with
+more launches in flight).
 
 Each rank prints one JSON line: its session file, its launches, and, for the launches queued
 right after each all_reduce (the markers), the first record's begin in host-clock ns (the
@@ -14,21 +15,34 @@ import argparse
 import json
 import os
 import signal
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
-import kernels
+import triton
+import triton.language as tl
 
 import proton_ik
+import proton_ik.language as pl
 from proton_ik.contract.session_format import host_offset_ns
-from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer import read_session
 
 N, BLOCK, STEPS = 1 << 22, 1024, 10
+WARPS, SCOPES = 4, 3  # add_kernel's warps (Triton's default), and its scopes per warp
+IN_FLIGHT = 20  # launches made after the flush and before the kill
 SLEEP_CYCLES = 400_000_000  # about 0.2 s at 2 GHz: far longer than queueing the steps takes
+
+
+@triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    with pl.scope("load"):
+        a = tl.load(x + offsets, mask=mask)
+        b = tl.load(y + offsets, mask=mask)
+    with pl.scope("compute"):
+        c = a * b + a
+    with pl.scope("store"):
+        tl.store(out + offsets, c, mask=mask)
 
 
 def rank_job(out_dir: str) -> None:
@@ -39,10 +53,10 @@ def rank_job(out_dir: str) -> None:
     dist.init_process_group("nccl")
     x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
     out, token = torch.empty_like(x), torch.ones(1, device="cuda")
-    kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # compiled before the session
+    add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)  # compiled before the session
     with proton_ik.instrumented():  # the session's binary too, compiled and loaded: loading a
         # module waits for the device, which would end the sleep below at the first launch
-        kernels.add_kernel.warmup(x, y, out, N, BLOCK=BLOCK, grid=(N // BLOCK,))._init_handles()
+        add_kernel.warmup(x, y, out, N, BLOCK=BLOCK, grid=(N // BLOCK,))._init_handles()
     dist.all_reduce(token)
     torch.cuda.synchronize()
     proton_ik.start("dist", out_dir=out_dir)
@@ -54,9 +68,9 @@ def rank_job(out_dir: str) -> None:
     torch.cuda._sleep(SLEEP_CYCLES)
     queued = []  # ns after the sleep was queued at which each marker was: all within the sleep
     for _ in range(STEPS):
-        kernels.add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)
+        add_kernel[(N // BLOCK,)](x, y, out, N, BLOCK=BLOCK)
         dist.all_reduce(token)
-        kernels.add_kernel[(1,)](x, y, out, BLOCK, BLOCK=BLOCK)  # the marker: queued behind the all_reduce
+        add_kernel[(1,)](x, y, out, BLOCK, BLOCK=BLOCK)  # the marker: queued behind the all_reduce
         queued.append(time.perf_counter_ns() - slept)
     torch.cuda.synchronize()
     result = proton_ik.finalize()
@@ -94,9 +108,11 @@ def killed_job(out_dir: str, launches: int) -> None:
     out = torch.empty_like(x)
     proton_ik.start("killed", out_dir=out_dir)
     for _ in range(launches):
-        kernels.add_kernel[((1 << 20) // BLOCK,)](x, y, out, 1 << 20, BLOCK=BLOCK)
+        add_kernel[((1 << 20) // BLOCK,)](x, y, out, 1 << 20, BLOCK=BLOCK)
     proton_ik.flush()
-    print(json.dumps({"flushed": launches}), flush=True)
+    for _ in range(IN_FLIGHT):
+        add_kernel[((1 << 20) // BLOCK,)](x, y, out, 1 << 20, BLOCK=BLOCK)
+    print(json.dumps({"flushed": launches, "launched": launches + IN_FLIGHT}), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
