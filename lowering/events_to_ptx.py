@@ -10,7 +10,8 @@ an index register, value marks, and guards.
 
 As for every record, an end's clock is read first and a start's last, so that the record's own
 arithmetic stays outside what it measures. Registers and offsets are as in ``pikgpu_to_ptx``:
-``%pik_n`` and ``%pik_singles`` count, ``%pik_a`` is the entry's address, ``%pik_w`` the writer.
+``COUNT`` and ``SINGLES`` count, ``ADDRESS`` is the entry's address, ``WRITER`` the writer
+(``registers``).
 """
 
 from __future__ import annotations
@@ -27,14 +28,9 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.dialect.pikgpu_operands import GuardOp, RegisterOp, StoreEventOp, StoreValueOp
 from proton_ik.lowering import frame_ptx, stores_ptx
+from proton_ik.lowering.registers import CLOCK, COUNT, EVENT_ON, EVENT_TAG, SINGLES
 
 PASS_NAME = "convert-pikgpu-to-ptx"
-TAG_REGISTER = "%pik_ev_tag"
-PREDICATE_REGISTER = "%pik_ev_on"
-
-
-def declarations() -> list[str]:
-    return [f"\t.reg .b32 \t{TAG_REGISTER};", f"\t.reg .pred \t{PREDICATE_REGISTER};"]
 
 
 def skip_label(site: int) -> str:
@@ -48,26 +44,26 @@ def _register(value) -> str:
     return owner.register.data
 
 
-_CLOCK = "\tmov.u32 \t%pik_c, %clock;"
-_COUNT_SINGLE = ["\tadd.s32 \t%pik_n, %pik_n, 1;", "\tadd.s32 \t%pik_singles, %pik_singles, 1;"]
+_CLOCK = f"\tmov.u32 \t{CLOCK}, %clock;"
+_COUNT_SINGLE = [f"\tadd.s32 \t{COUNT}, {COUNT}, 1;", f"\tadd.s32 \t{SINGLES}, {SINGLES}, 1;"]
 
 
 def store_event(op: StoreEventOp, mask: str, policy: bool) -> list[str]:
     tag = [
-        f"\tshl.b32 \t{TAG_REGISTER}, {_register(op.index)}, {TAG_INDEX_SHIFT};",
-        f"\tand.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {TAG_INDEX_MASK << TAG_INDEX_SHIFT};",
-        f"\tor.b32 \t{TAG_REGISTER}, {TAG_REGISTER}, {op.tag.value.data};",
+        f"\tshl.b32 \t{EVENT_TAG}, {_register(op.index)}, {TAG_INDEX_SHIFT};",
+        f"\tand.b32 \t{EVENT_TAG}, {EVENT_TAG}, {TAG_INDEX_MASK << TAG_INDEX_SHIFT};",
+        f"\tor.b32 \t{EVENT_TAG}, {EVENT_TAG}, {op.tag.value.data};",
     ]
     work = tag + frame_ptx.slot(mask)
     body = [_CLOCK, *work] if op.is_end else [*work, _CLOCK]
-    store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": TAG_REGISTER, "first.clock": "%pik_c"}, policy)
+    store = stores_ptx.entry_store(ENTRY_DTYPE, {"first.tag": EVENT_TAG, "first.clock": CLOCK}, policy)
     return ["\t// pik event record", *body, store, *_COUNT_SINGLE]
 
 
 def store_value(op: StoreValueOp, mask: str, policy: bool) -> list[str]:
     values = {
         "tag": op.tag.value.data,
-        "clock": "%pik_c",
+        "clock": CLOCK,
         "value": _register(op.value),
         "value_type": op.type_code,
     }
@@ -84,8 +80,8 @@ def guarded(lines: list[str], predicate: str, site: int) -> list[str]:
     """``lines`` run only where ``predicate`` (a 32-bit register) is not 0."""
     return [
         "\t// pik guard: nothing is recorded here where the predicate is 0",
-        f"\tsetp.ne.b32 \t{PREDICATE_REGISTER}, {predicate}, 0;",
-        f"\t@!{PREDICATE_REGISTER} bra \t{skip_label(site)};",
+        f"\tsetp.ne.b32 \t{EVENT_ON}, {predicate}, 0;",
+        f"\t@!{EVENT_ON} bra \t{skip_label(site)};",
         *lines,
         f"{skip_label(site)}:",
     ]
@@ -98,8 +94,8 @@ def is_entry(op: Operation) -> bool:
 
 def plan_sites(ops: Iterable[Operation], sites: dict[int, list[str]], mask: str, policy: bool = True) -> bool:
     """Add the lines of these ops' sites to ``sites`` (site -> PTX lines, as planned for the
-    other ops), and guard the guarded ones; True if any op was ours (then ``declarations``
-    are needed). ``policy``: the stores carry the records' L2 policy (``stores_ptx``)."""
+    other ops), and guard the guarded ones; True if any op was ours (then the kernel declares
+    ``registers.EVENTS``). ``policy``: the stores carry the records' L2 policy (``stores_ptx``)."""
     ours = False
     guards: list[GuardOp] = []
     for op in ops:

@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import ModuleOp
 from proton_ik.contract.launch_bound import LaunchBound
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
+from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, staging, ttir_text
@@ -89,28 +90,56 @@ def instrument(
     scopes inside loops with a constant trip count, which the PTX alone cannot.
     ``staging_fits(units)``: whether that many units' stages fit the kernel's shared memory
     (``staging.fits``). A kernel whose units write at most a stage of pairs stages them there."""
-    module = collect_markers(ptx)
-    if ttir is not None:
-        warn_of_scopes_lost_or_emptied(ptx_text.kernel_name(ptx), ttir, module)
-    if not any(True for _ in module.body.block.ops):
-        wrapped = around_kernel(ptx) if mode.unscoped == "kernel" else None
-        if wrapped is None:
-            return None
-        ptx, module = wrapped, collect_markers(wrapped)
+    collected = _collected(ptx, mode, ttir)
+    if collected is None:
+        return None
+    ptx, module = collected
     context = make_context()
     AssignScopeIds().apply(context, module)
     CheckScopes().apply(context, module)
     module.verify()
     scopes = tuple(Scope(**cast(dict[str, Any], scope)) for scope in scope_table(module))
     pik_text = module.clone()
-    try:
-        sampling = layout_sampling(mode, num_warps)
-    except ValueError as error:
-        raise ValueError(f"proton_ik: kernel '{ptx_text.kernel_name(ptx)}': {error}") from None
+    sampling = _sampling(ptx, mode, num_warps)
     bound = entry_bound(ptx, entry_records(module, mode.pairs), ttir)
     units = len(sampling.unit_ids) or unit_count(mode.granularity, num_warps)
     capacity = choose_capacity(mode, bound, units)
-    convert = ConvertPikToPikGPU(
+    convert = _converter(mode, module, num_warps, sampling, capacity)
+    convert.apply(context, module)
+    module.verify()
+    return Instrumented(
+        lower_to_ptx(module, ptx, _staged(capacity, units, staging_fits)),
+        convert.layout(),
+        scopes,
+        pik_text,
+        capacity,
+        launch_bound=bound.launch if capacity.source == "launch" else None,
+    )
+
+
+def _collected(ptx: str, mode: Mode, ttir: str | None) -> tuple[str, ModuleOp] | None:
+    """The PTX to instrument and its ``pik`` module of markers; None where it has no scope (and
+    ``unscoped=kernel`` gives it none). Warns of the TTIR's scopes that the PTX lost."""
+    module = collect_markers(ptx)
+    if ttir is not None:
+        warn_of_scopes_lost_or_emptied(ptx_text.kernel_name(ptx), ttir, module)
+    if any(True for _ in module.body.block.ops):
+        return ptx, module
+    wrapped = around_kernel(ptx) if mode.unscoped == "kernel" else None
+    return None if wrapped is None else (wrapped, collect_markers(wrapped))
+
+
+def _sampling(ptx: str, mode: Mode, num_warps: int) -> Sampling:
+    try:
+        return layout_sampling(mode, num_warps)
+    except ValueError as error:
+        raise ValueError(f"proton_ik: kernel '{ptx_text.kernel_name(ptx)}': {error}") from None
+
+
+def _converter(
+    mode: Mode, module: ModuleOp, num_warps: int, sampling: Sampling, capacity: Capacity
+) -> ConvertPikToPikGPU:
+    return ConvertPikToPikGPU(
         mode.granularity.value,
         capacity.entries,
         num_warps,
@@ -121,24 +150,18 @@ def instrument(
         unit_ids=sampling.unit_ids,
         launch_sized=capacity.source == "launch",
     )
-    convert.apply(context, module)
-    module.verify()
+
+
+def _staged(capacity: Capacity, units: int, staging_fits: Callable[[int], bool] | None) -> bool:
+    """Whether the pairs go through shared memory: every entry the code lets a unit write fits
+    its stage and its ring, and the stages fit the kernel's shared memory."""
     most = capacity.bound  # the most entries the code lets a unit write
-    staged = (
+    return (
         staging_fits is not None
         and most is not None
         and staging.stages(most)
         and most <= capacity.entries
         and staging_fits(units)
-    )
-    launch_bound = bound.launch if capacity.source == "launch" else None
-    return Instrumented(
-        lower_to_ptx(module, ptx, staged),
-        convert.layout(),
-        scopes,
-        pik_text,
-        capacity,
-        launch_bound=launch_bound,
     )
 
 

@@ -1,9 +1,9 @@
 """``convert-pikgpu-to-ptx``: splice a ``pikgpu`` module into the kernel's PTX.
 
-PTX registers are mutable, so a unit's record count lives in one register (``%pik_n``) across
-loops and branches with no SSA plumbing. The pass emits:
+PTX registers are mutable, so a unit's record count lives in one register (``registers.COUNT``)
+across loops and branches with no SSA plumbing. The pass emits:
 
-- declarations of the ``%pik_*`` registers after the kernel's own;
+- declarations of the ``%pik_*`` registers (``registers``) after the kernel's own;
 - the frame (``frame_ptx``): a prologue that stores nothing, and an epilogue that every
   ``ret`` branches to and that writes the unit and CTA headers;
 - at each single record (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one
@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation
 
 from proton_ik.contract.layout import (
     ENTRY_DTYPE,
@@ -48,51 +49,18 @@ from proton_ik.lowering import (
     frame_ptx,
     placement,
     ptx_text,
+    registers,
     sampling_ptx,
     staging,
     stores_ptx,
 )
+from proton_ik.lowering.registers import CLOCK, COUNT, PAIR_BEGIN, SINGLES
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 EXIT_LABEL = frame_ptx.EXIT_LABEL
 
 _REG_DECL = re.compile(r"^\s*\.reg\s")
 _RET = re.compile(r"^(?P<indent>\s*)(?P<guard>@!?%\w+\s+)?ret(?:\.uni)?\s*;")
-
-_REGS_32 = [
-    "n",
-    "start_clock",
-    "start_time",
-    "singles",
-    "t",
-    "c",
-    "tid",
-    "warp",
-    "lane",
-    "unit",
-    "x",
-    "y",
-    "z",
-    "nx",
-    "ny",
-    "nz",
-    "cta",
-    "sm",
-    *frame_ptx.CLUSTER_REGISTERS,
-]
-_REGS_64 = [
-    "scratch",
-    "base",
-    "unit_base",
-    "rec",
-    "a",
-    "pol",
-    "clk64",
-    "gtime",
-    "start_clock64",
-    "start_time64",
-]
-_PREDS = ["w", "h"]
 
 
 @dataclass
@@ -108,23 +76,13 @@ class PtxPlan:
     module: list[str] = field(default_factory=list)  # module-scope lines, before the entry
 
 
-def _declarations(pairs: int) -> list[str]:
-    return [
-        "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in _REGS_32) + ";",
-        "\t.reg .b64 \t" + ", ".join(f"%pik_{r}" for r in _REGS_64) + ";",
-        "\t.reg .pred \t" + ", ".join(f"%pik_{r}" for r in _PREDS) + ";",
-        # One register per pair holds its begin clock; nested pairs in one block need several.
-        *([f"\t.reg .b32 \t%pik_b<{pairs}>;"] if pairs else []),
-    ]
-
-
 def _single(store: StoreRecordOp, mask: str, policy: bool) -> list[str]:
-    clock = ["\tmov.u32 \t%pik_c, %clock;"]
-    values = {"first.tag": store.tag.value.data, "first.clock": "%pik_c"}
+    clock = [f"\tmov.u32 \t{CLOCK}, %clock;"]
+    values = {"first.tag": store.tag.value.data, "first.clock": CLOCK}
     store_lines = [
         stores_ptx.entry_store(ENTRY_DTYPE, values, policy),
-        "\tadd.s32 \t%pik_n, %pik_n, 1;",
-        "\tadd.s32 \t%pik_singles, %pik_singles, 1;",
+        f"\tadd.s32 \t{COUNT}, {COUNT}, 1;",
+        f"\tadd.s32 \t{SINGLES}, {SINGLES}, 1;",
     ]
     # The clock is read as late as possible for a begin and as early as possible for an end,
     # so that the record's own address arithmetic is outside the measured scope.
@@ -133,26 +91,26 @@ def _single(store: StoreRecordOp, mask: str, policy: bool) -> list[str]:
 
 
 def _pair_begin(pair: int) -> list[str]:
-    return ["\t// pik pair begin", f"\tmov.u32 \t%pik_b{pair}, %clock;"]
+    return ["\t// pik pair begin", f"\tmov.u32 \t{PAIR_BEGIN[pair]}, %clock;"]
 
 
 def _pair_end(store: StorePairOp, mask: str, pair: int, policy: bool) -> list[str]:
     tags = store.begin_tag.value.data, store.end_tag.value.data
     return [
         "\t// pik pair end",
-        "\tmov.u32 \t%pik_c, %clock;",
+        f"\tmov.u32 \t{CLOCK}, %clock;",
         *frame_ptx.slot(mask),
         stores_ptx.entry_store(
             ENTRY_DTYPE,
             {
                 "first.tag": tags[0],
-                "first.clock": f"%pik_b{pair}",
+                "first.clock": PAIR_BEGIN[pair],
                 "second.tag": tags[1],
-                "second.clock": "%pik_c",
+                "second.clock": CLOCK,
             },
             policy,
         ),
-        "\tadd.s32 \t%pik_n, %pik_n, 1;",
+        f"\tadd.s32 \t{COUNT}, {COUNT}, 1;",
     ]
 
 
@@ -165,65 +123,73 @@ def plan_ptx(
     whether the records' stores carry an L2 policy (sm_80 on) and the CTA header its cluster
     (sm_90 on); nothing the target lacks is emitted."""
     ops = list(module.body.block.ops)
-    setups = [o for o in ops if isinstance(o, SegmentSetupOp)]
-    if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
-        raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
-    setup = setups[0]
+    setup = _segment_setup(ops)
+    layout = setup.layout
     mask = frame_ptx.slot_mask(setup)
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
-    staged = (
-        staged
-        and bool(pairs)
-        and not setup.layout.aggregate
-        and not any(_is_entry_but_a_pair(o) for o in ops)
-    )
+    staged = staged and bool(pairs) and not layout.aggregate and not any(_is_entry_but_a_pair(o) for o in ops)
     policy = stores_ptx.has_policy(target_sm)
-    clusters = frame_ptx.has_clusters(target_sm)
     plan = PtxPlan(
-        _declarations(len(pairs)),
-        frame_ptx.prologue(setup, scratch_param, staged, policy),
-        {},
-        frame_ptx.epilogue(setup, scratch_param, staged, clusters),
+        prologue=[
+            *frame_ptx.prologue(setup, scratch_param, staged, policy),
+            *(aggregate_to_ptx.prologue(setup) if layout.aggregate else []),
+        ],
+        epilogue=frame_ptx.epilogue(setup, scratch_param, staged, frame_ptx.has_clusters(target_sm)),
+        sites=_sites(ops, pair_of_begin, mask, policy),
     )
-    plan.declarations += sampling_ptx.declarations(setup.layout.sampling)
-    if setup.sized_at_launch:
-        plan.declarations.append(
-            "\t.reg .b32 \t" + ", ".join(f"%pik_{r}" for r in frame_ptx.LAUNCH_SIZE_REGISTERS) + ";"
-        )
-    if setup.layout.aggregate:
-        plan.declarations += aggregate_to_ptx.declarations(setup.layout)
-        plan.prologue += aggregate_to_ptx.prologue(setup)
+    events = events_to_ptx.plan_sites(ops, plan.sites, mask, policy)
+    plan.declarations = registers.declarations(
+        pairs=len(pairs),
+        sampled=sampling_ptx.sampled(layout.sampling),
+        launch_sized=setup.sized_at_launch,
+        aggregate_scopes=layout.aggregate_scopes,
+        events=events,
+        staged=staged,
+    )
+    plan.begins = {_site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
+    plan.pair_begins = {
+        _site_of(op): _site_of(op.begin_clock.owner) for op in ops if isinstance(op, StorePairOp)
+    }
+    if staged:
+        plan.module = staging.shared_array(layout.units)
+        plan.sites = {site: staging.staged_pair(lines, site) for site, lines in plan.sites.items()}
+    return plan
 
-    def site_of(op) -> int:
-        if op.site is None:
-            raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
-        return op.site.value.data
 
+def _segment_setup(ops: list[Operation]) -> SegmentSetupOp:
+    setups = [o for o in ops if isinstance(o, SegmentSetupOp)]
+    if len(setups) != 1 or not any(isinstance(o, FinalizeOp) for o in ops):
+        raise ValueError(f"{PASS_NAME} needs one pikgpu.segment_setup and a pikgpu.finalize")
+    return setups[0]
+
+
+def _site_of(op) -> int:
+    if op.site is None:
+        raise ValueError(f"{PASS_NAME}: {op.name} without a site: {op}")
+    return op.site.value.data
+
+
+def _sites(
+    ops: list[Operation], pair_of_begin: dict[Operation | Block, int], mask: str, policy: bool
+) -> dict[int, list[str]]:
+    """The lines of each site of a record, a pair or an aggregate scope (``events_to_ptx`` plans
+    the rest)."""
+    sites: dict[int, list[str]] = {}
     for op in ops:
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
-            plan.sites[site_of(op)] = _pair_begin(pair_of_begin[op])
+            sites[_site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            plan.sites[site_of(op)] = _pair_end(op, mask, pair_of_begin[op.begin_clock.owner], policy)
+            sites[_site_of(op)] = _pair_end(op, mask, pair_of_begin[op.begin_clock.owner], policy)
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-            plan.sites[site_of(op)] = _single(op, mask, policy)
+            sites[_site_of(op)] = _single(op, mask, policy)
         elif isinstance(op, AggregateBeginOp):
-            plan.sites[site_of(op)] = aggregate_to_ptx.begin(op)
+            sites[_site_of(op)] = aggregate_to_ptx.begin(op)
         elif isinstance(op, AggregateEndOp):
-            plan.sites[site_of(op)] = aggregate_to_ptx.end(op, site_of(op))
-    if events_to_ptx.plan_sites(ops, plan.sites, mask, policy):
-        plan.declarations += events_to_ptx.declarations()
-    plan.begins = {site_of(op) for op in ops if _is_begin(op, pair_of_begin)}
-    plan.pair_begins = {
-        site_of(op): site_of(op.begin_clock.owner) for op in ops if isinstance(op, StorePairOp)
-    }
-    if staged:
-        plan.module, registers = staging.declarations(setup.layout.units)
-        plan.declarations += registers
-        plan.sites = {site: staging.staged_pair(lines, site) for site, lines in plan.sites.items()}
-    return plan
+            sites[_site_of(op)] = aggregate_to_ptx.end(op, _site_of(op))
+    return sites
 
 
 def _is_entry_but_a_pair(op) -> bool:

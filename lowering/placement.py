@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 
 from proton_ik.lowering import ptx_text
+from proton_ik.lowering.registers import PREFIX
 
 # PTX opcodes (the part before the first ".") that compute registers only: no memory, no
 # synchronization, no control flow, no effect on other threads.
@@ -55,7 +56,7 @@ PURE_OPCODES = frozenset(
 _INSTRUCTION = re.compile(r"^(?:@!?%[\w$]+\s+)?(?P<op>[a-z][\w.]*)\b(?P<args>[^;]*);\s*$")
 _CLOCKS = re.compile(r"%(?:clock|clock64|clock_hi|globaltimer\w*|pm\d\w*)\b")
 _REGISTER = re.compile(r"%[A-Za-z_$][\w$]*(?:\.[xyzw])?")
-_OURS = re.compile(r"^%(?:pik_[\w$]+|clock|clock64|globaltimer)$")
+_OURS = re.compile(rf"^(?:{re.escape(PREFIX)}[\w$]+|%clock|%clock64|%globaltimer)$")
 ASM_BEGIN = "// begin inline asm"
 ASM_END = "// end inline asm"
 
@@ -83,7 +84,7 @@ def _passable(line: str) -> bool:
 
 
 def reads_only_ours(lines: list[str]) -> bool:
-    """Whether the registers ``lines`` name are all ``%pik_`` registers or clocks."""
+    """Whether the registers ``lines`` name are all ours (``registers.PREFIX``) or clocks."""
     return all(
         _OURS.match(register) for line in lines for register in _REGISTER.findall(line.split("//", 1)[0])
     )
@@ -124,7 +125,7 @@ _CHEAP_OPCODES = frozenset(
         *("set", "setp", "shf", "shl", "shr", "slct", "sub", "xor"),
     )
 )
-_SPECIAL = re.compile(r"%(?!pik_)[a-z_]+(?:\.[xyz])?\b(?!\d)")
+_SPECIAL = re.compile(rf"(?!{re.escape(PREFIX)})%[a-z_]+(?:\.[xyz])?\b(?!\d)")
 
 
 def sinkable(line: str) -> bool:

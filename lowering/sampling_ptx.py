@@ -3,8 +3,8 @@ the layout (``contract.sampling``) and into the prologue of ``convert-pikgpu-to-
 
 The prologue finds this thread's CTA slot and unit slot (its CTA's and its unit's rank among
 the sampled ones). Every store of the trace already waits on a predicate set once in the
-prologue: the writer lane's ``%pik_w`` (records, the unit header) and thread 0's ``%pik_h`` (the
-CTA header, set in the epilogue). Sampling ands the tests into them (``restrict_writer``,
+prologue: the writer lane's ``registers.WRITER`` (records, the unit header) and thread 0's
+``registers.HEADER_WRITER`` (the CTA header, set in the epilogue). Sampling ands the tests into them (``restrict_writer``,
 ``restrict_header``), so an unsampled unit runs the
 same instructions and stores nothing: a record costs what it did.
 
@@ -17,12 +17,8 @@ same instructions and stores nothing: a record costs what it did.
 from __future__ import annotations
 
 from proton_ik.contract.sampling import Sampling
+from proton_ik.lowering.registers import CTA_SAMPLED, CTA_SLOT, ID_MATCH, UNIT_SLOT
 from proton_ik.mode import Mode
-
-CTA_SLOT = "%pik_cs"
-UNIT_SLOT = "%pik_us"
-CTA_SAMPLED = "%pik_sc"
-_MATCH = "%pik_m"
 
 
 def layout_sampling(mode: Mode, num_warps: int) -> Sampling:
@@ -44,23 +40,25 @@ def layout_sampling(mode: Mode, num_warps: int) -> Sampling:
     )
 
 
-def declarations(sampling: Sampling) -> list[str]:
-    if sampling.every_cta and sampling.every_unit:
-        return []
-    return [f"\t.reg .b32 \t{CTA_SLOT}, {UNIT_SLOT};", f"\t.reg .pred \t{CTA_SAMPLED}, {_MATCH};"]
+def sampled(sampling: Sampling) -> bool:
+    """Whether only some CTAs or units record: then the kernel declares ``registers.SAMPLING``."""
+    return not (sampling.every_cta and sampling.every_unit)
 
 
 def _rank(ids: tuple[int, ...], value: str, slot: str) -> list[str]:
     """``slot`` = the index of ``value`` in ``ids``, or ``len(ids)`` where it is not listed."""
     lines = [f"\tmov.u32 \t{slot}, {len(ids)};"]
     for index, listed in enumerate(ids):
-        lines += [f"\tsetp.eq.u32 \t{_MATCH}, {value}, {listed};", f"\t@{_MATCH} mov.u32 \t{slot}, {index};"]
+        lines += [
+            f"\tsetp.eq.u32 \t{ID_MATCH}, {value}, {listed};",
+            f"\t@{ID_MATCH} mov.u32 \t{slot}, {index};",
+        ]
     return lines
 
 
 def cta_slot(sampling: Sampling, cta: str) -> tuple[list[str], str]:
     """The prologue's lines that find the CTA slot of linear CTA id ``cta`` and whether the CTA is
-    sampled (``%pik_sc``), and the register that holds the slot."""
+    sampled (``CTA_SAMPLED``), and the register that holds the slot."""
     if sampling.every_cta:
         return [], cta
     if sampling.cta_ids:

@@ -32,7 +32,17 @@ import re
 
 from proton_ik.contract.layout import ENTRY_BYTES
 from proton_ik.lowering.occupancy import SM_LIMITS, residency
-from proton_ik.lowering.stores_ptx import RECORD_POLICY
+from proton_ik.lowering.registers import (
+    ADDRESS,
+    COUNT,
+    RECORD_POLICY,
+    RECORDS,
+    STAGE,
+    STAGE_COPY,
+    STAGE_SLOT,
+    TEMP,
+    WRITER,
+)
 
 STAGE_ENTRIES = 8  # the most entries a staged unit writes
 STAGE_BYTES = STAGE_ENTRIES * ENTRY_BYTES  # shared memory per unit
@@ -45,12 +55,13 @@ STAGE_ALIGN = 1024
 # kernel's own (dynamic) shared memory exceeds it: ours is static and must not cross it alone.
 _WITHOUT_OPT_IN = 48 * 1024
 
-_SLOT = re.compile(r"^\tand\.b32 \t%pik_t, %pik_n, \d+;$")
-_ADDRESS = f"\tmad.wide.u32 \t%pik_a, %pik_t, {ENTRY_BYTES}, %pik_rec;"
+# The lines of a pair's store, as ``pikgpu_to_ptx`` plans them (``frame_ptx.slot``, ``stores_ptx``).
+_SLOT = re.compile(rf"^\tand\.b32 \t{TEMP}, {COUNT}, \d+;$")
+_ADDRESS = f"\tmad.wide.u32 \t{ADDRESS}, {TEMP}, {ENTRY_BYTES}, {RECORDS};"
 _STORE = re.compile(
-    rf"^\t@%pik_w st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], (?P<values>\{{[^}}]*\}}), {RECORD_POLICY};$"
+    rf"^\t@{WRITER} st\.global\.L2::cache_hint\.v4\.b32 \t\[{ADDRESS}\], (?P<values>\{{[^}}]*\}}), {RECORD_POLICY};$"
 )
-_COUNT = "\tadd.s32 \t%pik_n, %pik_n, 1;"
+_COUNT = f"\tadd.s32 \t{COUNT}, {COUNT}, 1;"
 
 
 def stages(bound: int | None) -> bool:
@@ -80,19 +91,16 @@ def array_bytes(units: int) -> int:
     return -(-units * STAGE_BYTES // STAGE_ALIGN) * STAGE_ALIGN
 
 
-def declarations(units: int) -> tuple[list[str], list[str]]:
-    """(the module's shared array, the entry's registers)."""
-    return (
-        [f".shared .align {STAGE_ALIGN} .b8 {STAGE_SYMBOL}[{array_bytes(units)}];"],
-        ["\t.reg .b32 \t%pik_sh, %pik_ss;", "\t.reg .pred \t%pik_sq;"],
-    )
+def shared_array(units: int) -> list[str]:
+    """The module's declaration of the stages (its registers are ``registers.STAGING``)."""
+    return [f".shared .align {STAGE_ALIGN} .b8 {STAGE_SYMBOL}[{array_bytes(units)}];"]
 
 
 def prologue(unit_slot: str) -> list[str]:
     """The unit's stage, after the prologue has found its unit slot."""
     return [
-        f"\tmov.u32 \t%pik_sh, {STAGE_SYMBOL};",
-        f"\tmad.lo.u32 \t%pik_sh, {unit_slot}, {STAGE_BYTES}, %pik_sh;",
+        f"\tmov.u32 \t{STAGE}, {STAGE_SYMBOL};",
+        f"\tmad.lo.u32 \t{STAGE}, {unit_slot}, {STAGE_BYTES}, {STAGE};",
     ]
 
 
@@ -109,21 +117,21 @@ def staged_pair(lines: list[str], site: int) -> list[str]:
         raise ValueError(f"staging: the pair ending at PTX line {site} is not of a form it knows: {lines}")
     out = [line for i, line in enumerate(lines) if i != slots[0]]
     at = out.index(_ADDRESS)
-    out[at] = f"\tmad.lo.u32 \t%pik_ss, %pik_n, {ENTRY_BYTES}, %pik_sh;"
+    out[at] = f"\tmad.lo.u32 \t{STAGE_SLOT}, {COUNT}, {ENTRY_BYTES}, {STAGE};"
     store = out.index(lines[stores[0]])
-    out[store] = _STORE.sub(r"\t@%pik_w st.shared.v4.b32 \t[%pik_ss], \g<values>;", lines[stores[0]])
+    out[store] = _STORE.sub(rf"\t@{WRITER} st.shared.v4.b32 \t[{STAGE_SLOT}], \g<values>;", lines[stores[0]])
     return out
 
 
 def epilogue() -> list[str]:
     """Copy the unit's staged entries to its first ring slots, once the epilogue has computed
-    ``%pik_rec`` and ``%pik_w``, and wait until the copy has read them."""
+    ``RECORDS`` and ``WRITER``, and wait until the copy has read them."""
     return [
         "\t// pik stage: the unit's entries, copied to the buffer",
-        "\tsetp.ne.and.u32 \t%pik_sq, %pik_n, 0, %pik_w;",
-        f"\tshl.b32 \t%pik_ss, %pik_n, {ENTRY_BYTES.bit_length() - 1};",
-        "\t@%pik_sq fence.proxy.async.shared::cta;",  # the stage's stores, seen by the bulk copy
-        "\t@%pik_sq cp.async.bulk.global.shared::cta.bulk_group \t[%pik_rec], [%pik_sh], %pik_ss;",
-        "\t@%pik_sq cp.async.bulk.commit_group;",
-        "\t@%pik_sq cp.async.bulk.wait_group.read \t0;",
+        f"\tsetp.ne.and.u32 \t{STAGE_COPY}, {COUNT}, 0, {WRITER};",
+        f"\tshl.b32 \t{STAGE_SLOT}, {COUNT}, {ENTRY_BYTES.bit_length() - 1};",
+        f"\t@{STAGE_COPY} fence.proxy.async.shared::cta;",  # the stage's stores, seen by the bulk copy
+        f"\t@{STAGE_COPY} cp.async.bulk.global.shared::cta.bulk_group \t[{RECORDS}], [{STAGE}], {STAGE_SLOT};",
+        f"\t@{STAGE_COPY} cp.async.bulk.commit_group;",
+        f"\t@{STAGE_COPY} cp.async.bulk.wait_group.read \t0;",
     ]

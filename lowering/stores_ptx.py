@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from proton_ik.contract.layout import scalar_fields, vector_fields
+from proton_ik.lowering.registers import ADDRESS, RECORD_POLICY, WRITER
 
 # The records' L2 eviction policy, set once in the prologue; ``createpolicy`` and cache hints
 # need sm_80 and later.
-RECORD_POLICY = "%pik_pol"
 POLICY = f"\tcreatepolicy.fractional.L2::evict_last.b64 \t{RECORD_POLICY}, 1.0;"
 POLICY_MIN_SM = 80
 _STORE_TYPES = {4: "b32", 8: "u64"}  # vector element type by field size
@@ -41,14 +41,14 @@ def has_policy(target_sm: int | None) -> bool:
 
 
 def entry_store(dtype: np.dtype, values: dict[str, object], policy: bool = True) -> str:
-    """The writer lane's store of ``values`` into the entry at ``%pik_a`` (fields named by
+    """The writer lane's store of ``values`` into the entry at ``ADDRESS`` (fields named by
     ``dtype``: ``ENTRY_DTYPE``, ``VALUE_ENTRY_DTYPE``); with ``policy``, its line kept in L2
     ahead of the kernel's own (``RECORD_POLICY``, set by ``POLICY``)."""
     offset, shape, operands = vector(dtype, values)
-    address = f"%pik_a+{offset}" if offset else "%pik_a"
+    address = f"{ADDRESS}+{offset}" if offset else ADDRESS
     if not policy:
-        return f"\t@%pik_w st.global.{shape} \t[{address}], {operands};"
-    return f"\t@%pik_w st.global.L2::cache_hint.{shape} \t[{address}], {operands}, {RECORD_POLICY};"
+        return f"\t@{WRITER} st.global.{shape} \t[{address}], {operands};"
+    return f"\t@{WRITER} st.global.L2::cache_hint.{shape} \t[{address}], {operands}, {RECORD_POLICY};"
 
 
 def header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:

@@ -30,6 +30,7 @@ compiles them from source, under the mode it then runs in.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["bundle_without_recording", "recording_kernels", "records"]
@@ -58,19 +59,27 @@ def _profile_bytes(kernel: Any) -> int:
     return size if isinstance(size, int) else 0
 
 
-def _recording_class(static: types.ModuleType) -> type | None:
-    """The recording subclass of this torch's ``StaticallyLaunchedCudaKernel``, or None where the
-    static launcher is not built as this module expects."""
+def _unhooked_init(static: types.ModuleType) -> tuple[type, Callable[..., None]] | None:
+    """This torch's ``StaticallyLaunchedCudaKernel``, and the ``__init__`` of its base, run as it
+    is, in a namespace whose Triton knobs have no hooks; None where the static launcher is not
+    built as this module expects."""
     cuda = getattr(static, "StaticallyLaunchedCudaKernel", None)
     base = getattr(static, "StaticallyLaunchedTritonKernel", None)
     init: Any = getattr(base, "__init__", None)
     code = getattr(init, "__code__", None)
     if cuda is None or code is None or "triton_knobs" not in code.co_names:
         return None
-    # The base __init__, run as it is, in a namespace whose Triton knobs have no hooks.
-    base_init = types.FunctionType(
-        code, {**vars(static), "triton_knobs": _NO_HOOKS}, code.co_name, init.__defaults__, init.__closure__
-    )
+    namespace = {**vars(static), "triton_knobs": _NO_HOOKS}
+    return cuda, types.FunctionType(code, namespace, code.co_name, init.__defaults__, init.__closure__)
+
+
+def _recording_class(static: types.ModuleType) -> type | None:
+    """The recording subclass of this torch's ``StaticallyLaunchedCudaKernel``, or None where the
+    static launcher is not built as this module expects."""
+    found = _unhooked_init(static)
+    if found is None:
+        return None
+    cuda, base_init = found
     from triton import knobs
     from triton.runtime import _allocation
 
