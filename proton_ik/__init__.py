@@ -22,6 +22,7 @@ arguments, ``finalize(output_format=...)`` and the host-side ``scope`` are accep
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,34 @@ def start(
     long job killed midway loses at most that much.
     """
     global _session
+    _check_start(backend, context, data, hook, pool_bytes, timeline, flush_every, flush_seconds, overwrite)
+    if backend is not None and data is None:
+        data = "tree"  # triton.profiler.start's default: the code that calls it opens NAME.hatchet
+    new_session = _session_with_files(name, out_dir, formats, data, mode, flush_every, flush_seconds)
+    session = new_session(
+        mode=Mode.parse(mode),  # parsed here, so that a Proton mode's warnings name start's caller
+        pool_bytes=pool_bytes,
+        launch_metadata=hook is not None,
+        timeline=timeline,
+        overwrite=bool(data) if overwrite is None else bool(overwrite),
+    )
+    session.start()
+    _session = session
+    return session
+
+
+def _check_start(
+    backend: object,
+    context: object,
+    data: object,
+    hook: object,
+    pool_bytes: object,
+    timeline: object,
+    flush_every: object,
+    flush_seconds: object,
+    overwrite: object,
+) -> None:
+    """``start``'s checks of its arguments, and of no session running, in the order it makes them."""
     if _session is not None:
         raise RuntimeError(
             f"proton_ik: session '{_session.name}' is already running (started at "
@@ -119,7 +148,7 @@ def start(
         warnings.warn(
             "proton_ik: context='python' (Python call stacks as context) has no meaning for "
             "intra-kernel records; accepted and ignored. Host scopes (proton_ik.scope) group launches",
-            stacklevel=2,
+            stacklevel=3,  # the caller of start
         )
     if isinstance(pool_bytes, bool) or not isinstance(pool_bytes, int) or pool_bytes < MIN_POOL_BYTES:
         raise ValueError(
@@ -129,27 +158,31 @@ def start(
     _check_timeline(timeline)
     _check_flush(flush_every, flush_seconds)
     _check_choice("overwrite", overwrite, (None, True, False), "True replaces files of that name")
-    if backend is not None and data is None:
-        data = "tree"  # triton.profiler.start's default: the code that calls it opens NAME.hatchet
+
+
+def _session_with_files(
+    name: str | None,
+    out_dir: str | Path | None,
+    formats: str | tuple[str, ...],
+    data: str | None,
+    mode: object,
+    flush_every: int | None,
+    flush_seconds: float | None,
+) -> functools.partial[Session]:
+    """A ``Session`` with its files (folder, name, formats) and its flushes set; ``start`` gives
+    the rest. A Proton mode's ``buffer_strategy=flush`` flushes every launch."""
     proton = proton_mode(mode)
     if proton is not None and proton.flushes_every_launch and flush_every is None and flush_seconds is None:
         flush_every = 1  # Proton's buffer_strategy=flush: records leave the device as they are written
     outputs = _formats(formats) + ((PROTON_DATA[data],) if data else ())
     directory, stem = _place(name, out_dir)
-    session = Session(
+    return functools.partial(
+        Session,
         name=stem,
-        mode=Mode.parse(mode),
         out_dir=directory,
-        pool_bytes=pool_bytes,
         formats=tuple(dict.fromkeys(outputs)),
-        launch_metadata=hook is not None,
-        timeline=timeline,
-        overwrite=bool(data) if overwrite is None else bool(overwrite),
         flush_every=(flush_every, None if flush_seconds is None else float(flush_seconds)),
     )
-    session.start()
-    _session = session
-    return session
 
 
 def _check_choice(option: str, value: object, choices: tuple, why: str = "") -> None:
@@ -241,7 +274,7 @@ def merge(
     ``torch.profiler`` trace of the same steps (``prof.export_chrome_trace``), drawn beside them,
     each session aligned to the kernels CUPTI recorded (``viewer.torch_profiler``; how well:
     ``proton-ik merge --torch-trace`` prints it)."""
-    from proton_ik.viewer.merge import merge_sessions, sessions_of
+    from proton_ik.viewer.ranks import merge_sessions, sessions_of
 
     if torch_trace is None:
         return merge_sessions(paths, output, timeline=timeline)

@@ -102,7 +102,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from proton_ik.viewer.merge import merge_sessions, sessions_of
+    from proton_ik.viewer.ranks import merge_sessions, sessions_of
 
     output = Path(args.output)
     try:

@@ -173,22 +173,46 @@ def test_the_private_rule_sees_private_imports(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text(
         "from __future__ import annotations\nfrom numpy import _private\n"
-        "from proton_ik.viewer.decode import _hidden, shown\n"
-        "from proton_ik.viewer import events\n"
-        "import proton_ik.viewer.table as table\n"
+        "from proton_ik.viewer.decode.buffers import _hidden, shown\n"
+        "from proton_ik.viewer.pairing import events\n"
+        "import proton_ik.viewer.tables.table as table\n"
         "def f():\n    from .sibling import _lazy\n    return events._starts, table.__name__, shown._x\n"
     )
     assert sorted(_private_imports(source)) == [
-        "proton_ik.viewer.decode._hidden",
-        "proton_ik.viewer.decode.shown._x",
-        "proton_ik.viewer.events._starts",
+        "proton_ik.viewer.decode.buffers._hidden",
+        "proton_ik.viewer.decode.buffers.shown._x",
+        "proton_ik.viewer.pairing.events._starts",
         "sibling._lazy",
     ]
 
 
 def test_the_surface_rule_knows_the_viewers_packages() -> None:
     names = {package.rpartition(".")[2] for package in VIEWER_PACKAGES}
-    assert {"perfetto", "chrome", "readback", "diff", "proton", "torch_profiler", "report"} <= names
+    assert {
+        "session_file",
+        "decode",
+        "pairing",
+        "arrays",
+        "tables",
+        "summary",
+        "tracks",
+        "render",
+        "ranks",
+        "perfetto",
+        "chrome",
+        "readback",
+        "diff",
+        "proton",
+        "torch_profiler",
+        "report",
+    } <= names
+
+
+def test_the_viewers_top_level_holds_only_its_entry_points() -> None:
+    """Each concept of the viewer is a package, found by its folder's name: beside the viewer's
+    ``__init__`` sits only ``trace`` (``load``: a session's tables)."""
+    viewer = FOLDERS["proton_ik.viewer"]
+    assert sorted(path.name for path in viewer.glob("*.py")) == ["__init__.py", "trace.py"]
 
 
 def test_the_rules_see_every_folder() -> None:

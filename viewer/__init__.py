@@ -9,39 +9,35 @@
     viewer.render("matmul.pik", "matmul")    # matmul.pftrace and matmul.json
     viewer.render_session("matmul.pik", {"pftrace": Path("m.pftrace")})  # no tables held
 
-In data-flow order, a module for each job and a package for each concept of several modules
-(each package's docstring names its modules; use what its ``__init__`` exports):
+In data-flow order, a package for each concept (each package's docstring names its modules;
+outside a package, use what its ``__init__`` exports):
 
-- the session file: ``manifest`` and ``session_file`` (the raw capture, its schema checked
-  first; the format, the kernel metadata and the trimmed form are ``proton_ik.contract``'s),
-  ``zip_members`` (its members in bounded memory), ``recover`` (the complete launches of a
-  session file never closed);
-- bytes to arrays: ``decode`` and ``clock_extension``; ``aggregate`` and ``aggregate_summary``
-  (the statistics of launches made with ``aggregate=on``); ``sampled`` (which CTAs and warps
-  recorded);
-- pairing: ``events`` (begins with ends), ``async_events`` (events paired across the warps of a
-  CTA, and marks), ``segments`` (runs of sorted rows, which both use);
-- tables: ``timebase`` (cycles to ns), ``table`` and ``event_tables`` (columns and pandas),
-  ``pipeline`` and ``chunk`` (launches to chunks of columns, in bounded memory), ``trace`` (the
-  tables of a whole session), ``clusters`` (thread-block clusters: each one's CTAs, SMs and
-  skews);
-- summaries: ``summary``, ``event_summary`` and ``text_columns`` (what ``show`` prints);
-- traces: ``tracks`` (the track model both writers draw and both readers parse: launch, SM,
-  place, unit, lane; ``slots`` packs an SM's CTAs into slots), the writers ``perfetto/`` and
-  ``chrome/`` (chunk by chunk), ``proton/`` (Proton's ``.hatchet`` tree and ``.chrome_trace``,
-  for Triton's own tools), ``render`` and ``render_parts`` (a session straight to trace files,
-  a large one in parts on worker processes);
+- ``session_file/``: the session file read back, its manifest's schema checked first (the format,
+  the kernel metadata and the trimmed form are ``proton_ik.contract``'s), its members read in
+  bounded memory, the complete launches of a file never closed;
+- ``decode/``: bytes to arrays (CTA, unit and record tables; clocks made whole; what went wrong);
+- ``pairing/``: records to events (a scope's begins with its ends; an event's starts with its ends
+  across the warps of a CTA; marks);
+- ``tables/``: cycles to ns (``timebase``), columns and pandas tables, the pipeline (launches to
+  chunks of columns, in bounded memory), thread-block clusters, the statistics of launches made
+  with ``aggregate=on``; ``trace`` (the one module beside this file) joins them into the tables of
+  a whole session;
+- ``summary/``: what ``show`` prints (statistics of scopes, events and aggregates; what was lost);
+- traces: ``tracks/`` (the track model both writers draw and both readers parse: launch, SM,
+  place, unit, lane; an SM's CTA slots), the writers ``perfetto/`` and ``chrome/`` (chunk by
+  chunk), ``proton/`` (Proton's ``.hatchet`` tree and ``.chrome_trace``, for Triton's own tools),
+  ``render/`` (a session straight to trace files, a large one in parts on worker processes);
 - traces read again: ``readback/`` (both readers, so that ``show`` and ``convert`` take a trace);
-- several sessions: ``diff/`` (two sessions compared scope by scope), ``ranks`` (a job's
-  sessions side by side), ``merge`` (a job's sessions on one timeline), ``torch_profiler/`` (a
-  session beside a ``torch.profiler`` trace);
+- several sessions: ``diff/`` (two sessions compared scope by scope), ``ranks/`` (a job's
+  sessions side by side, and on one timeline), ``torch_profiler/`` (a session beside a
+  ``torch.profiler`` trace);
 - ``report/``: one self-contained HTML page of a session (``show``'s numbers, histograms,
   heatmaps).
 
-Helpers: ``groups`` (numbering tracks, threads and SMs) and ``byterows`` (encoding millions of
-packets or JSON objects at once). Nothing loops in Python per record, event or unit, so a
-session of millions of records finalizes in seconds; ``tests/viewer/finalize_speed.py``
-measures it.
+``arrays/`` holds the whole-array helpers they share (numbering key tuples, runs of sorted rows,
+encoding millions of packets or JSON objects at once). Nothing loops in Python per record, event
+or unit, so a session of millions of records finalizes in seconds;
+``tests/viewer/finalize_speed.py`` measures it.
 """
 
 from __future__ import annotations
@@ -49,10 +45,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from proton_ik.viewer.clusters import cluster_table
 from proton_ik.viewer.render import RenderStats, render_session
 from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
 from proton_ik.viewer.summary import Summary
+from proton_ik.viewer.tables import cluster_table
 from proton_ik.viewer.trace import Trace, load
 
 if TYPE_CHECKING:
@@ -90,5 +86,5 @@ def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | N
 
 def aggregate_table(session_path: str | Path) -> pd.DataFrame:
     """The per-scope statistics of a session's aggregate launches (``aggregate=on``): one row per
-    (launch, CTA, unit, scope), as ``Trace.aggregates`` (columns: ``viewer.aggregate``)."""
+    (launch, CTA, unit, scope), as ``Trace.aggregates`` (columns: ``viewer.tables.aggregate``)."""
     return load(session_path).aggregates

@@ -1,6 +1,6 @@
 """The session as pandas tables: the pipeline's chunks joined, with summaries and trace files on top.
 
-``pipeline`` decodes a session run by run; here its chunks are joined in launch order into the
+``tables.Pipeline`` decodes a session run by run; here its chunks are joined in launch order into the
 events, units, unmatched and launches tables, made into DataFrames once. Use ``load`` when you
 want the tables; ``render.render_session`` writes trace files without holding them.
 """
@@ -19,21 +19,28 @@ import pandas as pd
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
-from proton_ik.viewer.aggregate import aggregate_frame, empty_frame
-from proton_ik.viewer.aggregate_summary import summarize_aggregates
-from proton_ik.viewer.clusters import cluster_table
-from proton_ik.viewer.event_summary import summarize_events
-from proton_ik.viewer.event_tables import frames, parts_of
-from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import LaunchCapture, read_session
-from proton_ik.viewer.summary import Summary, summarize, unrecorded_warnings
-from proton_ik.viewer.table import (
+from proton_ik.viewer.summary import (
+    Summary,
+    summarize,
+    summarize_aggregates,
+    summarize_events,
+    unrecorded_warnings,
+)
+from proton_ik.viewer.tables import (
     EVENT_COLUMNS,
     UNIT_COLUMNS,
     UNMATCHED_COLUMNS,
+    Chunk,
+    Pipeline,
     TimeShift,
+    aggregate_frame,
     categories,
+    cluster_table,
+    empty_frame,
     frame,
+    frames,
+    parts_of,
 )
 
 TIME_SHIFT_KEY = "time_shift_cycles"
@@ -45,7 +52,7 @@ UNIT_TABLE = [*UNIT_COLUMNS, "start_rel_ns", "end_rel_ns"]
 class Trace:
     """Every scope event of a session, as tables, with summaries and trace files.
 
-    ``events``: one row per scope event (see ``table.EVENT_COLUMNS``, plus ``begin_rel_ns`` and
+    ``events``: one row per scope event (see ``tables.EVENT_COLUMNS``, plus ``begin_rel_ns`` and
     ``end_rel_ns`` counted from the session's first unit start). ``units``: one row per unit
     (warp by default) with its lifetime and record counts. ``unmatched``: records left without
     a partner, and why. ``launches``: per-launch statistics, including the inferred SM clock and
@@ -53,9 +60,9 @@ class Trace:
     scope) of the launches made with ``aggregate=on``, which keep statistics, not events (see
     ``aggregate``); empty when there are none. ``async_events``, ``marks`` and ``values``: the
     events (``pl.start_event`` / ``pl.end_event``, paired across the warps of a CTA, unmatched
-    starts and ends included), the marks, and the marks with a value (see ``event_tables``).
+    starts and ends included), the marks, and the marks with a value (see ``tables.event_tables``).
     ``clusters``: per launch and thread-block cluster, its CTAs, their SMs and the skews of their
-    starts and ends (``clusters``; empty before sm_90 and in older sessions).
+    starts and ends (``tables.clusters``; empty before sm_90 and in older sessions).
     """
 
     def __init__(
@@ -131,7 +138,7 @@ class Trace:
 
     @cached_property
     def clusters(self) -> pd.DataFrame:
-        """One row per launch and thread-block cluster (``clusters.CLUSTER_COLUMNS``)."""
+        """One row per launch and thread-block cluster (``tables.clusters.CLUSTER_COLUMNS``)."""
         return cluster_table(self.units)
 
     def summary(self) -> Summary:

@@ -1,5 +1,5 @@
 """The session file format: what the writer (``runtime.session_writer``) and the reader
-(``viewer.session_file``, which checks the manifest with ``viewer.manifest``) agree on.
+(``viewer.session_file``, which checks the manifest with ``viewer.session_file.manifest``) agree on.
 
 A session file (``name.pik``) is a zip that holds::
 
@@ -20,7 +20,7 @@ A file whose manifest is missing was never closed: its process was killed, or cr
 finalize. Since version 2 every launch carries its metadata in its own member, and the writer
 flushes the file after each launch, so a reader can walk the members' local headers from the
 start (``launch_meta_member`` pairs each buffer with its metadata) and recover every complete
-launch of a file cut anywhere (``viewer.recover``).
+launch of a file cut anywhere (``viewer.session_file.recover``).
 
 Bump ``FORMAT_VERSION`` whenever anything here changes meaning; ``READ_VERSIONS`` are those
 the readers still read.

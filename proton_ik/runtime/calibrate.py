@@ -53,7 +53,7 @@ def empty_scope_cycles(mode: Mode) -> int:
     import torch
 
     from proton_ik.viewer.decode import decode_buffer
-    from proton_ik.viewer.events import pair_records
+    from proton_ik.viewer.pairing import pair_records
 
     buffers: list = []
 

@@ -1,5 +1,5 @@
 """Pairs of host time and GPU ``%globaltimer``, read at a session's start and at its finalize, so
-that the sessions of a job's ranks and GPUs share one time axis (``viewer.merge``).
+that the sessions of a job's ranks and GPUs share one time axis (``viewer.ranks.merge``).
 
 Every record's time is its GPU's ``%globaltimer``, which the driver sets from the host's clock
 but which drifts from it, and from other GPUs', by microseconds. A pair is read by a one-thread

@@ -44,7 +44,7 @@ class SessionWriter:
     ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
     kept ring entries: see ``contract.trimmed``), then its metadata, then flushes the file to the
     operating system, so that a process killed later leaves every launch added so far readable
-    (``viewer.recover``); ``close`` writes the manifest. Use it as a context manager, or call
+    (``viewer.session_file.recover``); ``close`` writes the manifest. Use it as a context manager, or call
     ``close`` in a ``finally``.
     """
 

@@ -7,7 +7,7 @@ the file takes the bytes, so a launch of 16 MiB waited on it (docs/PERFORMANCE.m
 member's CRC-32 is the combination of its pieces' CRCs, each computed on a thread of a pool
 (``zlib.crc32`` lets go of the GIL), so the checksum takes a fraction of the write.
 
-What is written is what ``zipfile`` reads, and what ``viewer.recover`` walks in a file never
+What is written is what ``zipfile`` reads, and what ``viewer.session_file.recover`` walks in a file never
 closed: each member's local header carries its sizes (in its ZIP64 field) and its CRC, with no
 data descriptor; a large member's CRC is computed while the file writes its data and patched
 into its header after it (``add``), before anything that follows: a file cut between the two

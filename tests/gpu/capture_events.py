@@ -1,5 +1,5 @@
 """Capture the event session that the CPU tests decode, and measure how far apart the clocks of
-one SM's sub-partitions run (the skew that ``async_events.CLOCK_SKEW_CYCLES`` allows for).
+one SM's sub-partitions run (the skew that ``pairing.async_events.CLOCK_SKEW_CYCLES`` allows for).
 
 Run on a GPU machine from the repository root: ``python tests/gpu/capture_events.py OUT_DIR``.
 It writes ``events.pik``: ``barrier_kernel``, 8 CTAs x 4 warps, 6 iterations, each starting

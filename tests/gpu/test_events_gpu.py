@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES
+from proton_ik.viewer.pairing.async_events import CLOCK_SKEW_CYCLES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernels import barrier_kernel

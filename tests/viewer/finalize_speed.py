@@ -21,7 +21,7 @@ launch hooks give it; ``--records`` does not apply:
     kernels   100 launches of 4096 CTAs x 4 warps, 1 scope per warp (32,768 records per launch):
               what unscoped=kernel records of a compiled model's kernels
 
-Sessions of more than one part (``render_parts.PART_BYTES`` of stored data) render in parts,
+Sessions of more than one part (``render.parts.PART_BYTES`` of stored data) render in parts,
 on ``--workers`` processes (default: one per core). Prints finalize's records per second, seconds per million records for each stage, and the trace
 files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
 process touches first costs more).

@@ -31,8 +31,8 @@ from proton_ik.contract.session_format import STORED_KEY
 from proton_ik.contract.trimmed import trim, trimmed_view
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import LaunchCapture
-from proton_ik.viewer.aggregate import AGGREGATE_COLUMNS, HIST_COLUMNS, decode_stats
-from proton_ik.viewer.aggregate_summary import ESTIMATE_NOTE, histogram_quantile
+from proton_ik.viewer.summary.aggregate import ESTIMATE_NOTE, histogram_quantile
+from proton_ik.viewer.tables.aggregate import AGGREGATE_COLUMNS, HIST_COLUMNS, decode_stats
 from proton_ik.viewer.trace import Trace
 
 UNWRITTEN = 0xCD

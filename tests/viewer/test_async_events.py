@@ -16,8 +16,8 @@ import pytest
 from proton_ik.cli import main
 from proton_ik.contract.layout import RecordKind, ValueType, make_tag
 from proton_ik.runtime.session_writer import write_session
-from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES, MATCHED, NO_END, NO_START, pair_events
 from proton_ik.viewer.decode import decode_buffer
+from proton_ik.viewer.pairing.async_events import CLOCK_SKEW_CYCLES, MATCHED, NO_END, NO_START, pair_events
 from proton_ik.viewer.trace import Trace
 
 LOW32 = (1 << 32) - 1

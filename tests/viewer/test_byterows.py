@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import DebugAnnotation
 
-from proton_ik.viewer.byterows import Rows, assemble, join
+from proton_ik.viewer.arrays import Rows, assemble, join
 
 
 def varint(value: int) -> bytes:

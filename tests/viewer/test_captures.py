@@ -48,7 +48,7 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.session_file import read_session
-from proton_ik.viewer.table import TimeShift
+from proton_ik.viewer.tables import TimeShift
 from proton_ik.viewer.tracks import LIFETIME
 
 DATA = Path(__file__).parents[1] / "data"
@@ -590,7 +590,7 @@ def test_the_rate_is_the_least_squares_line_of_the_widest_spanning_sm(name):
     slope of globaltimer against clock64 over the anchors of the session's SM spanning the most
     time. An uncentred fit (its slope through the earliest anchor) moves add's rate by 0.6%; on
     spin, with two anchors per SM, both fits are the same line."""
-    from proton_ik.viewer.timebase import MIN_SPAN_NS
+    from proton_ik.viewer.tables.timebase import MIN_SPAN_NS
 
     anchors = raw_anchors(name)
     lines = anchors.groupby(["launch", "sm"])

@@ -26,10 +26,9 @@ from hypothesis import strategies as st
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.chrome import ChromeWriter, write_chrome
 from proton_ik.viewer.chrome.events import lanes
-from proton_ik.viewer.chunk import chunk_from_tables
-from proton_ik.viewer.event_tables import parts_of
 from proton_ik.viewer.readback import read_chrome
 from proton_ik.viewer.render import render_session
+from proton_ik.viewer.tables import chunk_from_tables, parts_of
 from proton_ik.viewer.trace import Trace
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,5 +1,5 @@
 """Thread-block clusters: the CTA header's cluster fields decoded, carried into the tables and the
-traces' args, summed up per cluster (``viewer.clusters``), drawn as a clusters track, and left
+traces' args, summed up per cluster (``viewer.tables.clusters``), drawn as a clusters track, and left
 at -1 where they were not recorded (older files, targets before sm_90)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import Trace, cluster_table, load, render_session
-from proton_ik.viewer.clusters import CLUSTER_COLUMNS
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.readback import read_chrome, read_perfetto
+from proton_ik.viewer.tables.clusters import CLUSTER_COLUMNS
 from proton_ik.viewer.tracks import CLUSTER_TRACK
 
 DATA = Path(__file__).parents[1] / "data"
@@ -265,7 +265,7 @@ def test_a_launch_in_pieces_draws_each_cluster_once_as_a_whole(
         )
 
     render_session(session, {"pftrace": tmp_path / "whole.pftrace"})
-    monkeypatch.setattr("proton_ik.viewer.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
     render_session(session, {"pftrace": tmp_path / "pieces.pftrace"})
     whole = drawn(tmp_path / "whole.pftrace")
     assert len(whole) == 2 * len(expected_clusters())  # each launch's three clusters

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from proton_ik.contract.layout import BufferLayout, make_tag
-from proton_ik.viewer.decode import decode_buffer, decode_buffers, extend_clocks
+from proton_ik.viewer.decode.buffers import decode_buffer, decode_buffers, extend_clocks
 
 WRAP = 1 << 32
 

@@ -32,7 +32,7 @@ from proton_ik.contract.layout import (
     make_tag,
 )
 from proton_ik.runtime.session_writer import SessionWriter
-from proton_ik.viewer import SessionFileError, load, pipeline
+from proton_ik.viewer import SessionFileError, load
 from proton_ik.viewer.diff import (
     FASTER,
     NEGLIGIBLE,
@@ -47,8 +47,7 @@ from proton_ik.viewer.diff import (
 from proton_ik.viewer.diff.bootstrap import MedianBand, resample_counts
 from proton_ik.viewer.diff.compare import compare, kernel_table
 from proton_ik.viewer.diff.sample import ScopeKey, SessionSample
-from proton_ik.viewer.pipeline import Pipeline
-from proton_ik.viewer.table import TimeShift
+from proton_ik.viewer.tables import Pipeline, TimeShift, pipeline
 
 DATA = Path(__file__).parents[1] / "data"
 # name, source line, median cycles

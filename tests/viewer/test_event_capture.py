@@ -5,7 +5,7 @@ instance i % 2 of "handoff", all warps meet at a ``bar.sync``, every warp ends t
 marks "iter" with the iteration as its value; after the loop, odd CTAs mark "odd" and CTA 0
 marks "total" with a float. In the first iteration one warp's start read the clock 2 cycles
 after another warp's end across the barrier: the sub-partitions' clocks are not in step, and
-pairing must allow for it (``async_events.CLOCK_SKEW_CYCLES``).
+pairing must allow for it (``pairing.async_events.CLOCK_SKEW_CYCLES``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
 from proton_ik import viewer
-from proton_ik.viewer.async_events import CLOCK_SKEW_CYCLES
+from proton_ik.viewer.pairing.async_events import CLOCK_SKEW_CYCLES
 from proton_ik.viewer.readback import read_packets
 
 PATH = Path(__file__).parents[1] / "data" / "events.pik"

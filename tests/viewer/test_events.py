@@ -1,8 +1,14 @@
 import numpy as np
 
-from proton_ik.viewer import events
 from proton_ik.viewer.decode import decode_buffer
-from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, _range_min, pair_records
+from proton_ik.viewer.pairing import events
+from proton_ik.viewer.pairing.events import (
+    LOST_TO_RING,
+    UNMATCHED_BEGIN,
+    UNMATCHED_END,
+    _range_min,
+    pair_records,
+)
 
 A, B, C = 0, 1, 2
 

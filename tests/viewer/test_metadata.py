@@ -9,7 +9,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 from proton_ik import viewer
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import LaunchCapture, Trace, load, readback, render_session
-from proton_ik.viewer.table import config_text
+from proton_ik.viewer.tables import config_text
 from proton_ik.viewer.tracks import LIFETIME
 
 DATA = Path(__file__).parents[1] / "data"

@@ -1,4 +1,4 @@
-"""A session's Perfetto trace in parts (``viewer.render_parts``): the same bytes rendered by one
+"""A session's Perfetto trace in parts (``viewer.render.parts``): the same bytes rendered by one
 process or by several, and the same trace read back as the one written whole; the parts cut at
 launch boundaries by stored size."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from proton_ik.viewer import render_parts, render_session
+from proton_ik.viewer import render_session
 from proton_ik.viewer.readback.perfetto import read_perfetto
+from proton_ik.viewer.render import parts as render_parts
 
 # six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
 from .test_host_scopes import host_slices, write_host_scoped

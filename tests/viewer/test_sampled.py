@@ -9,7 +9,7 @@ import pytest
 from proton_ik.contract.layout import CTA_HEADER_DTYPE, BufferLayout
 from proton_ik.contract.sampling import ALL, Sampling
 from proton_ik.viewer import LaunchCapture, Trace
-from proton_ik.viewer.sampled import sampled_text
+from proton_ik.viewer.tables.sampled import sampled_text
 
 T0 = 1_700_000_000_000_000_000
 SCOPE = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from proton_ik.viewer.segments import run_starts, segment_cummin, segment_cumsum
+from proton_ik.viewer.arrays import run_starts, segment_cummin, segment_cumsum
 
 
 def test_a_run_starts_where_any_key_changes():

@@ -1,4 +1,4 @@
-"""CTA slots (``viewer.slots``): every CTA placed, none overlapping another in its slot, and no
+"""CTA slots (``viewer.tracks.slots``): every CTA placed, none overlapping another in its slot, and no
 more slots than CTAs ran at once."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from proton_ik.viewer.slots import FREE, assign_slots, most_at_once, steps
+from proton_ik.viewer.tracks.slots import FREE, assign_slots, most_at_once, steps
 
 
 def most_at_once_by_sweep(group: np.ndarray, begin: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 import pytest
 
 from proton_ik.viewer import LaunchCapture, Trace
-from proton_ik.viewer.table import TimeShift
+from proton_ik.viewer.tables import TimeShift
 
 T0 = 1_700_000_000_000_000_000
 A, B, C = 0, 1, 2

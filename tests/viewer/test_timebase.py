@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from proton_ik.viewer.timebase import (
+from proton_ik.viewer.tables.timebase import (
     FIT,
     LAUNCH_MEDIAN,
     SESSION_MEDIAN,

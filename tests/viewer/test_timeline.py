@@ -19,8 +19,8 @@ from proton_ik.cli import main
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import readback, render_session
 from proton_ik.viewer.perfetto import write_perfetto
-from proton_ik.viewer.slots import most_at_once
 from proton_ik.viewer.tracks import COUNTERS, LAUNCH_TOTALS, check_timeline
+from proton_ik.viewer.tracks.slots import most_at_once
 
 DATA = Path(__file__).parents[1] / "data"
 T0 = 1_700_000_000_000_000_000
@@ -197,7 +197,7 @@ def overlapping_session(path: Path, fake_launch, sm_timer) -> Path:
 def test_a_launch_in_pieces_keeps_its_slots_and_its_counts(tmp_path, monkeypatch, fake_launch, sm_timer):
     session = overlapping_session(tmp_path / "o.pik", fake_launch, sm_timer)
     render_session(session, {"pftrace": tmp_path / "whole.pftrace", "json": tmp_path / "whole.json"})
-    monkeypatch.setattr("proton_ik.viewer.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
     render_session(session, {"pftrace": tmp_path / "pieces.pftrace", "json": tmp_path / "pieces.json"})
     whole, pieces = descriptors(tmp_path / "whole.pftrace"), descriptors(tmp_path / "pieces.pftrace")
     assert len({d.uuid for d in pieces}) == len(pieces)  # no track described twice

@@ -1,7 +1,7 @@
 """Events, marks and values in the Chrome JSON trace, beside the scope slices of ``writer``.
 
-For each chunk with events or marks (``Chunk.async_parts``: the events ``async_events`` paired and
-``event_tables`` tabled, as the Perfetto writer draws them), on the processes and threads
+For each chunk with events or marks (``Chunk.async_parts``: the events ``pairing.async_events``
+paired and ``tables.event_tables`` tabled, as the Perfetto writer draws them), on the processes and threads
 ``writer`` numbered for the chunk:
 
 - an event from its start to its end: a nestable async slice, "b" and its "e" on one line, on
@@ -36,10 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, STATUSES
-from proton_ik.viewer.byterows import Rows
-from proton_ik.viewer.chunk import Chunk, Columns
-from proton_ik.viewer.groups import groups
+from proton_ik.viewer.arrays import Rows, groups
+from proton_ik.viewer.pairing import MATCHED, NO_END, NO_START, STATUSES
+from proton_ik.viewer.tables import Chunk, Columns
 from proton_ik.viewer.tracks import Tracks, stacked, thread_name
 
 Build = Callable[[int, int], Rows]  # the rows from the first to past the last given
@@ -193,105 +192,124 @@ def _event_rows(events: Columns, places: _Places, ids: AsyncIds) -> list[tuple[i
     """Async slices, flow starts, flow ends, then unmatched starts and ends."""
     if not events or not len(events["status"]):
         return []
-    launch, cta = events["launch"], events["cta"]
-    begin, end = events["start_rel_ns"], events["end_rel_ns"]
-    has_start, has_end = ~events["start_rel_ns_missing"], ~events["end_rel_ns_missing"]
-    process = places.processes(launch, events["sm"])
-    start = places.threads(launch, cta, events["start_unit"], has_start)
-    finish = places.threads(launch, cta, events["end_unit"], has_end)
-    status = events["status"]
-    matched = (status == STATUSES[MATCHED]) & has_start & has_end & (process >= 0)
-    code, labels = _names(events["event"])
-    names = _texts(labels)
+    drawn = _DrawnEvents(events, places, ids)
+    return [
+        _in_time_order(drawn.spans, drawn.begin, drawn.span),
+        _in_time_order(drawn.flows, drawn.begin, drawn.flow("start", drawn.start, drawn.begin)),
+        _in_time_order(drawn.flows, drawn.end, drawn.flow("end", drawn.finish, drawn.end)),
+        _in_time_order(drawn.lost, drawn.lost_ns, drawn.unmatched),
+    ]
 
-    spans = np.flatnonzero(matched)
-    group, _ = groups(process[spans], code[spans])
-    # Ends drawn no earlier than their starts, which both importers need of a slice.
-    end = np.where(matched, np.maximum(end, begin), end)
-    lane, per_group = lanes(group, begin[spans], end[spans])
-    lane_id = np.zeros(len(status), np.int64)
-    lane_id[spans] = ids.lane + (np.cumsum(per_group) - per_group)[group] + lane
-    ids.lane += int(per_group.sum())
-    flows = np.flatnonzero(matched & (start >= 0) & (finish >= 0))
-    flow_id = np.zeros(len(status), np.int64)
-    flow_id[flows] = ids.flow + np.arange(len(flows))
-    ids.flow += len(flows)
 
-    def args(rows: Rows, index: np.ndarray) -> Rows:
+class _DrawnEvents:
+    """A chunk's events as they are drawn: where each side goes, the lane of each span and the
+    id of each flow (taken from ``ids``), and which sides are drawn as unmatched instants."""
+
+    def __init__(self, events: Columns, places: _Places, ids: AsyncIds) -> None:
+        self.events, self.places = events, places
+        launch, cta = events["launch"], events["cta"]
+        begin, end = events["start_rel_ns"], events["end_rel_ns"]
+        has_start, has_end = ~events["start_rel_ns_missing"], ~events["end_rel_ns_missing"]
+        process = self.process = places.processes(launch, events["sm"])
+        start = self.start = places.threads(launch, cta, events["start_unit"], has_start)
+        finish = self.finish = places.threads(launch, cta, events["end_unit"], has_end)
+        status = events["status"]
+        matched = (status == STATUSES[MATCHED]) & has_start & has_end & (process >= 0)
+        self.code, self.labels = _names(events["event"])
+        self.names = _texts(self.labels)
+        self.spans = np.flatnonzero(matched)
+        # Ends drawn no earlier than their starts, which both importers need of a slice.
+        end = np.where(matched, np.maximum(end, begin), end)
+        self.begin, self.end = begin, end
+        self.lane_id = self._lanes(ids)
+        self.flows = np.flatnonzero(matched & (start >= 0) & (finish >= 0))
+        self.flow_id = np.zeros(len(status), np.int64)
+        self.flow_id[self.flows] = ids.flow + np.arange(len(self.flows))
+        ids.flow += len(self.flows)
+        no_end = self.no_end = (status == STATUSES[NO_END]) & has_start & (process >= 0)
+        no_start = self.no_start = (status == STATUSES[NO_START]) & has_end & (process >= 0)
+        self.lost = np.flatnonzero(no_end | no_start)
+        self.lost_thread = np.where(no_end, start, finish)
+        self.lost_ns = np.where(no_end, begin, end)
+        # Codes into the names with ": no end", then with ": no start".
+        self.lost_code = self.code + len(self.labels) * no_start
+        self.statuses = [STATUSES[NO_END], STATUSES[NO_START]]
+        self.lost_names = [name for text in self.statuses for name in _texts(self.labels, f": {text}")]
+
+    def _lanes(self, ids: AsyncIds) -> np.ndarray:
+        """Each span's lane (``id2.local``): as few per process and name as were open at once."""
+        spans = self.spans
+        group, _ = groups(self.process[spans], self.code[spans])
+        lane, per_group = lanes(group, self.begin[spans], self.end[spans])
+        lane_id = np.zeros(len(self.events["status"]), np.int64)
+        lane_id[spans] = ids.lane + (np.cumsum(per_group) - per_group)[group] + lane
+        ids.lane += int(per_group.sum())
+        return lane_id
+
+    def args(self, rows: Rows, index: np.ndarray) -> Rows:
         return (
             rows.constant(b',"args":{"cta":')
-            .decimal(cta[index])
+            .decimal(self.events["cta"][index])
             .constant(b',"index":')
-            .decimal(events["index"][index])
+            .decimal(self.events["index"][index])
         )
 
-    def line(rows: Rows, index: np.ndarray) -> Rows:
-        known = ~events["line_missing"][index]
-        return rows.constant(b',"line":', known).decimal(events["line"][index], where=known)
+    def line(self, rows: Rows, index: np.ndarray) -> Rows:
+        known = ~self.events["line_missing"][index]
+        return rows.constant(b',"line":', known).decimal(self.events["line"][index], where=known)
 
-    def span(index: np.ndarray) -> Rows:
-        rows = places.head(Rows(len(index)), b"b", process[index], start[index])
-        rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(lane_id[index])
+    def span(self, index: np.ndarray) -> Rows:
+        """An event's async slice: its "b", then its "e"."""
+        events, places, process, code, names = self.events, self.places, self.process, self.code, self.names
+        rows = places.head(Rows(len(index)), b"b", process[index], self.start[index])
+        rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(self.lane_id[index])
         rows.constant(b'"},"ts":')
-        microseconds(rows, begin[index])
-        args(rows, index).constant(b',"start_warp":').decimal(events["start_warp"][index])
+        microseconds(rows, self.begin[index])
+        self.args(rows, index).constant(b',"start_warp":').decimal(events["start_warp"][index])
         rows.constant(b',"end_warp":').decimal(events["end_warp"][index])
         rows.constant(b',"cycles":').decimal(events["dur_cycles"][index])
         # The duration in ns too: the slice cannot show one below 0 (clock skew), its end is raised.
         rows.constant(b',"dur_ns":').decimal(events["dur_ns"][index])
-        line(rows, index)
+        self.line(rows, index)
         rows.constant(b',"status":' + json.dumps(STATUSES[MATCHED]).encode() + b"}},\n")
-        places.head(rows, b"e", process[index], finish[index])
-        rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(lane_id[index])
+        places.head(rows, b"e", process[index], self.finish[index])
+        rows.pick(code[index], names).constant(b',"id2":{"local":"').decimal(self.lane_id[index])
         rows.constant(b'"},"ts":')
-        microseconds(rows, end[index])
+        microseconds(rows, self.end[index])
         return rows.constant(b"}")
 
-    def flow(side: str, thread: np.ndarray, ns: np.ndarray) -> Callable[[np.ndarray], Rows]:
-        instants = _texts(labels, f": {side}")
+    def flow(self, side: str, thread: np.ndarray, ns: np.ndarray) -> Callable[[np.ndarray], Rows]:
+        """A flow's start or end: an instant on the warp's thread, then the flow event bound to it."""
+        instants = _texts(self.labels, f": {side}")
         phase, bind = (b"s", b"") if side == "start" else (b"f", b',"bp":"e"')
+        places, process, code = self.places, self.process, self.code
 
         def build(index: np.ndarray) -> Rows:
             rows = places.head(Rows(len(index)), b"i", process[index], thread[index])
             rows.pick(code[index], instants).constant(b',"s":"t","ts":')
             microseconds(rows, ns[index])
-            places.head(args(rows, index).constant(b"}},\n"), phase, process[index], thread[index])
-            rows.pick(code[index], names).constant(b',"id":').decimal(flow_id[index])
+            places.head(self.args(rows, index).constant(b"}},\n"), phase, process[index], thread[index])
+            rows.pick(code[index], self.names).constant(b',"id":').decimal(self.flow_id[index])
             rows.constant(b',"ts":')
             microseconds(rows, ns[index])
             return rows.constant(bind + b"}")
 
         return build
 
-    no_end = (status == STATUSES[NO_END]) & has_start & (process >= 0)
-    no_start = (status == STATUSES[NO_START]) & has_end & (process >= 0)
-    lost = np.flatnonzero(no_end | no_start)
-    lost_thread = np.where(no_end, start, finish)
-    lost_ns = np.where(no_end, begin, end)
-    # Codes into the names with ": no end", then with ": no start".
-    lost_code = code + len(labels) * no_start
-    statuses = [STATUSES[NO_END], STATUSES[NO_START]]
-    lost_names = [name for status_text in statuses for name in _texts(labels, f": {status_text}")]
-
-    def unmatched(index: np.ndarray) -> Rows:
-        on_thread = lost_thread[index] >= 0
-        rows = places.head(Rows(len(index)), b"i", process[index], lost_thread[index])
-        rows.pick(lost_code[index], lost_names).constant(b',"s":"t","ts":', on_thread)
+    def unmatched(self, index: np.ndarray) -> Rows:
+        """A start with no end, or an end with no start: an instant on its warp's thread."""
+        events, no_end = self.events, self.no_end
+        on_thread = self.lost_thread[index] >= 0
+        rows = self.places.head(Rows(len(index)), b"i", self.process[index], self.lost_thread[index])
+        rows.pick(self.lost_code[index], self.lost_names).constant(b',"s":"t","ts":', on_thread)
         rows.constant(b',"s":"p","ts":', ~on_thread)
-        microseconds(rows, lost_ns[index])
+        microseconds(rows, self.lost_ns[index])
         warp = np.where(no_end[index], events["start_warp"][index], events["end_warp"][index])
         cycles = np.where(no_end[index], events["start_cycles"][index], events["end_cycles"][index])
-        args(rows, index).constant(b',"warp":').decimal(warp).constant(b',"cycles":').decimal(cycles)
-        line(rows, index).constant(b',"status":')
-        texts = [json.dumps(text).encode() for text in statuses]
-        return rows.pick(no_start[index].astype(np.int64), texts).constant(b"}}")
-
-    return [
-        _in_time_order(spans, begin, span),
-        _in_time_order(flows, begin, flow("start", start, begin)),
-        _in_time_order(flows, end, flow("end", finish, end)),
-        _in_time_order(lost, lost_ns, unmatched),
-    ]
+        self.args(rows, index).constant(b',"warp":').decimal(warp).constant(b',"cycles":').decimal(cycles)
+        self.line(rows, index).constant(b',"status":')
+        texts = [json.dumps(text).encode() for text in self.statuses]
+        return rows.pick(self.no_start[index].astype(np.int64), texts).constant(b"}}")
 
 
 def _mark_rows(marks: Columns, places: _Places, valued: bool) -> tuple[int, Build]:

@@ -12,10 +12,10 @@ slices are written by start time, and those starting together outermost first, a
 importers want. Events, marks and values follow each chunk's slices (``events``): async
 slices on the CTA's process, flows between warp threads, instants and counters.
 
-The trace is written chunk by chunk (``pipeline.Chunk``); the session info and the launch table
+The trace is written chunk by chunk (``tables.Chunk``); the session info and the launch table
 go last, in ``otherData``. Processes and threads are numbered as they first appear, so a launch
 whose pieces span chunks keeps its processes (and with slots its threads). The text is built
-column by column with ``byterows``: one JSON object per line, no per-event Python.
+column by column with ``arrays.byterows``: one JSON object per line, no per-event Python.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from proton_ik.viewer.byterows import Rows, join
+from proton_ik.viewer.arrays import Rows, join
 from proton_ik.viewer.chrome.events import AsyncIds, ChromeTracks, async_rows, microseconds
-from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables
-from proton_ik.viewer.event_tables import AsyncParts
 from proton_ik.viewer.perfetto import PROGRESS_EVENTS
+from proton_ik.viewer.tables import AsyncParts, Chunk, Columns, batches, chunk_from_tables
 from proton_ik.viewer.tracks import (
     FILE_ARG,
     LIFETIME,
@@ -63,7 +62,7 @@ def write_chrome(
     async_parts: Sequence[AsyncParts] = (),
 ) -> Path:
     """Write a session's tables (events, unit lifetimes, launches; ``async_parts``: its events,
-    marks and values, ``event_tables.parts_of``) as Chrome JSON; ``timeline``: "slots" (the
+    marks and values, ``tables.parts_of``) as Chrome JSON; ``timeline``: "slots" (the
     default) or "ctas" (``tracks``); ``progress=None`` shows a bar past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
     with (

@@ -31,7 +31,8 @@ from proton_ik.contract.layout import (
     tag_paired,
     tag_without_pair,
 )
-from proton_ik.viewer.clock_extension import CLOCK_LOW_MASK, extend_clocks
+from proton_ik.viewer.decode.clock_extension import CLOCK_LOW_MASK, extend_clocks
+from proton_ik.viewer.decode.problems import describe_problems, problem_counts
 
 # A unit that never reached its epilogue may hold a count that was never written; a count this
 # large is garbage, not a real number of records.
@@ -131,13 +132,9 @@ class DecodedLaunches:
         return [describe_problems(row, self.layout) for row in self.counts.tolist()]
 
 
-# What the decoder counts per buffer, to tell what went wrong: CTA slots, then those without a
-# header, with a header that disagrees, units unfinished, unfinished without a usable count, and
-# units whose records are more than 2**32 cycles apart. Counts of pieces of one launch add up.
 # The fastest SM clock a unit's %globaltimer span is read against (GHz): generous, since a unit
 # only has its start clock mended when its span allows 2**32 cycles at this rate.
 MAX_SM_CLOCK_GHZ = 4
-PROBLEM_COUNTS = ("ctas", "never_ran", "disagree", "unfinished", "skipped", "gaps")
 
 
 def decode_buffer(buffer: np.ndarray, layout: BufferLayout) -> DecodedLaunch:
@@ -161,7 +158,7 @@ def decode_views(
     """``decode_buffers`` for buffers seen as views, raw or trimmed alike."""
     ctas, units = decode_headers(views, layout, first_ctas)
     records, units = _decode_records(_entries(views, layout), layout, ctas, units)
-    return DecodedLaunches(layout, ctas, units, records, _problem_counts(ctas, units, records, len(views)))
+    return DecodedLaunches(layout, ctas, units, records, problem_counts(ctas, units, records, len(views)))
 
 
 def decode_headers(
@@ -282,15 +279,48 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
 def _decode_records(
     entries: _Entries, layout: BufferLayout, ctas: CtaTable, units: UnitTable
 ) -> tuple[RecordTable, UnitTable]:
+    entry_unit, words = _kept_entries(entries, layout, ctas, units)
+    unit_row, tag, clock, from_pair, value, value_type = _records_in_order(entry_unit, words, units)
+    kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
+    start = np.cumsum(kept) - kept
+    units = dataclasses.replace(units, start_clock=_whole_start_clocks(units, kept, clock[start[kept > 0]]))
+    overwritten = np.where(units.decoded, units.count - kept, 0)
+    index = overwritten[unit_row] + np.arange(len(unit_row), dtype=np.int64) - start[unit_row]
+    records = RecordTable(
+        unit_row=unit_row,
+        index=index,
+        tag=tag,
+        kind=tag_kind(tag).astype(np.int64),
+        scope=tag_name_id(tag).astype(np.int64),
+        is_end=tag_is_end(tag).astype(bool),
+        clock=clock,
+        paired=from_pair,
+        value=value,
+        value_type=value_type.astype(np.int64),
+    )
+    return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
+
+
+def _kept_entries(
+    entries: _Entries, layout: BufferLayout, ctas: CtaTable, units: UnitTable
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry still in a ring, in the order written: its unit and its four 32-bit words
+    (first tag and clock, second tag and clock)."""
     # Entry i of a unit sits in slot i % capacity; the ring keeps the newest `kept_entries`.
     entry_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
     first = np.cumsum(units.kept_entries) - units.kept_entries
     slot = (units.entries - units.kept_entries - first)[entry_unit] + np.arange(len(entry_unit))
     unit_slot0 = entries.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
-    # An entry's four 32-bit words: first tag and clock, second tag and clock.
     words = entries.entries.view(np.uint32).reshape(-1, 4)
-    picked = words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
-    first_tag, first_low, second_tag, second_low = picked.T
+    return entry_unit, words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
+
+
+def _records_in_order(
+    entry_unit: np.ndarray, words: np.ndarray, units: UnitTable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The entries' records, in time order within each unit: unit row, tag, whole clock, from a
+    pair, and a value mark's value and value type (0 for other records)."""
+    first_tag, first_low, second_tag, second_low = words.T
     paired = tag_paired(first_tag) != 0
     # A value mark's entry holds one record and, in its second half, the value and its type.
     is_value = tag_kind(first_tag) == RecordKind.VALUE
@@ -324,25 +354,7 @@ def _decode_records(
         order = np.lexsort((clock, unit_row))
         unit_row, tag, clock, from_pair = unit_row[order], tag[order], clock[order], from_pair[order]
         value, value_type = value[order], value_type[order]
-
-    kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
-    start = np.cumsum(kept) - kept
-    units = dataclasses.replace(units, start_clock=_whole_start_clocks(units, kept, clock[start[kept > 0]]))
-    overwritten = np.where(units.decoded, units.count - kept, 0)
-    index = overwritten[unit_row] + np.arange(len(unit_row), dtype=np.int64) - start[unit_row]
-    records = RecordTable(
-        unit_row=unit_row,
-        index=index,
-        tag=tag,
-        kind=tag_kind(tag).astype(np.int64),
-        scope=tag_name_id(tag).astype(np.int64),
-        is_end=tag_is_end(tag).astype(bool),
-        clock=clock,
-        paired=from_pair,
-        value=value,
-        value_type=value_type.astype(np.int64),
-    )
-    return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
+    return unit_row, tag, clock, from_pair, value, value_type
 
 
 def _whole_start_clocks(units: UnitTable, kept: np.ndarray, first_clock: np.ndarray) -> np.ndarray:
@@ -352,7 +364,7 @@ def _whole_start_clocks(units: UnitTable, kept: np.ndarray, first_clock: np.ndar
     %globaltimer span allows that many cycles at any SM clock up to ``MAX_SM_CLOCK_GHZ``, its
     start goes back by the fewest wraps that put it at or before its first record (the records
     extend from the end clock, which is whole). Elsewhere a first record before the start means
-    records more than 2**32 cycles apart, which ``_problem_counts`` reports."""
+    records more than 2**32 cycles apart, which ``problems.problem_counts`` reports."""
     wrap = CLOCK_LOW_MASK + 1
     start = units.start_clock.copy()
     has = kept > 0
@@ -379,52 +391,3 @@ def _interleave(paired: np.ndarray, *columns: tuple[np.ndarray, np.ndarray]) -> 
         column[second_at] = second[paired]
         out.append(column)
     return out
-
-
-def _problem_counts(ctas: CtaTable, units: UnitTable, records: RecordTable, buffers: int) -> np.ndarray:
-    """The PROBLEM_COUNTS of each buffer."""
-
-    def per_buffer(rows: np.ndarray, flags: np.ndarray | None = None) -> np.ndarray:
-        return np.bincount(rows if flags is None else rows[flags], minlength=buffers)
-
-    # Rebuilt backwards, a gap of 2**32 cycles or more shows up as a first record implausibly
-    # far (2**32 or more) after the unit's start.
-    first = np.cumsum(units.kept) - units.kept
-    has_records = units.finished & (units.kept > 0)
-    lead = records.clock[first[has_records]] - units.start_clock[has_records]
-    gapped = np.zeros(len(units), dtype=bool)
-    gapped[has_records] = (lead < 0) | (lead > CLOCK_LOW_MASK)
-    return np.stack(
-        [
-            per_buffer(ctas.launch),
-            per_buffer(ctas.launch, ~ctas.ran),
-            per_buffer(ctas.launch, ctas.ran & ~ctas.valid),
-            per_buffer(units.launch, ~units.finished),
-            per_buffer(units.launch, ~units.decoded),
-            per_buffer(units.launch, gapped),
-        ],
-        axis=1,
-    ).astype(np.int64)
-
-
-def describe_problems(counts: Sequence[int], layout: BufferLayout) -> tuple[str, ...]:
-    """What went wrong in a launch, from its PROBLEM_COUNTS."""
-    ctas, never_ran, disagree, unfinished, skipped, gaps = counts
-    found = []
-    if never_ran:
-        found.append(f"{never_ran} of {ctas} CTAs have no header (they never ran, or did not write it)")
-    if disagree:
-        found.append(
-            f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
-            f"{VERSION}, {layout.units} units of {layout.capacity} entries, the CTA id its slot belongs to); skipped"
-        )
-    if unfinished:
-        found.append(f"{unfinished} units did not reach their epilogue")
-    if skipped:
-        found.append(f"{skipped} unfinished units have no usable record count; their records were skipped")
-    if gaps:
-        found.append(
-            f"{gaps} units have records more than 2**32 cycles apart; their earlier records' clocks "
-            "are off by multiples of 2**32"
-        )
-    return tuple(found)

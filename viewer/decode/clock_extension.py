@@ -2,7 +2,7 @@
 
 Each unit's records are extended as one sequence from a full clock read in its header (its end
 clock, read after its last record, or its start clock, read before its first), with whole-array
-operations over every unit at once. ``decode`` extends each record's clock through this.
+operations over every unit at once. ``buffers`` extends each record's clock through this.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ launch and warp time, each launch's kernel, span and SM clock.
 
 Built from the pipeline's chunks, as ``render`` writes traces from them, so the session's tables
 are never built: a chunk's columns are reduced to these and dropped. Durations are nanoseconds,
-converted from cycles with each launch's fitted per-SM clocks (``timebase``), so sessions taken
+converted from cycles with each launch's fitted per-SM clocks (``tables.timebase``), so sessions taken
 at different SM clocks compare. A CTA is a (launch, CTA index) pair, numbered launch by launch.
 """
 
@@ -17,9 +17,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.chunk import Chunk, chunk_from_tables
-from proton_ik.viewer.pipeline import Pipeline
 from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer.tables import Chunk, Pipeline, chunk_from_tables
 from proton_ik.viewer.trace import Trace, time_shift_cycles
 
 _CTA_BITS = 32  # a CTA's key: its launch number above, its CTA index below

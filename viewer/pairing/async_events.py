@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.contract.layout import RecordKind
+from proton_ik.viewer.arrays import run_starts, segment_cummin, segment_cumsum
 from proton_ik.viewer.decode import RecordTable, UnitTable
-from proton_ik.viewer.segments import run_starts, segment_cummin, segment_cumsum
 
 MATCHED, NO_END, NO_START = 0, 1, 2
 CLOCK_SKEW_CYCLES = 32  # how far apart two warps of one SM may read the same instant

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from proton_ik.contract.layout import RecordKind
+from proton_ik.viewer.arrays import run_starts, segment_cummin, segment_cumsum
 from proton_ik.viewer.decode import RecordTable, UnitTable
-from proton_ik.viewer.segments import run_starts, segment_cummin, segment_cumsum
 
 UNMATCHED_BEGIN = 0
 UNMATCHED_END = 1

@@ -25,7 +25,7 @@ or warp::
                                               scope table has its file, as an arg otherwise
             warp 4 overlap 1                  scopes that overlap others without nesting
 
-Streaming: the trace is written chunk by chunk (``pipeline.Chunk``: a run of launches), and each
+Streaming: the trace is written chunk by chunk (``tables.Chunk``: a run of launches), and each
 chunk is its own packet sequence, with its own interned names and incremental clock, so nothing
 of a chunk is kept once it is written. A launch whose pieces span chunks keeps its launch, SM,
 slot and warp tracks, its slots' state and its counters' intervals in flight
@@ -46,7 +46,7 @@ inflate on load.
 Speed: the few packets that say what the trace is (interned names, the root and launch tracks,
 launch slices) are built with perfetto's protos. The millions of others (SM, counter, slot and
 warp tracks, track headers, slice begins and ends, counter points) are encoded column by column
-with ``byterows``, in the canonical field order protobuf itself writes, and compressed on worker
+with ``arrays.byterows``, in the canonical field order protobuf itself writes, and compressed on worker
 threads while the next chunk is encoded.
 
 Its modules: ``writer`` drives the others, chunk by chunk: ``tracks`` (the track model of

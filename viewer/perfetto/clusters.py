@@ -3,7 +3,7 @@
 Under each launch whose clusters hold more than one CTA, a track named ``tracks.CLUSTER_TRACK``
 (first among the launch's tracks) holds a slice per cluster, "cluster 5", from its first CTA's
 start to its last CTA's end (its finished units'), with args: the cluster, its CTAs and their
-SMs (by rank), and its start and end skews (``clusters``). Clusters that overlap in time go on
+SMs (by rank), and its start and end skews (``tables.clusters``). Clusters that overlap in time go on
 further tracks of the same name, which the UI merges into one.
 
 A launch's CTAs may come in several chunks (never one CTA in two): the CTAs of the launch that
@@ -26,8 +26,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEvent,
 )
 
-from proton_ik.viewer.chunk import Columns
-from proton_ik.viewer.clusters import cluster_columns, cta_columns, join_ctas
+from proton_ik.viewer.tables import Columns, cluster_columns, cta_columns, join_ctas
 from proton_ik.viewer.tracks import CLUSTER_TRACK, Tracks
 
 CLUSTER_RANK = -1  # the clusters track sorts before the launch's SM tracks (ranked by SM)

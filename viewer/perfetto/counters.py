@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.viewer.slots import steps
-from proton_ik.viewer.tracks import COUNTERS, Tracks
+from proton_ik.viewer.tracks import COUNTERS, Steps, Tracks, steps
 
 _FIRST = np.iinfo(np.int64).min
 _LAST = np.iinfo(np.int64).max
@@ -67,40 +66,11 @@ def counter_points(
     """The chunk's counter points. ``scopes``: the scope events' begins and ends; ``before``:
     what the launch going on from the last chunk left, ``before_uuid`` its SMs' uuids;
     ``going_on``: the launch that goes on into the next chunk, if any."""
-    n_sm = len(tracks.sm)
-    sm_launch = tracks.launch[tracks.sm_launch]
-    # SM tracks: this chunk's, then those of the earlier pieces that have no CTA here.
-    extra: list[int] = []
-    index_of: dict[int, int] = {}
-    if before is not None:
-        mine = sm_launch == before.number
-        index_of = dict(zip(tracks.sm[mine].tolist(), np.flatnonzero(mine).tolist(), strict=True))
-        for number in sorted(set(before.horizon) - set(index_of)):
-            index_of[number] = n_sm + len(extra)
-            extra.append(number)
-    all_sm = np.concatenate([tracks.sm, np.asarray(extra, dtype=np.int64)])
-    all_launch = np.concatenate([sm_launch, np.full(len(extra), -1 if before is None else before.number)])
-    uuid = np.concatenate([sm_uuid, np.array([before_uuid[sm] for sm in extra], dtype=np.int64)])
-
+    sms = _sm_tracks(tracks, sm_uuid, before, before_uuid)
     scope_sm = tracks.unit_sm[tracks.event_track]
-    parts = [
-        (tracks.cta_sm, np.zeros(len(tracks.cta_sm), np.int64), tracks.cta_begin, tracks.cta_end),
-        (scope_sm, np.ones(len(scope_sm), np.int64), *scopes),
-    ]
-    low = np.full(len(all_sm), _FIRST)
-    if before is not None:
-        at = np.array([index_of[sm] for sm in before.sm.tolist()], dtype=np.int64)
-        parts.append((at, before.counter, before.begin, before.end))
-        for number, horizon in before.horizon.items():
-            low[index_of[number]] = horizon
-    sm, counter, begin, end = (np.concatenate(column) for column in zip(*parts, strict=True))
-    high = np.full(len(all_sm), _LAST)
-    going = all_launch == going_on if going_on is not None else np.zeros(len(all_sm), dtype=bool)
-    if going.any():
-        latest = low.copy()
-        starts = counter == 0
-        np.maximum.at(latest, sm[starts], begin[starts])
-        high[going] = latest[going]
+    sm, counter, begin, end, low = _intervals(tracks, sms, scope_sm, scopes, before)
+    going = sms.launch == going_on if going_on is not None else np.zeros(len(sms.sm), dtype=bool)
+    high = _horizons(going, low, sm, counter, begin)
 
     series = steps(sm * len(COUNTERS) + counter, begin, end)
     key, ts, value = series.group, series.time, series.count
@@ -110,22 +80,14 @@ def counter_points(
     # pieces begin or end, which no event here carries.
     track, when, count = key[within & ~flying], ts[within & ~flying], value[within & ~flying]
     if before is not None:
-        earlier = (len(counter) - len(before.sm) + np.arange(len(before.sm)))[before.counter == 1]
-        at = np.stack(
-            [
-                np.tile(sm[earlier], 2),
-                np.concatenate([begin[earlier], end[earlier]]),
-                np.concatenate([series.at_begin[earlier], series.at_end[earlier]]),
-            ]
-        )
-        at = np.unique(at[:, (at[1] >= low[at[0]]) & (at[1] < high[at[0]])], axis=1)
+        at = _earlier_scopes(before, series, (sm, counter, begin, end), low, high)
         track = np.concatenate([track, at[0] * len(COUNTERS) + 1])
         when, count = np.concatenate([when, at[1]]), np.concatenate([count, at[2]])
         order = np.lexsort((when, track))
         track, when, count = track[order], when[order], count[order]
     scoped = slice(len(tracks.cta_sm), len(tracks.cta_sm) + len(scope_sm))
     points = Points(
-        uuid=(uuid[:, None] + 1 + np.arange(len(COUNTERS))).reshape(-1),
+        uuid=(sms.uuid[:, None] + 1 + np.arange(len(COUNTERS))).reshape(-1),
         track=track,
         ts=when,
         value=count,
@@ -139,10 +101,101 @@ def counter_points(
     stay = going[sm] & (end >= high[sm])
     left = InFlight(
         number=int(going_on),
-        sm=all_sm[sm[stay]],
+        sm=sms.sm[sm[stay]],
         counter=counter[stay],
         begin=begin[stay],
         end=end[stay],
-        horizon=dict(zip(all_sm[going].tolist(), high[going].tolist(), strict=True)),
+        horizon=dict(zip(sms.sm[going].tolist(), high[going].tolist(), strict=True)),
     )
     return points, left
+
+
+@dataclass(frozen=True)
+class _SmTracks:
+    """The SM tracks counted: this chunk's, then those of the earlier pieces that have no CTA
+    here; each one's SM, launch (-1: none) and uuid, and the row of each SM of the launch going
+    on from the last chunk."""
+
+    sm: np.ndarray
+    launch: np.ndarray
+    uuid: np.ndarray
+    index_of: dict[int, int]
+
+
+def _sm_tracks(
+    tracks: Tracks, sm_uuid: np.ndarray, before: InFlight | None, before_uuid: dict[int, int]
+) -> _SmTracks:
+    n_sm = len(tracks.sm)
+    sm_launch = tracks.launch[tracks.sm_launch]
+    extra: list[int] = []
+    index_of: dict[int, int] = {}
+    if before is not None:
+        mine = sm_launch == before.number
+        index_of = dict(zip(tracks.sm[mine].tolist(), np.flatnonzero(mine).tolist(), strict=True))
+        for number in sorted(set(before.horizon) - set(index_of)):
+            index_of[number] = n_sm + len(extra)
+            extra.append(number)
+    return _SmTracks(
+        sm=np.concatenate([tracks.sm, np.asarray(extra, dtype=np.int64)]),
+        launch=np.concatenate([sm_launch, np.full(len(extra), -1 if before is None else before.number)]),
+        uuid=np.concatenate([sm_uuid, np.array([before_uuid[sm] for sm in extra], dtype=np.int64)]),
+        index_of=index_of,
+    )
+
+
+def _intervals(
+    tracks: Tracks,
+    sms: _SmTracks,
+    scope_sm: np.ndarray,
+    scopes: tuple[np.ndarray, np.ndarray],
+    before: InFlight | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What the counters count, by SM track and counter: the CTAs, the scopes, then what the
+    launch going on left in flight; and per SM track, where its points begin (its horizon)."""
+    parts = [
+        (tracks.cta_sm, np.zeros(len(tracks.cta_sm), np.int64), tracks.cta_begin, tracks.cta_end),
+        (scope_sm, np.ones(len(scope_sm), np.int64), *scopes),
+    ]
+    low = np.full(len(sms.sm), _FIRST)
+    if before is not None:
+        at = np.array([sms.index_of[sm] for sm in before.sm.tolist()], dtype=np.int64)
+        parts.append((at, before.counter, before.begin, before.end))
+        for number, horizon in before.horizon.items():
+            low[sms.index_of[number]] = horizon
+    sm, counter, begin, end = (np.concatenate(column) for column in zip(*parts, strict=True))
+    return sm, counter, begin, end, low
+
+
+def _horizons(
+    going: np.ndarray, low: np.ndarray, sm: np.ndarray, counter: np.ndarray, begin: np.ndarray
+) -> np.ndarray:
+    """Per SM track, where its points end: for the launch going on into the next chunk, its
+    latest CTA start so far (the next piece writes the points from there on); none elsewhere."""
+    high = np.full(len(going), _LAST)
+    if going.any():
+        latest = low.copy()
+        starts = counter == 0
+        np.maximum.at(latest, sm[starts], begin[starts])
+        high[going] = latest[going]
+    return high
+
+
+def _earlier_scopes(
+    before: InFlight,
+    series: Steps,
+    intervals: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    low: np.ndarray,
+    high: np.ndarray,
+) -> np.ndarray:
+    """The scopes in flight where scopes of earlier pieces begin or end, within each SM track's
+    points: rows of SM track, time and count."""
+    sm, counter, begin, end = intervals
+    earlier = (len(counter) - len(before.sm) + np.arange(len(before.sm)))[before.counter == 1]
+    at = np.stack(
+        [
+            np.tile(sm[earlier], 2),
+            np.concatenate([begin[earlier], end[earlier]]),
+            np.concatenate([series.at_begin[earlier], series.at_end[earlier]]),
+        ]
+    )
+    return np.unique(at[:, (at[1] >= low[at[0]]) & (at[1] < high[at[0]])], axis=1)

@@ -32,10 +32,9 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEvent,
 )
 
-from proton_ik.viewer.chunk import Columns
-from proton_ik.viewer.event_tables import AsyncParts
 from proton_ik.viewer.perfetto.sink import Sink
 from proton_ik.viewer.perfetto.tracks import Numbered
+from proton_ik.viewer.tables import AsyncParts, Columns
 
 ASYNC_RANK = 1 << 20  # an event's async tracks sort after the place's warp tracks
 _MERGE = TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_TRACK_NAME

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.viewer.chunk import Columns
-from proton_ik.viewer.groups import groups
+from proton_ik.viewer.arrays import groups
 from proton_ik.viewer.perfetto.counters import Points
+from proton_ik.viewer.tables import Columns
 from proton_ik.viewer.tracks import Tracks
 
 __all__ = [
@@ -72,20 +72,12 @@ def unsorted_markers(
     occupant, occupant_first = groups(tracks.row_track, cta_order[tracks.row_cta])
     n_occupants = len(occupant_first)
     scope_occupant, life_occupant = occupant[:n_events], occupant[n_events:]
-    begin_ns, end_ns = events["begin_ns"], events["end_ns"]
-    start, end = lives["start_ns"], lives["end_ns"]
-    if n_events and n_lives:
-        # Keep each lifetime around its unit's scopes even if the unit's clocks are inconsistent.
-        start = np.minimum(
-            start, _per_track(np.minimum, n_occupants, scope_occupant, begin_ns)[life_occupant]
-        )
-        end = np.maximum(end, _per_track(np.maximum, n_occupants, scope_occupant, end_ns)[life_occupant])
+    start, end = _lifetimes(events, lives, n_occupants, scope_occupant, life_occupant)
     begin_record, end_record = events["begin_record"], events["end_record"]
     last_order = int(max(begin_record.max(initial=0), end_record.max(initial=0))) + 1
     # Every track's markers are one occupant's: launches and counters are their tracks' only one.
     launch_occupant = n_occupants + np.arange(n_launches)
     point_occupant = n_occupants + n_launches + point_track
-    slices = np.arange(n_events + n_lives + n_launches)
     rest = np.zeros(2 * (n_lives + n_launches), np.int64)
     return Unsorted(
         marker_occupant=np.concatenate(
@@ -106,36 +98,77 @@ def unsorted_markers(
                 n_units + n_launches + np.arange(n_counter_tracks),
             ]
         ),
-        # Within an occupant: a lifetime begins before, and ends after, every record of its unit.
-        order=np.concatenate(
-            [
-                begin_record + 1,
-                end_record + 1,
-                np.zeros(n_lives, np.int64),
-                np.full(n_lives, last_order + 1),
-                np.zeros(n_launches, np.int64),
-                np.full(n_launches, last_order + 1),
-                np.arange(n_points),
-            ]
+        order=_order_within(begin_record, end_record, last_order, n_lives, n_launches, n_points),
+        ts=np.concatenate(
+            [events["begin_ns"], events["end_ns"], start, end, launches.begin, launches.end, counters.ts]
         ),
-        ts=np.concatenate([begin_ns, end_ns, start, end, launches.begin, launches.end, counters.ts]),
-        slice_of=np.concatenate(
-            [
-                slices[:n_events],
-                np.full(n_events, END_MARKER),
-                slices[n_events : n_events + n_lives],
-                np.full(n_lives, END_MARKER),
-                slices[n_events + n_lives :],
-                np.full(n_launches, END_MARKER),
-                np.full(n_points, COUNT_MARKER),
-            ]
-        ),
+        slice_of=_slices_of(n_events, n_lives, n_launches, n_points),
         count=np.concatenate([counters.at_begin, counters.at_end, rest, counters.value]),
         counted=np.concatenate(
             [counters.begin_counted, counters.end_counted, np.zeros(len(rest) + n_points, bool)]
         ),
         last_order=last_order,
         points=n_points,
+    )
+
+
+def _lifetimes(
+    events: Mapping[str, np.ndarray],
+    lives: Columns,
+    n_occupants: int,
+    scope_occupant: np.ndarray,
+    life_occupant: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The unit lifetimes' starts and ends, widened to cover their units' scopes."""
+    start, end = lives["start_ns"], lives["end_ns"]
+    if len(scope_occupant) and len(life_occupant):
+        # Keep each lifetime around its unit's scopes even if the unit's clocks are inconsistent.
+        start = np.minimum(
+            start, _per_track(np.minimum, n_occupants, scope_occupant, events["begin_ns"])[life_occupant]
+        )
+        end = np.maximum(
+            end, _per_track(np.maximum, n_occupants, scope_occupant, events["end_ns"])[life_occupant]
+        )
+    return start, end
+
+
+def _order_within(
+    begin_record: np.ndarray,
+    end_record: np.ndarray,
+    last_order: int,
+    n_lives: int,
+    n_launches: int,
+    n_points: int,
+) -> np.ndarray:
+    """Each marker's order within its occupant: a lifetime begins before, and ends after, every
+    record of its unit; a launch's slice spans its track; counter points go in time order."""
+    return np.concatenate(
+        [
+            begin_record + 1,
+            end_record + 1,
+            np.zeros(n_lives, np.int64),
+            np.full(n_lives, last_order + 1),
+            np.zeros(n_launches, np.int64),
+            np.full(n_launches, last_order + 1),
+            np.arange(n_points),
+        ]
+    )
+
+
+def _slices_of(n_events: int, n_lives: int, n_launches: int, n_points: int) -> np.ndarray:
+    """Each marker's slice, where it begins one (scope events, then lifetimes, then launches);
+    ``END_MARKER`` where it ends one, ``COUNT_MARKER`` for a counter point."""
+    slices = np.arange(n_events + n_lives + n_launches)
+    return np.concatenate(
+        [
+            slices[:n_events],
+            np.full(n_events, END_MARKER),
+            slices[n_events : n_events + n_lives],
+            np.full(n_lives, END_MARKER),
+            slices[n_events + n_lives :],
+            np.full(n_launches, END_MARKER),
+            np.full(n_points, COUNT_MARKER),
+        ]
     )
 
 

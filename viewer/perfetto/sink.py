@@ -14,7 +14,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
-from proton_ik.viewer.byterows import varint_bytes
+from proton_ik.viewer.arrays import varint_bytes
 from proton_ik.viewer.perfetto.wire import TRACE_PACKET
 
 BUNDLE_BYTES = 1 << 20  # uncompressed bytes per compressed bundle

@@ -2,7 +2,7 @@
 markers in order: on a unit track, the slice begins and ends (scopes and unit lifetimes) of each
 CTA that ran in its place, CTA by CTA in start order, each CTA's in recorded order; each
 launch's slice with its metadata as args; and counter points. Encoded column by column with
-``byterows``.
+``arrays.byterows``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, TrackEvent, TrackEventDefaults
 
-from proton_ik.viewer.byterows import Rows
-from proton_ik.viewer.chunk import Columns
+from proton_ik.viewer.arrays import Rows
 from proton_ik.viewer.perfetto.counters import Points
 from proton_ik.viewer.perfetto.marker_order import (
     COUNT_MARKER,
     END_MARKER,
     LaunchSpans,
+    Ordered,
     in_track_order,
     unsorted_markers,
 )
@@ -48,6 +48,7 @@ from proton_ik.viewer.perfetto.wire import (
     field_value,
     kind_annotation,
 )
+from proton_ik.viewer.tables import Columns
 from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, Tracks, launch_slice_name, stacked
 
 # Besides the SM and warp every slice of a unit track shares (and the CTA, where the track is
@@ -131,18 +132,8 @@ def slice_markers(
     tracks = numbered.tracks
     n_units, n_events, n_lives = len(tracks.unit), tracks.events, len(tracks.life_track)
     n_launches = len(launches.uuid)
-    counter_tracks, point_track = np.unique(counters.track, return_inverse=True)
+    ordered, counter_tracks = _ordered(events, lives, tracks, launches, counters)
     n_tracks = n_units + n_launches + len(counter_tracks)
-    unsorted = unsorted_markers(
-        events,
-        lives,
-        tracks,
-        LaunchSpans(launches.begin, launches.end),
-        counters,
-        point_track,
-        len(counter_tracks),
-    )
-    ordered = in_track_order(unsorted, n_tracks)
     track, new_track = ordered.track, ordered.new_track
     # Each track's header goes right before its first marker.
     row = np.arange(len(track)) + np.cumsum(new_track)
@@ -178,6 +169,25 @@ def slice_markers(
         values=_slice_values(events, lives, tracks, locations, scoped_or_lived),
         launch_events=Rows(n_launches).pick(np.arange(n_launches), launches.events),
     )
+
+
+def _ordered(
+    events: Mapping[str, np.ndarray], lives: Columns, tracks: Tracks, launches: LaunchSlices, counters: Points
+) -> tuple[Ordered, np.ndarray]:
+    """The chunk's markers in the order they go out (unit tracks, launch tracks, then counter
+    tracks), and which of ``counters``' tracks have points here."""
+    counter_tracks, point_track = np.unique(counters.track, return_inverse=True)
+    n_tracks = len(tracks.unit) + len(launches.uuid) + len(counter_tracks)
+    unsorted = unsorted_markers(
+        events,
+        lives,
+        tracks,
+        LaunchSpans(launches.begin, launches.end),
+        counters,
+        point_track,
+        len(counter_tracks),
+    )
+    return in_track_order(unsorted, n_tracks), counter_tracks
 
 
 class _SlicesOf:

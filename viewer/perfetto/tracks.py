@@ -11,10 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor, TrackDescriptor
 
-from proton_ik.viewer.byterows import Rows
-from proton_ik.viewer.chunk import Chunk
-from proton_ik.viewer.groups import DENSE_ALLOWANCE, DENSE_PER_ROW
+from proton_ik.viewer.arrays import DENSE_ALLOWANCE, DENSE_PER_ROW, Rows
 from proton_ik.viewer.perfetto.wire import PACKET, TRACE_PACKET, TRACK, field_key, field_value
+from proton_ik.viewer.tables import Chunk
 from proton_ik.viewer.tracks import (
     COUNTERS,
     LIFETIME,

@@ -1,6 +1,6 @@
 """Protobuf wire encoding for the Perfetto writer: field keys taken from perfetto's own
 descriptors, fields whose values are known in advance as bytes, the interned names (and source
-locations) a sequence starts with, and debug annotations, both as columns of ``byterows`` rows
+locations) a sequence starts with, and debug annotations, both as columns of ``arrays.byterows`` rows
 and as protos.
 """
 
@@ -23,7 +23,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackEvent,
 )
 
-from proton_ik.viewer.byterows import Rows, varint_bytes
+from proton_ik.viewer.arrays import Rows, varint_bytes
 from proton_ik.viewer.tracks import HOST_ARGS, KIND_ARG, KINDS, LAUNCH_ARGS, SLICE_ARGS
 
 # Clock ids 64..127 are scoped to one packet sequence; only those may be incremental.

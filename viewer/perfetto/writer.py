@@ -12,9 +12,7 @@ import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from tqdm import tqdm
 
-from proton_ik.viewer.byterows import Rows, assemble
-from proton_ik.viewer.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
-from proton_ik.viewer.event_tables import AsyncParts
+from proton_ik.viewer.arrays import Rows, assemble
 from proton_ik.viewer.perfetto.clusters import ClusterTracks
 from proton_ik.viewer.perfetto.counters import InFlight, counter_points
 from proton_ik.viewer.perfetto.events import write_async
@@ -29,6 +27,7 @@ from proton_ik.viewer.perfetto.tracks import (
     source_locations,
 )
 from proton_ik.viewer.perfetto.wire import INCREMENTAL_CLOCK_ID, interning_packet
+from proton_ik.viewer.tables import AsyncParts, Chunk, Columns, batches, chunk_from_tables, empty_chunk
 from proton_ik.viewer.tracks import (
     COUNTERS,
     HOST_TRACK,
@@ -52,12 +51,12 @@ __all__ = [
 ]
 
 SEQUENCE_ID = 1  # the first chunk's packet sequence; later chunks count up from it
-# A merged trace (``viewer.merge``): each session's uuids and flow ids below 2**UUID_BITS above
+# A merged trace (``ranks.merge_sessions``): each session's uuids and flow ids below 2**UUID_BITS above
 # its own base, its packet sequences SEQUENCES_PER_SESSION apart (a sequence id is 32 bits).
 UUID_BITS = 48
 SEQUENCES_PER_SESSION = 1 << 20
 MAX_MERGED = (1 << 32) // SEQUENCES_PER_SESSION - 1
-# A session rendered in parts (``render_parts``): part p's uuids and flow ids from p << PART_BITS
+# A session rendered in parts (``render.parts``): part p's uuids and flow ids from p << PART_BITS
 # above the session's base, its sequences an equal share of the session's.
 PART_BITS = 40
 MAX_PARTS = 1 << (UUID_BITS - PART_BITS)
@@ -78,7 +77,7 @@ def write_perfetto(
     async_parts: Sequence[AsyncParts] = (),
 ) -> Path:
     """Write a session's tables (events, unit lifetimes, launches; ``async_parts``: its events,
-    marks and values, ``event_tables.parts_of``) as a ``.pftrace``;
+    marks and values, ``tables.parts_of``) as a ``.pftrace``;
     ``timeline``: "slots" (the default) or "ctas" (``tracks``); ``progress=None`` shows a bar
     past 1e6 events."""
     show = len(events) > PROGRESS_EVENTS if progress is None else progress
@@ -111,7 +110,7 @@ class PerfettoWriter:
 
     uuids: 1 is the root; each chunk numbers its new launch, SM (each followed by its counter
     tracks), place and unit tracks in blocks, in that order, after the previous chunk's.
-    ``merge_index``: the session's place in a trace of several (``viewer.merge``): its uuids,
+    ``merge_index``: the session's place in a trace of several (``ranks.merge_sessions``): its uuids,
     flow ids and packet sequences are numbered in a range of their own, so that the files of
     several sessions concatenate into one trace with one root each.
     """
@@ -294,6 +293,26 @@ class PerfettoWriter:
         """Describe the launches that end in this chunk and give each its slice; keep the one
         that goes on into the next. A launch with no time is placed where the launches before
         it ended (held until one has a time)."""
+        begin, end = self._launch_spans(numbered, going_on, in_flight)
+        slices: list[tuple[int, int, int, dict]] = []
+        for row in chunk.launches:  # in launch order, with launches that left no track too
+            self._launch(chunk, row, numbered, (begin, end), slices)
+        if self._untimed and (self._last_end is not None or closing):
+            when = self._last_end if self._last_end is not None else 0
+            slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
+            self._untimed = []
+        return LaunchSlices(
+            uuid=np.array([uuid for uuid, *_ in slices], dtype=np.int64),
+            begin=np.array([b for _, b, _, _ in slices], dtype=np.int64),
+            end=np.array([e for _, _, e, _ in slices], dtype=np.int64),
+            events=[launch_event(row, names) for *_, row in slices],
+        )
+
+    def _launch_spans(
+        self, numbered: Numbered, going_on: int | None, in_flight: InFlight | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each launch track's begin and end, a launch's earlier pieces' included; the launch
+        that goes on into the next chunk is kept open."""
         tracks = numbered.tracks
         begin, end = tracks.launch_begin.copy(), tracks.launch_end.copy()
         before, self._open = self._open, None
@@ -306,41 +325,40 @@ class PerfettoWriter:
             self._open = _OpenLaunch(
                 int(numbered.launch_uuid[at]), kept, int(begin[at]), int(end[at]), in_flight
             )
-        slices: list[tuple[int, int, int, dict]] = []
-        for row in chunk.launches:  # in launch order, with launches that left no track too
-            number = int(row["launch"])
-            at = tracks.launch_index(number)
-            uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
-            kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
-            self._sink.packet(
-                TracePacket(
-                    track_descriptor=new_descriptor(
-                        uuid, self._root_uuid, launch_name(number, kernel), number
-                    )
-                )
+        return begin, end
+
+    def _launch(
+        self,
+        chunk: Chunk,
+        row: dict,
+        numbered: Numbered,
+        spans: tuple[np.ndarray, np.ndarray],
+        slices: list[tuple[int, int, int, dict]],
+    ) -> None:
+        """A launch that ends in this chunk: its track described, its host scopes noted, and its
+        slice added to ``slices`` (with those of the launches held before it), or held."""
+        tracks, (begin, end) = numbered.tracks, spans
+        number = int(row["launch"])
+        at = tracks.launch_index(number)
+        uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
+        kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
+        self._sink.packet(
+            TracePacket(
+                track_descriptor=new_descriptor(uuid, self._root_uuid, launch_name(number, kernel), number)
             )
-            timed = at is not None and begin[at] <= end[at]
-            span = (int(begin[at]), int(end[at])) if timed else (1, 0)
-            if self.host_launches is not None:
-                self.host_launches.append((tuple(chunk.host_paths.get(number, ())), number, *span))
-            else:
-                self._host.add(chunk.host_paths.get(number, ()), number, *span)
-            if not timed:
-                self._untimed.append((uuid, row))
-                continue
-            if self._untimed:  # the launches before it that had no time: where this one began
-                when = self._last_end if self._last_end is not None else span[0]
-                slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
-                self._untimed = []
-            slices.append((uuid, *span, row))
-            self._last_end = max(span[1], self._last_end if self._last_end is not None else span[1])
-        if self._untimed and (self._last_end is not None or closing):
-            when = self._last_end if self._last_end is not None else 0
+        )
+        timed = at is not None and begin[at] <= end[at]
+        span = (int(begin[at]), int(end[at])) if timed else (1, 0)
+        if self.host_launches is not None:
+            self.host_launches.append((tuple(chunk.host_paths.get(number, ())), number, *span))
+        else:
+            self._host.add(chunk.host_paths.get(number, ()), number, *span)
+        if not timed:
+            self._untimed.append((uuid, row))
+            return
+        if self._untimed:  # the launches before it that had no time: where this one began
+            when = self._last_end if self._last_end is not None else span[0]
             slices.extend((held, when, when, held_row) for held, held_row in self._untimed)
             self._untimed = []
-        return LaunchSlices(
-            uuid=np.array([uuid for uuid, *_ in slices], dtype=np.int64),
-            begin=np.array([b for _, b, _, _ in slices], dtype=np.int64),
-            end=np.array([e for _, _, e, _ in slices], dtype=np.int64),
-            events=[launch_event(row, names) for *_, row in slices],
-        )
+        slices.append((uuid, *span, row))
+        self._last_end = max(span[1], self._last_end if self._last_end is not None else span[1])

@@ -22,7 +22,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.chunk import Chunk
+from proton_ik.viewer.tables import Chunk
 
 __all__ = ["ProtonChromeWriter"]
 

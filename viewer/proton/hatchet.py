@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.viewer.pipeline import Chunk
+from proton_ik.viewer.tables import Chunk
 
 ROOT = "ROOT"
 CUDA = "1"  # Proton's DeviceType::CUDA, as its cycle metrics name the device type

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from proton_ik.contract.session_format import host_offset_ns
 from proton_ik.viewer.perfetto import MAX_MERGED
-from proton_ik.viewer.ranks import label_of
+from proton_ik.viewer.ranks.scopes import label_of
 from proton_ik.viewer.render import render_session
 from proton_ik.viewer.session_file import read_session
 

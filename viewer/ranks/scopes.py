@@ -11,8 +11,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from proton_ik.viewer.summary import Summary
-from proton_ik.viewer.text_columns import formatted
+from proton_ik.viewer.summary import Summary, formatted
 
 __all__ = ["label_of", "side_by_side", "side_by_side_text"]
 

@@ -1,5 +1,5 @@
 """Events, marks and values read back from a trace file proton_ik wrote, into the tables ``Trace``
-has (``event_tables``: ``async_events``, ``marks``, ``values``), so that a trace's event
+has (``tables.event_tables``: ``async_events``, ``marks``, ``values``), so that a trace's event
 statistics are its session's.
 
 Both writers (``chrome.events``, ``perfetto.events``) draw them alike, and the tables come from the
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, STATUSES
-from proton_ik.viewer.event_tables import ASYNC_EVENT_COLUMNS, MARK_COLUMNS, VALUE_COLUMNS
+from proton_ik.viewer.pairing import MATCHED, NO_END, NO_START, STATUSES
 from proton_ik.viewer.readback.checks import refuse, whole_number
 from proton_ik.viewer.readback.trace_file import TraceFile
+from proton_ik.viewer.tables import ASYNC_EVENT_COLUMNS, MARK_COLUMNS, VALUE_COLUMNS
 from proton_ik.viewer.trace import Trace
 
 # A row's place (a key its reader knows) as its launch numbers and kernel names.

@@ -30,7 +30,7 @@ from proton_ik.viewer.readback.events import AsyncRows, with_async
 from proton_ik.viewer.readback.packets import iter_packets
 from proton_ik.viewer.readback.trace_file import TraceFile, trace_file_from_columns
 from proton_ik.viewer.session_file import SessionFileError
-from proton_ik.viewer.table import config_text
+from proton_ik.viewer.tables import config_text
 from proton_ik.viewer.tracks import (
     CLUSTER_TRACK,
     FILE_ARG,
@@ -60,108 +60,133 @@ def read_perfetto(path: str | Path, *, for_writing: bool = False) -> TraceFile:
     track's stack. Slices go into typed columns, with the place of their begin and end in the
     file (which orders a track's markers when the trace is written again); only launch
     lifetimes keep their args."""
-    path = Path(path)
-    tracks = TrackTree()
-    names: dict[int, str] = {}
-    annotation_names: dict[int, str] = {}
-    sources: dict[int, tuple[str, int | None]] = {}  # interned source location: file, line
-    stacks: dict[int, list[tuple[str, int, dict[str, Any], int]]] = defaultdict(list)
-    scopes: dict[str, int] = {}  # slice name -> code
-    files: dict[str, int] = {}  # source file -> code
-    rows = {
-        "track": array("Q"), "scope": array("q"), "file": array("q"), "begin_ns": array("q"),
-        "dur_ns": array("q"), "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
-    }  # fmt: skip
-    slice_args = SLICE_ARGS if for_writing else _SUMMARY_ARGS
-    values = {key: array("q") for key in slice_args}
-    present = {key: array("b") for key in slice_args}
-    launch_args: dict[int, dict[str, Any]] = {}
-    track, now, marker = 0, 0, 0
-    async_rows = AsyncRows(path)
-    for packet in iter_packets(path):
+    replay = _Replay(Path(path), for_writing)
+    for packet in iter_packets(replay.path):
+        replay.packet(packet)
+    return replay.trace_file()
+
+
+class _Replay:
+    """The state of a ``.pftrace`` replayed packet by packet: what its packets interned, each
+    track's open slices, the current track and time, and the columns of the slices ended."""
+
+    def __init__(self, path: Path, for_writing: bool) -> None:
+        self.path, self.for_writing = path, for_writing
+        self.tracks = TrackTree()
+        self.names: dict[int, str] = {}
+        self.annotation_names: dict[int, str] = {}
+        self.sources: dict[int, tuple[str, int | None]] = {}  # interned source location: file, line
+        self.stacks: dict[int, list[tuple[str, int, dict[str, Any], int]]] = defaultdict(list)
+        self.scopes: dict[str, int] = {}  # slice name -> code
+        self.files: dict[str, int] = {}  # source file -> code
+        self.rows = {
+            "track": array("Q"), "scope": array("q"), "file": array("q"), "begin_ns": array("q"),
+            "dur_ns": array("q"), "depth": array("q"), "begin_record": array("q"), "end_record": array("q"),
+        }  # fmt: skip
+        self.slice_args = SLICE_ARGS if for_writing else _SUMMARY_ARGS
+        self.values = {key: array("q") for key in self.slice_args}
+        self.present = {key: array("b") for key in self.slice_args}
+        self.launch_args: dict[int, dict[str, Any]] = {}
+        self.track, self.now, self.marker = 0, 0, 0
+        self.async_rows = AsyncRows(path)
+
+    def packet(self, packet: Any) -> None:
         if packet.HasField("interned_data"):
-            names.update({entry.iid: _text(entry.name) for entry in packet.interned_data.event_names})
-            annotation_names.update(
-                {entry.iid: _text(entry.name) for entry in packet.interned_data.debug_annotation_names}
+            interned = packet.interned_data
+            self.names.update({entry.iid: _text(entry.name) for entry in interned.event_names})
+            self.annotation_names.update(
+                {entry.iid: _text(entry.name) for entry in interned.debug_annotation_names}
             )
-            sources.update({entry.iid: _source(entry) for entry in packet.interned_data.source_locations})
+            self.sources.update({entry.iid: _source(entry) for entry in interned.source_locations})
         if packet.HasField("trace_packet_defaults"):
-            track = packet.trace_packet_defaults.track_event_defaults.track_uuid
+            self.track = packet.trace_packet_defaults.track_event_defaults.track_uuid
         kind = packet.WhichOneof("data")
         if kind == "track_descriptor":
-            tracks.add(packet.track_descriptor)
+            self.tracks.add(packet.track_descriptor)
         elif kind == "clock_snapshot":
             for clock in packet.clock_snapshot.clocks:
                 if clock.clock_id == INCREMENTAL_CLOCK_ID:
-                    now = clock.timestamp
+                    self.now = clock.timestamp
         if kind != "track_event":
-            continue
+            return
         event = packet.track_event
-        if event.track_uuid in tracks.clusters:
-            continue  # a cluster's slice sums up its CTAs' (``perfetto.clusters``): nothing to read
+        if event.track_uuid in self.tracks.clusters:
+            return  # a cluster's slice sums up its CTAs' (``perfetto.clusters``): nothing to read
         if event.track_uuid:  # events, marks and values (``perfetto.events``), at absolute times
-            if event.type in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
-                add = (
-                    async_rows.add_slice
-                    if event.type == TrackEvent.TYPE_SLICE_BEGIN
-                    else async_rows.add_instant
-                )
-                args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
-                add(
-                    event.track_uuid,
-                    _text(event.name),
-                    packet.timestamp,
-                    args,
-                    f"an event on track {event.track_uuid}",
-                )
-            continue
-        now += packet.timestamp
-        marker += 1
+            self._async(event, packet.timestamp)
+            return
+        self.now += packet.timestamp
+        self.marker += 1
         if event.type == TrackEvent.TYPE_SLICE_BEGIN:
-            args = {annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
-            if event.source_location_iid in sources:  # a scope's file and line
-                args[FILE_ARG], line = sources[event.source_location_iid]
+            args = self._args(event)
+            if event.source_location_iid in self.sources:  # a scope's file and line
+                args[FILE_ARG], line = self.sources[event.source_location_iid]
                 args.setdefault("line", line)
-            stacks[track].append((names.get(event.name_iid, ""), now, args, marker))
-        elif event.type == TrackEvent.TYPE_SLICE_END and track in stacks:
-            stack = stacks[track]
-            name, begin, args, begun = stack.pop()
-            depth = len(stack)
-            if not stack:
-                del stacks[track]  # one list per open track, not one per track ever seen
-            duration = whole_number(now - begin, f"the duration of a {name!r:.40} slice", path)
-            if not (INT64_RANGE[0] <= begin <= INT64_RANGE[1] and INT64_RANGE[0] <= now <= INT64_RANGE[1]):
-                raise refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
-            if track in tracks.host:
-                continue  # host scopes group launches; the summary reads them from the launches
-            if track in tracks.launches:
-                launch_args[track] = args
-                continue
-            rows["track"].append(track)
-            rows["scope"].append(scopes.setdefault(name, len(scopes)))
-            file = args.get(FILE_ARG)
-            rows["file"].append(-1 if file is None else files.setdefault(file, len(files)))
-            rows["dur_ns"].append(duration)
-            rows["begin_ns"].append(begin)  # show's cluster skews read the units' starts
-            if for_writing:  # what only the writers need: kept apart, it costs show nothing
-                rows["depth"].append(depth)
-                rows["begin_record"].append(begun)
-                rows["end_record"].append(marker)
-            for key in slice_args:
-                value = args.get(key)
-                present[key].append(value is not None)
-                values[key].append(0 if value is None else whole_number(value, f"a slice's {key}", path))
-    scope_tables = _perfetto_tables(
-        path, tracks, scopes, files, rows, values, present, launch_args, for_writing
-    )
+            self.stacks[self.track].append((self.names.get(event.name_iid, ""), self.now, args, self.marker))
+        elif event.type == TrackEvent.TYPE_SLICE_END and self.track in self.stacks:
+            self._end()
 
-    def resolve(uuids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _args(self, event: Any) -> dict[str, Any]:
+        return {self.annotation_names.get(a.name_iid, a.name): _value(a) for a in event.debug_annotations}
+
+    def _async(self, event: Any, timestamp: int) -> None:
+        """An event's slice begin or an instant (an unmatched event, a mark or a value)."""
+        if event.type not in (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_INSTANT):
+            return
+        rows = self.async_rows
+        add = rows.add_slice if event.type == TrackEvent.TYPE_SLICE_BEGIN else rows.add_instant
+        add(
+            event.track_uuid,
+            _text(event.name),
+            timestamp,
+            self._args(event),
+            f"an event on track {event.track_uuid}",
+        )
+
+    def _end(self) -> None:
+        """The current track's innermost open slice ends now: a row of its own, unless it is a
+        host scope's or a launch's (whose args are the launch's)."""
+        track, now, path = self.track, self.now, self.path
+        stack = self.stacks[track]
+        name, begin, args, begun = stack.pop()
+        depth = len(stack)
+        if not stack:
+            del self.stacks[track]  # one list per open track, not one per track ever seen
+        duration = whole_number(now - begin, f"the duration of a {name!r:.40} slice", path)
+        if not (INT64_RANGE[0] <= begin <= INT64_RANGE[1] and INT64_RANGE[0] <= now <= INT64_RANGE[1]):
+            raise refuse(path, f"a {name!r:.40} slice's times do not fit in 64 bits")
+        if track in self.tracks.host:
+            return  # host scopes group launches; the summary reads them from the launches
+        if track in self.tracks.launches:
+            self.launch_args[track] = args
+            return
+        rows = self.rows
+        rows["track"].append(track)
+        rows["scope"].append(self.scopes.setdefault(name, len(self.scopes)))
+        file = args.get(FILE_ARG)
+        rows["file"].append(-1 if file is None else self.files.setdefault(file, len(self.files)))
+        rows["dur_ns"].append(duration)
+        rows["begin_ns"].append(begin)  # show's cluster skews read the units' starts
+        if self.for_writing:  # what only the writers need: kept apart, it costs show nothing
+            rows["depth"].append(depth)
+            rows["begin_record"].append(begun)
+            rows["end_record"].append(self.marker)
+        for key in self.slice_args:
+            value = args.get(key)
+            self.present[key].append(value is not None)
+            self.values[key].append(0 if value is None else whole_number(value, f"a slice's {key}", path))
+
+    def trace_file(self) -> TraceFile:
+        """The replayed slices' tables, with the events, marks and values placed on their launches."""
+        return with_async(_perfetto_tables(self), self.async_rows.tables(self._launches_of, relative=False))
+
+    def _launches_of(self, uuids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The launch and kernel of each track (by uuid)."""
+        tracks = self.tracks
         launch_of = [
-            tracks.launches[uuid] for uuid in tracks.launch_of(path, uuids.astype(np.uint64))[0].tolist()
+            tracks.launches[uuid] for uuid in tracks.launch_of(self.path, uuids.astype(np.uint64))[0].tolist()
         ]
         return np.array([launch for launch, _ in launch_of]), np.array([kernel for _, kernel in launch_of])
-
-    return with_async(scope_tables, async_rows.tables(resolve, relative=False))
 
 
 class TrackTree:
@@ -214,18 +239,9 @@ class TrackTree:
         raise SessionFileError(f"{path} {NOT_A_TRACE}: its tracks' parents form a loop")
 
 
-def _perfetto_tables(
-    path: Path,
-    tracks: TrackTree,
-    scopes: dict[str, int],
-    files: dict[str, int],
-    rows: dict[str, array],
-    values: dict[str, array],
-    present: dict[str, array],
-    launch_args: dict[int, dict[str, Any]],
-    for_writing: bool = False,
-) -> TraceFile:
+def _perfetto_tables(replay: _Replay) -> TraceFile:
     """The tables of a replayed ``.pftrace``: each slice's track walked up to its launch track."""
+    path, tracks, rows, scopes, files = replay.path, replay.tracks, replay.rows, replay.scopes, replay.files
     launch_tracks = tracks.launches
     if not launch_tracks:
         raise SessionFileError(
@@ -251,19 +267,21 @@ def _perfetto_tables(
         "lane": track_lane[slice_track],
         **{
             name: np.frombuffer(rows[name], dtype=np.int64)
-            for name in (_TIMED if for_writing else ("begin_ns", "dur_ns"))
+            for name in (_TIMED if replay.for_writing else ("begin_ns", "dur_ns"))
         },
     }
     # A warp track's first slice is its unit's lifetime: scopes under it count from depth 0.
-    if for_writing:
+    if replay.for_writing:
         columns["depth"] = np.maximum(columns["depth"] - (columns["lane"] == 0), 0)
-    for key in values:
+    for key, values in replay.values.items():
         columns[key] = pd.arrays.IntegerArray(
-            np.frombuffer(values[key], dtype=np.int64).copy(), ~np.frombuffer(present[key], dtype=bool)
+            np.frombuffer(values, dtype=np.int64).copy(), ~np.frombuffer(replay.present[key], dtype=bool)
         )
     overlapping = (columns["lane"] > 0) & (scope_code != scopes.get(LIFETIME, -1))
-    launches = _described_launches(path, launch_tracks, launch_args, columns, pd.Series(overlapping))
-    return trace_file_from_columns({"name": session_name(tracks.title)}, columns, launches, for_writing)
+    launches = _described_launches(path, launch_tracks, replay.launch_args, columns, pd.Series(overlapping))
+    return trace_file_from_columns(
+        {"name": session_name(tracks.title)}, columns, launches, replay.for_writing
+    )
 
 
 _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
@@ -313,24 +331,7 @@ def _described_launches(
                 "convert the session file (.pik) it was written from instead"
             )
         counts = {key: whole_number(args.get(key), f"launch {launch}'s {key}", path) for key in LAUNCH_TOTALS}
-        metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
-        for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound"):
-            whole_number(metadata[key], f"launch {launch}'s {key}", path, missing=True)
-        metadata["warps_per_unit"] = checked_warps_per_unit(
-            metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
-        )
-        metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
-        for key in ("host_scope", "grid", "clock_source"):
-            if not isinstance(metadata[key], (str, type(None))):
-                raise refuse(path, f"launch {launch}'s {key} is {metadata[key]!r:.40}, not text")
-        mhz = math.nan if metadata["mhz"] is None else metadata["mhz"]  # none: no unit left a time
-        if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz):
-            raise refuse(path, f"launch {launch}'s mhz is {mhz!r:.40}, not a clock rate")
-        if not isinstance(metadata["launch_metrics"], (dict, type(None))):
-            raise refuse(path, f"launch {launch}'s launch_metrics is not a table")
-        config = args.get("config")
-        if config is not None and not isinstance(config, dict):
-            raise refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
+        metadata, mhz, config = _launch_metadata(path, launch, kernel, args)
         rows.append(
             {
                 "launch": launch,
@@ -350,3 +351,29 @@ def _described_launches(
     launches = pd.DataFrame(rows).sort_values("launch", kind="stable").reset_index(drop=True)
     launches["units_skipped"] = launches["units_skipped"].astype("Int64")
     return launches
+
+
+def _launch_metadata(
+    path: Path, launch: int, kernel: str, args: dict[str, Any]
+) -> tuple[dict[str, Any], float | int, dict | None]:
+    """A launch slice's metadata, its clock rate (NaN where no unit left a time) and its config,
+    each checked."""
+    metadata = {key: args.get(key) for key in _LAUNCH_METADATA}
+    for key in ("device", "stream", "graph", "replay", "capacity", "capacity_bound"):
+        whole_number(metadata[key], f"launch {launch}'s {key}", path, missing=True)
+    metadata["warps_per_unit"] = checked_warps_per_unit(
+        metadata["warps_per_unit"], f"launch {launch}'s warps_per_unit", path
+    )
+    metadata["name"] = metadata["name"] if isinstance(metadata["name"], str) else kernel
+    for key in ("host_scope", "grid", "clock_source"):
+        if not isinstance(metadata[key], (str, type(None))):
+            raise refuse(path, f"launch {launch}'s {key} is {metadata[key]!r:.40}, not text")
+    mhz = math.nan if metadata["mhz"] is None else metadata["mhz"]  # none: no unit left a time
+    if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or math.isinf(mhz):
+        raise refuse(path, f"launch {launch}'s mhz is {mhz!r:.40}, not a clock rate")
+    if not isinstance(metadata["launch_metrics"], (dict, type(None))):
+        raise refuse(path, f"launch {launch}'s launch_metrics is not a table")
+    config = args.get("config")
+    if config is not None and not isinstance(config, dict):
+        raise refuse(path, f"launch {launch}'s config is {config!r:.40}, not a table")
+    return metadata, mhz, config

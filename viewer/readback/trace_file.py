@@ -16,7 +16,7 @@ from proton_ik.viewer.chrome import write_chrome
 from proton_ik.viewer.perfetto import write_perfetto
 from proton_ik.viewer.readback.nesting_order import nesting_order
 from proton_ik.viewer.summary import LOSS_COLUMNS, Summary
-from proton_ik.viewer.table import UNMATCHED_COLUMNS
+from proton_ik.viewer.tables import UNMATCHED_COLUMNS
 from proton_ik.viewer.trace import Trace
 from proton_ik.viewer.tracks import LIFETIME, root_name
 
@@ -109,8 +109,23 @@ def _writable_trace_file(
     info: dict[str, Any], columns: Mapping[str, Any], launches: pd.DataFrame
 ) -> TraceFile:
     """Split slices into scope events and unit lifetimes, and make the tables ``summarize`` reads,
-    with the columns the trace writers read too (``pipeline.chunk_from_tables``), so that a trace
+    with the columns the trace writers read too (``tables.chunk_from_tables``), so that a trace
     file can be written again in the other format."""
+    slices = _writable_slices(columns, launches)
+    lifetime = (slices["scope"] == LIFETIME).to_numpy()
+    # Times from the session's first unit start, as a session's tables count them.
+    start = int(slices["begin_ns"][lifetime].min()) if lifetime.any() else 0
+    _add_record_order(slices, columns, lifetime)
+    events = slices[~lifetime].reset_index(drop=True)
+    events["begin_rel_ns"] = events["begin_ns"] - start
+    events["end_rel_ns"] = events["end_ns"] - start
+    units = _writable_units(slices, lifetime, start)
+    del slices
+    return _finished(info, events, units, launches)
+
+
+def _writable_slices(columns: Mapping[str, Any], launches: pd.DataFrame) -> pd.DataFrame:
+    """Every slice read, lifetimes and scopes alike, with the columns the writers read."""
     launch = np.asarray(columns["launch"], dtype=np.int64)
     begin = np.asarray(columns["begin_ns"], dtype=np.int64)
     dur = np.asarray(columns["dur_ns"], dtype=np.int64)
@@ -119,7 +134,7 @@ def _writable_trace_file(
     order = np.argsort(numbers, kind="stable")
     at = np.minimum(np.searchsorted(numbers[order], launch), max(len(numbers) - 1, 0))
     width = launches["warps_per_unit"].to_numpy(np.int64)[order][at] if len(numbers) else np.ones_like(launch)
-    slices = pd.DataFrame(
+    return pd.DataFrame(
         {
             "kernel": _labels(columns["kernel"]),
             "launch": launch,
@@ -141,10 +156,11 @@ def _writable_trace_file(
             "overwritten": pd.Series(columns["overwritten"], dtype="Int64"),
         }
     )
-    del begin, dur, warp, width
-    lifetime = (slices["scope"] == LIFETIME).to_numpy()
-    # Times from the session's first unit start, as a session's tables count them.
-    start = int(slices["begin_ns"][lifetime].min()) if lifetime.any() else 0
+
+
+def _add_record_order(slices: pd.DataFrame, columns: Mapping[str, Any], lifetime: np.ndarray) -> None:
+    """Each slice's depth and the place of its begin and end on its track: as read from a
+    ``.pftrace``, or, from a Chrome trace, by how its track's slices nest."""
     if "begin_record" in columns:
         slices["depth"] = np.asarray(columns["depth"], dtype=np.int64)
         slices["begin_record"] = np.asarray(columns["begin_record"], dtype=np.int64)
@@ -155,9 +171,10 @@ def _writable_trace_file(
         slices["begin_record"], slices["end_record"] = nesting_order(
             np.where(lifetime, -1, track), slices["begin_ns"].to_numpy(), slices["end_ns"].to_numpy()
         )
-    events = slices[~lifetime].reset_index(drop=True)
-    events["begin_rel_ns"] = events["begin_ns"] - start
-    events["end_rel_ns"] = events["end_ns"] - start
+
+
+def _writable_units(slices: pd.DataFrame, lifetime: np.ndarray, start: int) -> pd.DataFrame:
+    """The finished units' lifetimes, as a session's unit table has them."""
     unit_columns = ["kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "dur_ns"]
     units = slices.loc[lifetime, [*unit_columns, "count", "overwritten"]]
     units = units.reset_index(drop=True)
@@ -167,8 +184,7 @@ def _writable_trace_file(
     units["end_rel_ns"] = units["end_ns"] - start
     units["start_cycles"] = 0
     units["end_cycles"] = slices["dur_cycles"][lifetime].reset_index(drop=True)
-    del slices
-    return _finished(info, events, units, launches)
+    return units
 
 
 def _finished(

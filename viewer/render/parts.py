@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
-from proton_ik.viewer.pipeline import Launch, Pipeline, prepare
 from proton_ik.viewer.session_file import StoredSession, read_session
+from proton_ik.viewer.tables import Launch, Pipeline, prepare
 from proton_ik.viewer.trace import time_shift_cycles
 
 PART_BYTES = 32 << 20  # stored bytes a part holds at least (its last launch may take it over)
@@ -205,7 +205,7 @@ def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
     job, done = tasks[0].output.with_suffix(".task"), tasks[0].output.with_suffix(".done")
     job.write_text(json.dumps([task.to_json() for task in tasks]))
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-    command = [sys.executable, "-m", "proton_ik.viewer.render_parts", str(job), str(done)]
+    command = [sys.executable, "-m", "proton_ik.viewer.render.parts", str(job), str(done)]
     ran = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if ran.returncode != 0:
         which = ", ".join(f"{t.part} (launches {t.launches[0]} to {t.launches[1] - 1})" for t in tasks)

@@ -1,8 +1,8 @@
 """A session file straight to trace files, chunk by chunk: what ``finalize`` runs.
 
 ``render_session`` never builds the session's tables: the pipeline hands over a run of launches
-at a time (``pipeline.Chunk``), each writer adds it to its file, and it is dropped. Its memory is
-that of one run (up to ``pipeline.GROUP_BYTES`` of stored data, decoded) however many launches the
+at a time (``tables.Chunk``), each writer adds it to its file, and it is dropped. Its memory is
+that of one run (up to ``tables.pipeline.GROUP_BYTES`` of stored data, decoded) however many launches the
 session holds; what it keeps per launch is its counts and its problems. ``trace.load`` is for
 when the tables themselves are wanted.
 """
@@ -19,11 +19,11 @@ from tqdm import tqdm
 
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
-from proton_ik.viewer.pipeline import Pipeline
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
-from proton_ik.viewer.render_parts import plan_parts, render_parts, stored_sizes
+from proton_ik.viewer.render.parts import plan_parts, render_parts, stored_sizes
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import unrecorded_warnings
+from proton_ik.viewer.tables import Pipeline
 from proton_ik.viewer.trace import time_shift_cycles
 from proton_ik.viewer.tracks import check_timeline, root_name
 
@@ -66,9 +66,9 @@ def render_session(
     event). ``timeline``: the traces' tracks, "slots" (the default: an SM's CTA slots) or
     "ctas" (a track per CTA, for small grids). ``progress=None`` shows a bar if it takes more
     than a few seconds. ``title`` names the Perfetto root track (default: the session's name);
-    ``merge_index`` numbers its tracks apart from other sessions' (``viewer.merge``), and
+    ``merge_index`` numbers its tracks apart from other sessions' (``ranks.merge_sessions``), and
     ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
-    part's stored data (``render_parts.PART_BYTES``) has its Perfetto trace written in parts, on
+    part's stored data (``parts.PART_BYTES``) has its Perfetto trace written in parts, on
     up to ``workers`` processes (None: one per core; 1: in this one): the same file either way.
     "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
     trace by ``trace_link`` (default: the "pftrace" output's name, where it is written beside)."""
@@ -86,54 +86,85 @@ def render_session(
     timeline = check_timeline(timeline)
     session = read_session(session_path)
     warnings = unrecorded_warnings(session.info)
-    name = str(session.info.get("name", "proton_ik"))
+    title = title or root_name(str(session.info.get("name", "proton_ik")))
     parts = plan_parts(stored_sizes(session))
     if "pftrace" in outputs and len(parts) > 1:
-        done = render_parts(
-            Path(session_path),
-            outputs["pftrace"],
-            parts,
-            title=title or root_name(name),
-            session_warnings=warnings,
-            timeline=timeline,
-            merge_index=merge_index,
-            host_offset_ns=host_offset_ns,
-            workers=workers,
-        )
-        rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
-        if rest:  # decoded again, serially: the other formats are not written in parts
-            render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
-        return RenderStats(
-            sum(part.launches for part in done),
-            sum(part.records for part in done),
-            sum(part.events for part in done),
-            tuple(problem for part in done for problem in part.problems),
-            tuple(warnings),
-        )
+        return _render_in_parts(
+            Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
+            progress=progress, merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
+        )  # fmt: skip
     pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
+    with ExitStack() as stack:
+        writers = _writers(stack, outputs, session.info, timeline, title, warnings, merge_index)
+        return _render_chunks(pipeline, writers, stack, len(session.launches), progress, warnings)
+
+
+def _render_in_parts(
+    session_path: Path,
+    outputs: Mapping[str, Path],
+    parts: list[tuple[int, int]],
+    *,
+    title: str,
+    warnings: list[str],
+    timeline: str,
+    progress: bool | None,
+    merge_index: int,
+    host_offset_ns: int,
+    workers: int | None,
+) -> RenderStats:
+    """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats."""
+    done = render_parts(
+        session_path,
+        outputs["pftrace"],
+        parts,
+        title=title,
+        session_warnings=warnings,
+        timeline=timeline,
+        merge_index=merge_index,
+        host_offset_ns=host_offset_ns,
+        workers=workers,
+    )
+    rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
+    if rest:  # decoded again, serially: the other formats are not written in parts
+        render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+    return RenderStats(
+        sum(part.launches for part in done),
+        sum(part.records for part in done),
+        sum(part.events for part in done),
+        tuple(problem for part in done for problem in part.problems),
+        tuple(warnings),
+    )
+
+
+def _render_chunks(
+    pipeline: Pipeline,
+    writers: list[PerfettoWriter | ChromeWriter | ProtonChromeWriter | HatchetWriter],
+    stack: ExitStack,
+    total: int,
+    progress: bool | None,
+    warnings: list[str],
+) -> RenderStats:
+    """Each chunk of the pipeline handed to every writer in turn, with a progress bar (closed
+    with ``stack``) over the ``total`` launches."""
     launches = records = events = 0
     problems: list[str] = []
-    with ExitStack() as stack:
-        writers = _writers(
-            stack, outputs, session.info, timeline, title or root_name(name), warnings, merge_index
+    bar = stack.enter_context(
+        tqdm(
+            total=total,
+            desc="render",
+            unit="launch",
+            disable=progress is False,
+            delay=PROGRESS_DELAY_S if progress is None else 0,
         )
-        bar = stack.enter_context(
-            tqdm(
-                total=len(session.launches),
-                desc="render",
-                unit="launch",
-                disable=progress is False,
-                delay=PROGRESS_DELAY_S if progress is None else 0,
-            )
-        )
-        for chunk in pipeline.chunks():
-            for writer in writers:
-                writer.add(chunk)
-            launches += len(chunk.launches)
-            records += sum(int(row["records"]) for row in chunk.launches)
-            events += len(chunk.events["launch"])
-            problems.extend(chunk.problems())
-            bar.update(len(chunk.launches))
+    )
+    for chunk in pipeline.chunks():
+        for writer in writers:
+            writer.add(chunk)
+        launches += len(chunk.launches)
+        records += sum(int(row["records"]) for row in chunk.launches)
+        events += len(chunk.events["launch"])
+        problems.extend(chunk.problems())
+        bar.update(len(chunk.launches))
     return RenderStats(launches, records, events, tuple(problems), tuple(warnings))
 
 

@@ -1,6 +1,6 @@
 """A session read for its report: the pipeline's chunks kept in the few columns the report draws.
 
-``collect`` runs the session through ``pipeline.Pipeline`` chunk by chunk, as ``render`` does, and
+``collect`` runs the session through ``tables.Pipeline`` chunk by chunk, as ``render`` does, and
 keeps of each chunk only the columns that ``Trace.summary`` (what ``proton-ik show`` prints) and
 the report's figures read: about a quarter of what ``trace.load`` holds. The summary is then
 ``Trace.summary`` itself, on those tables, so the report's numbers are ``show``'s.
@@ -15,12 +15,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.aggregate import aggregate_frame
-from proton_ik.viewer.event_tables import frames
-from proton_ik.viewer.pipeline import Chunk, Pipeline
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.summary import Summary
-from proton_ik.viewer.table import UNMATCHED_COLUMNS, categories, frame
+from proton_ik.viewer.tables import (
+    UNMATCHED_COLUMNS,
+    Chunk,
+    Pipeline,
+    aggregate_frame,
+    categories,
+    frame,
+    frames,
+)
 from proton_ik.viewer.trace import Trace, time_shift_cycles
 
 EVENT_NAMES = [

@@ -15,8 +15,7 @@ import pandas as pd
 from proton_ik.viewer.report.collect import Collected
 from proton_ik.viewer.report.page import Cell, Section, paragraph, table
 from proton_ik.viewer.report.svg import histogram_svg
-from proton_ik.viewer.summary import LAUNCH_KEYS
-from proton_ik.viewer.text_columns import formatted
+from proton_ik.viewer.summary import LAUNCH_KEYS, formatted
 
 MAX_LAUNCH_ROWS = 200  # per kernel; the rest are counted, not listed
 PERFETTO_NOTE = (

@@ -1,7 +1,7 @@
 """The session file read back: every launch's buffer and metadata exactly as captured.
 
 The format (``contract.session_format``) is written by ``runtime.session_writer``. Here it is
-read: ``read_session`` checks the zip's members and the manifest (``viewer.manifest``) before
+read: ``read_session`` checks the zip's members and the manifest (``manifest``) before
 any buffer is read, then hands out launches whose buffers are read lazily, within bounds, by
 ``zip_members``.
 """
@@ -26,9 +26,15 @@ from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED
 from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
-from proton_ik.viewer.manifest import ManifestError, Shape, check_manifest
-from proton_ik.viewer.recover import recover
-from proton_ik.viewer.zip_members import member_problem, read_member, read_npy, read_npy_front, reason
+from proton_ik.viewer.session_file.manifest import ManifestError, Shape, check_manifest
+from proton_ik.viewer.session_file.recover import recover
+from proton_ik.viewer.session_file.zip_members import (
+    member_problem,
+    read_member,
+    read_npy,
+    read_npy_front,
+    reason,
+)
 
 # The manifest is small beside the buffers it lists; one larger than this is no manifest.
 MANIFEST_BYTES, MANIFEST_PER_FILE_BYTE = 1 << 20, 32
@@ -147,10 +153,10 @@ class StoredSession:
 
 
 def read_session(path: str | Path) -> StoredSession:
-    """Open a session file and check its manifest against the schema (``viewer.manifest``) and
+    """Open a session file and check its manifest against the schema (``manifest``) and
     the zip's members, before any buffer is read; buffers are read lazily, per launch. A file
     that was never closed (its process killed before finalize) gives its complete launches,
-    with a warning that says where it ends (``viewer.recover``)."""
+    with a warning that says where it ends (``recover``)."""
     path = Path(path)
     try:
         file_size = path.stat().st_size

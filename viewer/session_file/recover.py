@@ -29,7 +29,7 @@ from proton_ik.contract.session_format import (
     SESSION_INFO,
     launch_meta_member,
 )
-from proton_ik.viewer.zip_members import member_problem, read_member
+from proton_ik.viewer.session_file.zip_members import member_problem, read_member
 
 __all__ = ["Recovered", "recover"]
 

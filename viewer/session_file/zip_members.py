@@ -3,7 +3,7 @@
 A member is read straight from its place in the file (past its local header), checked against its
 CRC, and never inflated past the size it declares; a large stored member is mapped, not copied.
 Its ``.npy`` array is read as a view of those bytes, with no pickles; its header is capped
-(``session_format.MAX_NPY_HEADER``). ``session_file`` reads launches through these.
+(``session_format.MAX_NPY_HEADER``). ``reader`` reads launches through these.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-scope statistics of aggregate launches (``aggregate=on``), as a table and as text.
 
-The rows of ``aggregate.aggregate_frame`` (one per launch, CTA, unit and scope) add up per
+The rows of ``tables.aggregate_frame`` (one per launch, CTA, unit and scope) add up per
 (host scope, kernel, launch name, scope): counts, sums and histograms add, minima and maxima
 are taken. The median and p90 come from the summed histogram: the bin that holds the rank,
 and a linear guess inside it, kept within the scope's min and max. They are estimates at the
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from proton_ik.contract.layout import HISTOGRAM_LOWER, HISTOGRAM_UPPER
-from proton_ik.viewer.aggregate import HIST_COLUMNS
-from proton_ik.viewer.text_columns import formatted
+from proton_ik.viewer.summary.text_columns import formatted
+from proton_ik.viewer.tables import HIST_COLUMNS
 
 KEYS = ["host_scope", "kernel", "name", "scope"]
 AGGREGATE_SCOPE_COLUMNS = (

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.async_events import MATCHED, NO_END, NO_START, STATUSES
-from proton_ik.viewer.text_columns import formatted
+from proton_ik.viewer.pairing import MATCHED, NO_END, NO_START, STATUSES
+from proton_ik.viewer.summary.text_columns import formatted
 
 EVENT_STAT_COLUMNS = (
     "kernel", "event", "line", "count", "mean_ns", "median_ns", "p90_ns", "p99_ns", "mean_cycles", "median_cycles",

@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.aggregate_summary import aggregate_lines
-from proton_ik.viewer.clusters import cluster_lines
-from proton_ik.viewer.event_summary import event_lines
-from proton_ik.viewer.events import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
-from proton_ik.viewer.table import TimeShift
-from proton_ik.viewer.text_columns import formatted
+from proton_ik.viewer.pairing import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
+from proton_ik.viewer.summary.aggregate import aggregate_lines
+from proton_ik.viewer.summary.async_events import event_lines
+from proton_ik.viewer.summary.text_columns import formatted
+from proton_ik.viewer.tables import TimeShift, cluster_lines
 
 LOSS_COLUMNS = {
     "unmatched_begin": UNMATCHED_KINDS[UNMATCHED_BEGIN],
@@ -36,9 +35,9 @@ LAUNCH_KEYS = ["host_scope", "kernel", "name"]  # what a scope's statistics are 
 class Summary:
     """``scopes``: one row per (host scope, kernel, launch name, scope). ``kernels``: one row per
     (host scope, kernel), with what was lost. ``aggregates``: the per-scope statistics of
-    aggregate launches (``aggregate_summary.summarize_aggregates``), empty when there are none.
-    ``events``: latency statistics of events (``event_summary.summarize_events``). ``clusters``:
-    per launch and thread-block cluster, its CTAs and their skews (``clusters.cluster_table``)."""
+    aggregate launches (``summarize_aggregates``), empty when there are none.
+    ``events``: latency statistics of events (``summarize_events``). ``clusters``:
+    per launch and thread-block cluster, its CTAs and their skews (``tables.cluster_table``)."""
 
     scopes: pd.DataFrame
     kernels: pd.DataFrame
@@ -65,7 +64,7 @@ def summarize(
     """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
     kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
     launches it ran in (of its kernel, launch name and host scope). ``aggregates``: the
-    aggregate launches' per-scope rows (``aggregate_summary.summarize_aggregates``), printed
+    aggregate launches' per-scope rows (``summarize_aggregates``), printed
     under their kernels."""
     keys = [*LAUNCH_KEYS, "scope"]
     events, unmatched = _with_files(events), _with_files(unmatched)
@@ -74,34 +73,7 @@ def summarize(
     # columns costs more than the statistics.
     finished = _labelled(units.loc[units["finished"], ["launch", "kernel", "dur_ns"]], labels)
     lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
-    read = events[["launch", "kernel", "scope", "line", "file", "dur_ns", "dur_cycles"]]
-    grouped = _labelled(read, labels).assign(scope=read["scope"].astype(str)).groupby(keys, sort=True)
-    stats = grouped.agg(
-        line=("line", "first"),
-        file=("file", "first"),
-        count=("dur_ns", "size"),
-        mean_ns=("dur_ns", "mean"),
-        median_ns=("dur_ns", "median"),
-        mean_cycles=("dur_cycles", "mean"),
-        median_cycles=("dur_cycles", "median"),
-        total_ns=("dur_ns", "sum"),
-    )
-    stats["p90_ns"] = grouped["dur_ns"].quantile(0.9)
-    stats["p90_cycles"] = grouped["dur_cycles"].quantile(0.9)
-    scopes = stats.merge(
-        _losses_by_scope(_labelled(unmatched, labels)),
-        left_index=True,
-        right_index=True,
-        how="outer",
-        suffixes=("", "_unmatched"),
-    )
-    scopes["line"] = scopes["line"].fillna(scopes.pop("line_unmatched")).astype("Int64")
-    file = scopes["file"].astype(object)
-    scopes["file"] = file.where(file.notna(), scopes.pop("file_unmatched").astype(object))
-    for column in ("count", "total_ns", *LOSS_COLUMNS):
-        # An outer merge with an empty side leaves object columns; fillna on those is deprecated.
-        scopes[column] = pd.to_numeric(scopes[column]).fillna(0).astype(np.int64)
-    scopes = scopes.reset_index()
+    scopes = _with_losses(_scope_statistics(events, labels, keys), _labelled(unmatched, labels))
     kernel_time = pd.Series(
         lifetime.reindex(pd.MultiIndex.from_frame(scopes[LAUNCH_KEYS])).to_numpy(), dtype=np.float64
     )
@@ -120,6 +92,43 @@ SCOPE_COLUMNS = (
     "host_scope", "kernel", "name", "scope", "line", "file", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
     "p90_cycles", "total_ns", "share", *LOSS_COLUMNS,
 )  # fmt: skip
+
+
+def _scope_statistics(events: pd.DataFrame, labels: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
+    """Count, mean, median, p90 and total of each scope's durations, by ``keys``."""
+    read = events[["launch", "kernel", "scope", "line", "file", "dur_ns", "dur_cycles"]]
+    grouped = _labelled(read, labels).assign(scope=read["scope"].astype(str)).groupby(keys, sort=True)
+    stats = grouped.agg(
+        line=("line", "first"),
+        file=("file", "first"),
+        count=("dur_ns", "size"),
+        mean_ns=("dur_ns", "mean"),
+        median_ns=("dur_ns", "median"),
+        mean_cycles=("dur_cycles", "mean"),
+        median_cycles=("dur_cycles", "median"),
+        total_ns=("dur_ns", "sum"),
+    )
+    stats["p90_ns"] = grouped["dur_ns"].quantile(0.9)
+    stats["p90_cycles"] = grouped["dur_cycles"].quantile(0.9)
+    return stats
+
+
+def _with_losses(stats: pd.DataFrame, unmatched: pd.DataFrame) -> pd.DataFrame:
+    """The statistics beside each scope's unmatched records (a scope may have only those)."""
+    scopes = stats.merge(
+        _losses_by_scope(unmatched),
+        left_index=True,
+        right_index=True,
+        how="outer",
+        suffixes=("", "_unmatched"),
+    )
+    scopes["line"] = scopes["line"].fillna(scopes.pop("line_unmatched")).astype("Int64")
+    file = scopes["file"].astype(object)
+    scopes["file"] = file.where(file.notna(), scopes.pop("file_unmatched").astype(object))
+    for column in ("count", "total_ns", *LOSS_COLUMNS):
+        # An outer merge with an empty side leaves object columns; fillna on those is deprecated.
+        scopes[column] = pd.to_numeric(scopes[column]).fillna(0).astype(np.int64)
+    return scopes.reset_index()
 
 
 def _launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
@@ -347,7 +356,7 @@ def _ring(launches: pd.DataFrame) -> str:
 
 
 def _sampled(launches: pd.DataFrame) -> str:
-    """Which CTAs and warps recorded (``viewer.sampled``), each distinct text once; empty when all did."""
+    """Which CTAs and warps recorded (``tables.sampled``), each distinct text once; empty when all did."""
     return "; ".join(dict.fromkeys(str(text) for text in _values(launches, "sampled") if text))
 
 

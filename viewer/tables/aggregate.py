@@ -36,9 +36,9 @@ from proton_ik.contract.layout import (
     BufferLayout,
 )
 from proton_ik.viewer.decode import CtaTable, UnitTable, decode_headers
-from proton_ik.viewer.pipeline import Launch
-from proton_ik.viewer.table import HOST_SCOPE_SEPARATOR, TimeShift, host_scopes, launch_name
-from proton_ik.viewer.timebase import SmClocks
+from proton_ik.viewer.tables.pipeline import Launch
+from proton_ik.viewer.tables.table import HOST_SCOPE_SEPARATOR, TimeShift, host_scopes, launch_name
+from proton_ik.viewer.tables.timebase import SmClocks
 
 HIST_COLUMNS = tuple(f"hist_{b}" for b in range(HISTOGRAM_BINS))
 AGGREGATE_COLUMNS = (

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.table import HOST_SCOPE_SEPARATOR
+from proton_ik.viewer.tables.table import HOST_SCOPE_SEPARATOR
 
 Columns = dict[str, np.ndarray]
 BATCH_ROWS = 1 << 15  # rows a writer encodes at once (packets or JSON lines): about one bundle

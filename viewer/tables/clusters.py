@@ -21,7 +21,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from proton_ik.viewer.groups import groups
+from proton_ik.viewer.arrays import groups
 
 Columns = dict[str, np.ndarray]
 CLUSTER_COLUMNS = [

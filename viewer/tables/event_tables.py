@@ -2,7 +2,7 @@
 
 ``pipeline`` decodes launches group by group; for a group whose kernel declares events or marks
 (its name table says so), ``async_parts`` pairs the event records across the units of each CTA
-(``async_events``), picks out the marks, and converts cycles to nanoseconds with the session's
+(``pairing.async_events``), picks out the marks, and converts cycles to nanoseconds with the session's
 fitted SM clocks, as ``table`` does for scopes; ``*_rel_ns`` count from the session's first unit
 start. The chunks carry these parts to the Perfetto writer; ``frames`` joins them into tables.
 
@@ -25,9 +25,9 @@ import pandas as pd
 
 from proton_ik.contract.layout import ValueType
 from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.viewer.async_events import MATCHED, STATUSES, Marks, Spans, marks, pair_events
 from proton_ik.viewer.decode import RecordTable, UnitTable
-from proton_ik.viewer.timebase import SmClocks
+from proton_ik.viewer.pairing import MATCHED, STATUSES, Marks, Spans, marks, pair_events
+from proton_ik.viewer.tables.timebase import SmClocks
 
 Columns = dict[str, np.ndarray]
 ASYNC_EVENT_COLUMNS = [

@@ -28,13 +28,12 @@ from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout, RecordKind
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.session_format import Capture, check_required_meta
-from proton_ik.viewer.chunk import Chunk, Columns, joined_columns
-from proton_ik.viewer.chunk import chunk_from_tables as chunk_from_tables
 from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
-from proton_ik.viewer.event_tables import AsyncParts, async_parts
-from proton_ik.viewer.events import pair_records
+from proton_ik.viewer.pairing import pair_records
 from proton_ik.viewer.session_file import StoredLaunch
-from proton_ik.viewer.table import (
+from proton_ik.viewer.tables.chunk import Chunk, Columns, joined_columns
+from proton_ik.viewer.tables.event_tables import AsyncParts, async_parts
+from proton_ik.viewer.tables.table import (
     HOST_SCOPE_SEPARATOR,
     LAUNCH_COUNTS,
     Labels,
@@ -50,7 +49,7 @@ from proton_ik.viewer.table import (
     unit_columns,
     unmatched_columns,
 )
-from proton_ik.viewer.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
+from proton_ik.viewer.tables.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
 
 # Stored bytes decoded at once: enough for whole-array work to pay, and few enough that a run's
 # arrays (a few MB) are reused from the heap and the caches. Measured (docs/PERFORMANCE.md, change
@@ -272,7 +271,7 @@ class Pipeline:
     ):
         """``host_offset_ns``: added to every time, to put the session on another clock than its
         GPU's %globaltimer (the host's, for a merge of several GPUs' sessions). ``only``: decode
-        and fit launches ``first`` to ``past - 1`` alone (a part of ``viewer.render_parts``;
+        and fit launches ``first`` to ``past - 1`` alone (a part of ``viewer.render.parts``;
         where none of them gives a clock rate, they borrow the session's); ``prepared``:
         ``prepare(captures)``, made once for several such pipelines."""
         self.launches = prepare(captures) if prepared is None else prepared

@@ -38,7 +38,7 @@ import pandas as pd
 from proton_ik.contract.layout import MAX_SCOPES
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.viewer.decode import CtaTable, UnitTable
-from proton_ik.viewer.events import (
+from proton_ik.viewer.pairing import (
     LOST_TO_RING,
     UNMATCHED_BEGIN,
     UNMATCHED_END,
@@ -46,8 +46,8 @@ from proton_ik.viewer.events import (
     Pairs,
     Unmatched,
 )
-from proton_ik.viewer.sampled import sampled_text
-from proton_ik.viewer.timebase import SmClocks
+from proton_ik.viewer.tables.sampled import sampled_text
+from proton_ik.viewer.tables.timebase import SmClocks
 
 EVENT_COLUMNS = [
     "kernel", "launch", "host_scope", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "lane", "scope",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from proton_ik.viewer.groups import groups
+from proton_ik.viewer.arrays import groups
 
 MIN_SPAN_NS = 20_000
 

@@ -237,7 +237,7 @@ def merge_torch_trace(
     """Write one Perfetto trace of the sessions and a ``torch.profiler`` trace of the same
     steps, each session moved onto the trace's clock by its alignment; return its path and the
     alignments (one per session)."""
-    from proton_ik.viewer.merge import merge_sessions
+    from proton_ik.viewer.ranks import merge_sessions
 
     trace = torch_trace if isinstance(torch_trace, KinetoTrace) else read_kineto(torch_trace)
     if len(session_paths) + 1 > MAX_MERGED:

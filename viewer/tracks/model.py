@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 
 from proton_ik.contract.layout import RecordKind
-from proton_ik.viewer.byterows import Rows
-from proton_ik.viewer.chunk import Chunk, Columns
-from proton_ik.viewer.groups import groups
-from proton_ik.viewer.slots import FREE, assign_slots
+from proton_ik.viewer.arrays import Rows, groups
+from proton_ik.viewer.tables import Chunk, Columns
+from proton_ik.viewer.tracks.slots import FREE, assign_slots
 
 LIFETIME = "lifetime"  # the slice spanning a unit (or a launch) from its start to its end
 HOST_TRACK = "host scopes"  # the track of host scope slices, beside the launch tracks
@@ -225,10 +224,7 @@ def track_tree(
     launch_numbers = np.union1d(rows["launch"], [] if carried is None else [carried.number]).astype(np.int64)
     launch_of_row = np.searchsorted(launch_numbers, rows["launch"])
     cta_of_row, cta_first = groups(launch_of_row, rows["cta"])
-    cta_begin = np.full(len(cta_first), np.iinfo(np.int64).max)
-    cta_end = np.full(len(cta_first), np.iinfo(np.int64).min)
-    np.minimum.at(cta_begin, cta_of_row, begin)
-    np.maximum.at(cta_end, cta_of_row, end)
+    cta_begin, cta_end = _spans(cta_of_row, len(cta_first), begin, end)
     sm_of_cta, sm_first = groups(launch_of_row[cta_first], rows["sm"][cta_first])
     sm_rows = cta_first[sm_first]
     sm_launch, sm = launch_of_row[sm_rows], rows["sm"][sm_rows]
@@ -241,10 +237,7 @@ def track_tree(
     track_of_row, first_row = groups(place_track[cta_of_row], rows["unit"], rows["lane"])
 
     width = np.array([chunk.widths.get(int(n), 1) for n in launch_numbers.tolist()], dtype=np.int64)
-    launch_begin = np.full(len(launch_numbers), np.iinfo(np.int64).max)
-    launch_end = np.full(len(launch_numbers), np.iinfo(np.int64).min)
-    np.minimum.at(launch_begin, launch_of_row, begin)
-    np.maximum.at(launch_end, launch_of_row, end)
+    launch_begin, launch_end = _spans(launch_of_row, len(launch_numbers), begin, end)
     return Tracks(
         timeline=timeline,
         launch=launch_numbers,
@@ -272,6 +265,17 @@ def track_tree(
         row_cta=cta_of_row,
         events=len(events["launch"]),
     )
+
+
+def _spans(
+    group: np.ndarray, count: int, begin: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (numbered 0 to ``count`` - 1), its rows' earliest begin and latest end."""
+    first = np.full(count, np.iinfo(np.int64).max)
+    last = np.full(count, np.iinfo(np.int64).min)
+    np.minimum.at(first, group, begin)
+    np.maximum.at(last, group, end)
+    return first, last
 
 
 def _carried_busy(
