@@ -27,7 +27,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Numbered:
+class NumberedRegister:
     """As many registers of one PTX type as a kernel needs, ``stem0``, ``stem1``, ...: one
     ``.reg`` line declares ``count`` of them (``%pik_b<3>``)."""
 
@@ -97,7 +97,7 @@ FRAME = (
 )
 
 # One per scope pair of the kernel: its begin's clock (nested pairs in one block need several).
-PAIR_BEGIN = Numbered("%pik_b", ".b32")
+PAIR_BEGIN = NumberedRegister("%pik_b", ".b32")
 
 # A kernel sized at launch (``frame_ptx``): its sizes, from the buffer pointer's low bits.
 CAPACITY_SHIFT = "%pik_shift"  # log2 of the entries per unit
@@ -115,8 +115,8 @@ ID_MATCH = "%pik_m"  # an id equals the listed one at hand
 SAMPLING = (Group(".b32", (CTA_SLOT, UNIT_SLOT)), Group(".pred", (CTA_SAMPLED, ID_MATCH)))
 
 # Aggregate mode (``aggregate_to_ptx``).
-SCOPE_BEGIN = Numbered("%pik_begin", ".b32")  # one per scope: its latest begin's clock
-OPEN = Numbered("%pik_open", ".b32")  # one bit per scope: a begin waits for its end
+SCOPE_BEGIN = NumberedRegister("%pik_begin", ".b32")  # one per scope: its latest begin's clock
+OPEN = NumberedRegister("%pik_open", ".b32")  # one bit per scope: a begin waits for its end
 OPEN_BITS = 32  # scopes per ``OPEN`` register
 DURATION = "%pik_d"
 DURATION_INVERTED = "%pik_dn"  # ~DURATION, whose max is the min
