@@ -104,8 +104,7 @@ def parse(data: object, where: str) -> LaunchBound:
     reason = data.get("reason")
     if not isinstance(reason, str) or not reason.isprintable():
         raise BoundError(f"{where}: 'reason' is {reprlib.repr(reason)}, not printable text")
-    nodes = [0]
-    _check_count(data.get("count"), f"{where}.count", (), nodes)
+    _check_count(data.get("count"), f"{where}.count", (), [0], 0)
     return LaunchBound(data["count"], reason)
 
 
@@ -113,11 +112,13 @@ def parse(data: object, where: str) -> LaunchBound:
 
 
 def _node(node: object, where: str, depth: int, nodes: list[int]) -> list:
+    """``node`` as a list, counted against ``MAX_NODES`` (``nodes`` holds the count so far) and
+    ``MAX_DEPTH`` (its nesting)."""
     nodes[0] += 1
     if nodes[0] > MAX_NODES:
         raise BoundError(f"{where}: the bound has over {MAX_NODES} nodes")
-    if len(where) > 40 * MAX_DEPTH or depth > MAX_DEPTH:
-        raise BoundError(f"{where}: the bound nests over {MAX_DEPTH} deep")
+    if depth > MAX_DEPTH:
+        raise BoundError(f"{where[:200]}...: the bound nests over {MAX_DEPTH} deep")
     if not isinstance(node, list) or not node or not isinstance(node[0], str):
         raise BoundError(f"{where} is {reprlib.repr(node)}, not a node [kind, ...]")
     return node
@@ -127,25 +128,29 @@ def _whole(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _check_count(node: object, where: str, loops: tuple[int, ...], nodes: list[int]) -> None:
+def _width(value: object) -> bool:
+    return _whole(value, 1, 64) and value in WIDTHS
+
+
+def _check_count(node: object, where: str, loops: tuple[int, ...], nodes: list[int], depth: int) -> None:
     if _whole(node, 0, MAX_CONSTANT):
         return
-    node = _node(node, where, len(loops), nodes)
+    node = _node(node, where, depth, nodes)
     kind = node[0]
     if kind in ("sum", "most") and len(node) >= 2:
         for i, child in enumerate(node[1:]):
-            _check_count(child, f"{where}[{i + 1}]", loops, nodes)
+            _check_count(child, f"{where}[{i + 1}]", loops, nodes, depth + 1)
         return
     if kind == "loop" and len(node) == 6 and _whole(node[1], 0, MAX_NODES) and node[1] not in loops:
         for i in (2, 3, 4):
-            _check_value(node[i], f"{where}[{i}]", loops, nodes)
-        _check_count(node[5], f"{where}[5]", (*loops, node[1]), nodes)
+            _check_value(node[i], f"{where}[{i}]", loops, nodes, depth + 1)
+        _check_count(node[5], f"{where}[5]", (*loops, node[1]), nodes, depth + 1)
         return
     raise BoundError(f"{where}: {reprlib.repr(node)} is not a count (a whole number, sum, most or loop)")
 
 
-def _check_value(node: object, where: str, loops: tuple[int, ...], nodes: list[int]) -> None:
-    node = _node(node, where, len(loops), nodes)
+def _check_value(node: object, where: str, loops: tuple[int, ...], nodes: list[int], depth: int) -> None:
+    node = _node(node, where, depth, nodes)
     kind, rest = node[0], node[1:]
     if kind == "const" and len(rest) == 1 and _whole(rest[0], -(1 << 63), MAX_CONSTANT):
         return
@@ -153,18 +158,18 @@ def _check_value(node: object, where: str, loops: tuple[int, ...], nodes: list[i
         return
     if kind in ("pid", "programs") and len(rest) == 1 and _whole(rest[0], 0, 2):
         return
-    if kind == "iv" and len(rest) == 1 and rest[0] in loops:
+    if kind == "iv" and len(rest) == 1 and _whole(rest[0], 0, MAX_NODES) and rest[0] in loops:
         return
-    if kind in BINARY and len(rest) == 3 and rest[0] in WIDTHS:
-        _check_value(rest[1], f"{where}[2]", loops, nodes)
-        _check_value(rest[2], f"{where}[3]", loops, nodes)
+    if kind in BINARY and len(rest) == 3 and _width(rest[0]):
+        _check_value(rest[1], f"{where}[2]", loops, nodes, depth + 1)
+        _check_value(rest[2], f"{where}[3]", loops, nodes, depth + 1)
         return
-    if kind == "cast" and len(rest) == 2 and rest[0] in WIDTHS:
-        _check_value(rest[1], f"{where}[2]", loops, nodes)
+    if kind == "cast" and len(rest) == 2 and _width(rest[0]):
+        _check_value(rest[1], f"{where}[2]", loops, nodes, depth + 1)
         return
     if kind == "either" and len(rest) == 2:
-        _check_value(rest[0], f"{where}[1]", loops, nodes)
-        _check_value(rest[1], f"{where}[2]", loops, nodes)
+        _check_value(rest[0], f"{where}[1]", loops, nodes, depth + 1)
+        _check_value(rest[1], f"{where}[2]", loops, nodes, depth + 1)
         return
     raise BoundError(f"{where}: {reprlib.repr(node)} is not a value node")
 

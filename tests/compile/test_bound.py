@@ -574,3 +574,23 @@ def test_if_else_and_an_early_return(compile_kernel):
     bound = max(1, 2) + 1
     assert (found.entries, found.source, found.bound) == (next_power_of_two(bound), "bound", bound)
     assert found.reason == f"no loops: at most {bound} entries on the heaviest path through the branches"
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "instrumentation:ctas=4:warps=0,3",
+        "instrumentation:granularity=warpgroup",
+        "instrumentation:granularity=cta:pairs=off",
+    ],
+)
+def test_a_launch_sized_kernel_assembles_sampled_and_at_every_granularity(
+    mode, compile_kernel, ptxas, tmp_path
+):
+    parsed = Mode.parse(mode)
+    kernel = compile_kernel(runtime_loop_kernel, SIGNATURE, {"BLOCK": 128}, mode=parsed, num_warps=4)
+    metadata = kernel_metadata_of(kernel)
+    assert metadata.capacity is not None and metadata.capacity.source == "launch"
+    ptx = kernel.asm["ptx"]
+    assert "%pik_cta_bytes" in ptx and "%pik_mask" in ptx
+    assert ptxas(ptx, tmp_path).returncode == 0

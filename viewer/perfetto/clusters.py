@@ -62,6 +62,10 @@ class ClusterTracks:
             ctas = join_ctas([self._going_on, ctas])
         done = np.isin(ctas["launch"], np.fromiter(ending, np.int64, len(ending)))
         self._going_on = {name: column[~done] for name, column in ctas.items()} if (~done).any() else None
+        if not ctas["cluster_rank"][done].any():
+            # Every CTA is its cluster's rank 0: clusters of one CTA each, which draw nothing
+            # (two CTAs of one cluster have two ranks). Most launches: no tuples made for them.
+            return False
         clusters = cluster_columns({name: column[done] for name, column in ctas.items()})
         size = clusters["size"]
         if not (size > 1).any():
