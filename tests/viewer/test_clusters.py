@@ -265,7 +265,7 @@ def test_a_launch_in_pieces_draws_each_cluster_once_as_a_whole(
         )
 
     render_session(session, {"pftrace": tmp_path / "whole.pftrace"})
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # every CTA its own chunk
     render_session(session, {"pftrace": tmp_path / "pieces.pftrace"})
     whole = drawn(tmp_path / "whole.pftrace")
     assert len(whole) == 2 * len(expected_clusters())  # each launch's three clusters

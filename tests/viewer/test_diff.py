@@ -47,7 +47,7 @@ from proton_ik.viewer.diff import (
 from proton_ik.viewer.diff.bootstrap import MedianBand, resample_counts
 from proton_ik.viewer.diff.compare import compare, kernel_table
 from proton_ik.viewer.diff.sample import ScopeKey, SessionSample
-from proton_ik.viewer.tables import Pipeline, TimeShift, pipeline
+from proton_ik.viewer.tables import Pipeline, TimeShift, runs
 
 DATA = Path(__file__).parents[1] / "data"
 # name, source line, median cycles
@@ -315,7 +315,7 @@ def test_a_loaded_trace_compares_as_its_file(sessions):
 
 def test_a_session_decoded_in_many_chunks_gives_the_same_diff(sessions, monkeypatch):
     whole = diff(sessions["a"], sessions["b"])
-    monkeypatch.setattr(pipeline, "GROUP_BYTES", 2048)  # a few CTAs per chunk
+    monkeypatch.setattr(runs, "GROUP_BYTES", 2048)  # a few CTAs per chunk
     assert len(list(Pipeline(viewer.read_session(sessions["a"]).launches, TimeShift()).chunks())) > 10
     pd.testing.assert_frame_equal(diff(sessions["a"], sessions["b"]), whole)
 

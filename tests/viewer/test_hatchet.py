@@ -103,7 +103,7 @@ def test_host_scopes_are_parents_and_launch_names_are_frames(tmp_path, busy_laun
 def test_a_launch_in_pieces_sums_as_one(tmp_path, monkeypatch):
     whole = tmp_path / "whole.hatchet"
     render_session(DATA / "add.pik", {"hatchet": whole})
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # every CTA its own chunk
     render_session(DATA / "add.pik", {"hatchet": tmp_path / "pieces.hatchet"})
     assert len(read_session(DATA / "add.pik").launches) == 1  # so the pieces are of one launch
     assert json.loads((tmp_path / "pieces.hatchet").read_text()) == json.loads(whole.read_text())

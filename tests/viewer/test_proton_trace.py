@@ -54,7 +54,7 @@ def test_events_come_in_launch_cta_warp_order_each_warps_in_the_order_they_began
 
 def test_a_launch_cut_into_pieces_comes_out_in_cta_order(tmp_path, monkeypatch):
     whole = _proton_trace("add", tmp_path)
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # every CTA its own chunk
     (tmp_path / "pieces").mkdir()
     assert _proton_trace("add", tmp_path / "pieces") == whole
 

@@ -241,7 +241,7 @@ def test_each_scope_slice_carries_its_source_file_and_reads_back(
         with SessionWriter(tmp_path / "t.pik", {"name": "t"}) as writer:
             for capture in captures:
                 writer.add_launch(capture.meta, capture.buffer)
-        monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # a packet sequence per launch
+        monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # a packet sequence per launch
         render_session(tmp_path / "t.pik", outputs)
         trace = viewer.load(tmp_path / "t.pik")
     expected = Counter(

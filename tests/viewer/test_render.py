@@ -46,7 +46,7 @@ def test_traces_hold_the_events_that_load_gives(session, tmp_path, monkeypatch, 
     expected_perfetto = readback.read_perfetto(trace.write_perfetto(tmp_path / "table.pftrace"))
     expected_chrome = readback.read_chrome(trace.write_chrome(tmp_path / "table.json"))
     # Small runs split launches into pieces across runs, and so across packet sequences.
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", group_bytes)
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", group_bytes)
     outputs = {"pftrace": tmp_path / "s.pftrace", "json": tmp_path / "s.json"}
     stats = render_session(session, outputs)
 
@@ -65,7 +65,7 @@ def test_traces_hold_the_events_that_load_gives(session, tmp_path, monkeypatch, 
 def test_a_launch_in_pieces_keeps_one_track_per_launch_and_sm(
     session, tmp_path, monkeypatch, pftrace_packets
 ):
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own run
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # every CTA its own run
     render_session(session, {"pftrace": tmp_path / "s.pftrace"})
     tracks = [
         p.track_descriptor for p in pftrace_packets(tmp_path / "s.pftrace") if p.HasField("track_descriptor")
@@ -82,7 +82,7 @@ def test_a_launch_in_pieces_keeps_one_track_per_launch_and_sm(
 
 
 def test_chrome_processes_of_a_launch_in_pieces_are_not_split(session, tmp_path, monkeypatch):
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)
     render_session(session, {"json": tmp_path / "s.json"})
     objects = json.loads((tmp_path / "s.json").read_text())["traceEvents"]
     names = Counter(o["args"]["name"] for o in objects if o["name"] == "process_name")
@@ -92,7 +92,7 @@ def test_chrome_processes_of_a_launch_in_pieces_are_not_split(session, tmp_path,
 
 
 def test_peak_memory_does_not_grow_with_the_number_of_launches(tmp_path, busy_launch, monkeypatch):
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 128 << 10)  # runs of about 4 launches
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 128 << 10)  # runs of about 4 launches
     capture = busy_launch(num_ctas=8, units=4, iterations=32, capacity=256)
 
     def peak(launches: int) -> int:

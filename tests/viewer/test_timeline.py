@@ -197,7 +197,7 @@ def overlapping_session(path: Path, fake_launch, sm_timer) -> Path:
 def test_a_launch_in_pieces_keeps_its_slots_and_its_counts(tmp_path, monkeypatch, fake_launch, sm_timer):
     session = overlapping_session(tmp_path / "o.pik", fake_launch, sm_timer)
     render_session(session, {"pftrace": tmp_path / "whole.pftrace", "json": tmp_path / "whole.json"})
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # every CTA its own chunk
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # every CTA its own chunk
     render_session(session, {"pftrace": tmp_path / "pieces.pftrace", "json": tmp_path / "pieces.json"})
     whole, pieces = descriptors(tmp_path / "whole.pftrace"), descriptors(tmp_path / "pieces.pftrace")
     assert len({d.uuid for d in pieces}) == len(pieces)  # no track described twice

@@ -30,7 +30,7 @@ def test_launches_decoded_together_or_one_by_one_give_the_same_tables(busy_launc
     # Two kernels, interleaved: each kernel's launches are decoded together, then put in launch order.
     captures = [busy_launch(launch=i, num_ctas=2 + i % 3) for i in range(6)]
     together = Trace.from_captures({"name": "t"}, captures)
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 0)
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 0)
     alone = Trace.from_captures({"name": "t"}, captures)
 
     assert together.events["launch"].tolist() == sorted(together.events["launch"])
@@ -73,7 +73,7 @@ def test_what_went_wrong_is_reported_not_raised(tmp_path, fake_launch):
 def test_a_launch_decoded_in_pieces_gives_the_same_tables_and_problems(fake_launch, monkeypatch):
     captures = [broken_launch(fake_launch), broken_launch(fake_launch)]
     whole = Trace.from_captures({"name": "t"}, captures)
-    monkeypatch.setattr("proton_ik.viewer.tables.pipeline.GROUP_BYTES", 1)  # one CTA per piece
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # one CTA per piece
     pieces = Trace.from_captures({"name": "t"}, captures)
 
     assert whole.problems == pieces.problems and len(whole.problems) == 2 * 4

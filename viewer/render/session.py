@@ -2,7 +2,7 @@
 
 ``render_session`` never builds the session's tables: the pipeline hands over a run of launches
 at a time (``tables.Chunk``), each writer adds it to its file, and it is dropped. Its memory is
-that of one run (up to ``tables.pipeline.GROUP_BYTES`` of stored data, decoded) however many launches the
+that of one run (up to ``tables.runs.GROUP_BYTES`` of stored data, decoded) however many launches the
 session holds; what it keeps per launch is its counts and its problems. ``trace.load`` is for
 when the tables themselves are wanted.
 """

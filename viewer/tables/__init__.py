@@ -2,7 +2,8 @@
 
 ``pipeline`` takes launches in and hands out chunks (``chunk``: a run of launches decoded into
 columns), with each SM's clock fitted first (``timebase``: cycles to nanoseconds, no rate
-assumed). ``table`` builds the columns of scope events, unit lifetimes, unmatched records and
+assumed); ``runs`` checks the launches and cuts them into the runs both of its passes walk, and
+``launch_spans`` times each launch from its headers alone. ``table`` builds the columns of scope events, unit lifetimes, unmatched records and
 launches; ``event_tables`` those of events, marks and values; ``aggregate`` the statistics of
 launches made with ``aggregate=on``; ``clusters`` the thread-block clusters; ``sampled`` says
 which CTAs and warps recorded. ``viewer.trace`` joins the chunks into a session's whole tables.
@@ -28,7 +29,8 @@ from proton_ik.viewer.tables.event_tables import (
     frames,
     parts_of,
 )
-from proton_ik.viewer.tables.pipeline import Launch, Pipeline, prepare
+from proton_ik.viewer.tables.pipeline import Pipeline, fit_session, launch_spans
+from proton_ik.viewer.tables.runs import Launch, prepare
 from proton_ik.viewer.tables.table import (
     EVENT_COLUMNS,
     UNIT_COLUMNS,
@@ -64,9 +66,11 @@ __all__ = [
     "cta_columns",
     "empty_chunk",
     "empty_frame",
+    "fit_session",
     "frame",
     "frames",
     "join_ctas",
+    "launch_spans",
     "parts_of",
     "prepare",
 ]

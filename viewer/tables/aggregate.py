@@ -36,7 +36,7 @@ from proton_ik.contract.layout import (
     BufferLayout,
 )
 from proton_ik.viewer.decode import CtaTable, UnitTable, decode_headers
-from proton_ik.viewer.tables.pipeline import Launch
+from proton_ik.viewer.tables.runs import Launch
 from proton_ik.viewer.tables.table import HOST_SCOPE_SEPARATOR, TimeShift, host_scopes, launch_name
 from proton_ik.viewer.tables.timebase import SmClocks
 

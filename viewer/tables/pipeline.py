@@ -15,24 +15,20 @@ each chunk to the trace files and drops it, so its memory does not grow with the
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout, RecordKind
-from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.contract.session_format import Capture, check_required_meta
+from proton_ik.contract.session_format import Capture
 from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
 from proton_ik.viewer.pairing import pair_records
-from proton_ik.viewer.session_file import StoredLaunch
 from proton_ik.viewer.tables.chunk import Chunk, Columns, joined_columns
 from proton_ik.viewer.tables.event_tables import AsyncParts, async_parts
+from proton_ik.viewer.tables.runs import Launch, Piece, prepare, runs
 from proton_ik.viewer.tables.table import (
     HOST_SCOPE_SEPARATOR,
     LAUNCH_COUNTS,
@@ -51,62 +47,6 @@ from proton_ik.viewer.tables.table import (
 )
 from proton_ik.viewer.tables.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
 
-# Stored bytes decoded at once: enough for whole-array work to pay, and few enough that a run's
-# arrays (a few MB) are reused from the heap and the caches. Measured (docs/PERFORMANCE.md, change
-# 5): 4 MB renders 20 to 40% faster than 32 MB, whose arrays are fresh, page-faulted memory.
-GROUP_BYTES = 4 << 20
-
-
-@dataclass(frozen=True)
-class Launch:
-    """A launch checked against its metadata: its place in the session, decode key and kernel."""
-
-    index: int
-    capture: Capture
-    key: tuple[str, str]  # kernel and profile: launches that decode together
-    kernel: KernelMetadata
-
-    @property
-    def meta(self) -> Mapping[str, Any]:
-        return self.capture.meta
-
-    @property
-    def layout(self) -> BufferLayout:
-        return self.kernel.layout
-
-    @property
-    def where(self) -> str:
-        return f"launch {self.meta['launch']} ({self.meta['kernel']})"
-
-    def view(self, *, headers_only: bool = False) -> BufferView:
-        """The launch's headers and entries, from its stored form (a trimmed one is not rebuilt)."""
-        if isinstance(self.capture, StoredLaunch):
-            return self.capture.view(self.layout, headers_only=headers_only)
-        try:
-            return raw_view(self.capture.buffer, self.layout)
-        except ValueError as error:
-            raise ValueError(f"{self.where}: {error}") from None
-
-
-def prepare(captures: Sequence[Capture]) -> list[Launch]:
-    """Check every launch's metadata, before anything is decoded."""
-    launches = []
-    # One copy of each key and its kernel metadata, however many launches share them.
-    kernels: dict[tuple[str, str], tuple[tuple[str, str], KernelMetadata]] = {}
-    for index, capture in enumerate(captures):
-        meta = capture.meta
-        check_required_meta(meta)
-        where = f"launch {meta['launch']} ({meta['kernel']})"
-        try:
-            key = (str(meta["kernel"]), json.dumps(meta["profile"], sort_keys=True))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: {error}") from None
-        if key not in kernels:
-            kernels[key] = key, KernelMetadata.from_dict(meta["profile"], where, "profile")
-        launches.append(Launch(index, capture, *kernels[key]))
-    return launches
-
-
 # --- pass 1: clocks, from the headers -----------------------------------------------------------
 
 
@@ -124,7 +64,7 @@ def fit_session(launches: Sequence[Launch], count: int | None = None) -> Session
     session's launches, where ``launches`` are some of them (a part: its lines borrow a rate
     from the part's launches only)."""
     lines, starts = [], []
-    for run in _runs(launches, lambda launch: launch.view(headers_only=True), split=False):
+    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
         for key in dict.fromkeys(piece.launch.key for piece in run):
             group = [piece for piece in run if piece.launch.key == key]
             _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
@@ -138,6 +78,36 @@ def fit_session(launches: Sequence[Launch], count: int | None = None) -> Session
         len(launches) if count is None else count,
     )
     return SessionClocks(clocks, _first_start(clocks, starts))
+
+
+def launch_spans(launches: Sequence[Launch], clocks: SmClocks) -> dict[str, np.ndarray]:
+    """Each launch's span from its unit headers alone, as the units table times them: the first
+    start and the last end of its finished units with a clock conversion (ns on the GPU's timer).
+    Launches with no such unit are left out; the rest come in launch order. A pass over the
+    headers, not the records: what matching launches to another tool's kernels needs."""
+    numbers, starts, ends = (
+        [np.zeros(0, dtype=np.int64)],
+        [np.zeros(0, dtype=np.int64)],
+        [np.zeros(0, dtype=np.int64)],
+    )
+    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
+        for key in dict.fromkeys(piece.launch.key for piece in run):
+            group = [piece for piece in run if piece.launch.key == key]
+            _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
+            index = np.array([piece.launch.index for piece in group], dtype=np.int64)
+            number = np.array([int(piece.launch.meta["launch"]) for piece in group], dtype=np.int64)
+            rows = clocks.rows(units.smid, index[units.launch])
+            timed = units.finished & (rows >= 0)
+            numbers.append(number[units.launch[timed]])
+            starts.append(clocks.convert(rows[timed], units.start_clock[timed]))
+            ends.append(clocks.convert(rows[timed], units.end_clock[timed]))
+    number, start, end = (np.concatenate(parts) for parts in (numbers, starts, ends))
+    launch, at = np.unique(number, return_inverse=True)
+    first = np.full(len(launch), np.iinfo(np.int64).max)
+    last = np.full(len(launch), np.iinfo(np.int64).min)
+    np.minimum.at(first, at, start)
+    np.maximum.at(last, at, end)
+    return {"launch": launch, "start_ns": first, "end_ns": last}
 
 
 def unit_anchors(units: UnitTable, index: np.ndarray) -> ClockAnchors:
@@ -200,51 +170,6 @@ def _first_start(
 # --- pass 2: records, in runs of launches -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Piece:
-    """Whole CTAs of one launch, from CTA ``first_cta`` on."""
-
-    launch: Launch
-    first_cta: int
-    view: BufferView
-    last: bool  # the launch's last piece
-
-
-def _runs(
-    launches: Sequence[Launch], view: Callable[[Launch], BufferView], split: bool
-) -> Iterator[list[_Piece]]:
-    """Consecutive launches in runs of up to GROUP_BYTES of stored bytes. With ``split``, a larger
-    launch comes in pieces of whole CTAs, each its own run or the end or start of one."""
-    run: list[_Piece] = []
-    size = 0
-    for launch in launches:
-        whole = view(launch)
-        for piece in _pieces(launch, whole) if split else [_Piece(launch, 0, whole, True)]:
-            run.append(piece)
-            size += _bytes(piece.view)
-            if size >= GROUP_BYTES:
-                yield run
-                run, size = [], 0
-    if run:
-        yield run
-
-
-def _bytes(view: BufferView) -> int:
-    return view.cta_headers.nbytes + view.unit_headers.nbytes + view.entries.nbytes
-
-
-def _pieces(launch: Launch, view: BufferView) -> list[_Piece]:
-    """The launch in pieces of whole CTAs, each about GROUP_BYTES of stored bytes (at least one CTA)."""
-    if _bytes(view) <= GROUP_BYTES or view.num_ctas <= 1:
-        return [_Piece(launch, 0, view, True)]
-    # A CTA's bytes: its headers and the entries up to the next CTA's (in either stored form).
-    reach = np.diff(np.append(view.slot0[:, 0], len(view.entries))) * view.entries.itemsize
-    size = view.cta_headers.itemsize + view.unit_headers[0].nbytes + np.maximum(reach, 0)
-    window = (np.cumsum(size) - size) // max(GROUP_BYTES, 1)
-    bounds = [0, *(np.flatnonzero(np.diff(window)) + 1).tolist(), view.num_ctas]
-    return [_Piece(launch, a, view.ctas(a, b), b == view.num_ctas) for a, b in itertools.pairwise(bounds)]
-
-
 @dataclass
 class _Tally:
     """What the launch table needs of one launch, added up over its pieces."""
@@ -301,10 +226,10 @@ class Pipeline:
     def chunks(self) -> Iterator[Chunk]:
         """The session's chunks (or those of its ``only`` launches), in launch order."""
         launches = self.launches if self.only is None else self.launches[self.only[0] : self.only[1]]
-        for run in _runs(launches, lambda launch: launch.view(), split=True):
+        for run in runs(launches, lambda launch: launch.view(), split=True):
             yield self._chunk(run)
 
-    def _chunk(self, run: list[_Piece]) -> Chunk:
+    def _chunk(self, run: list[Piece]) -> Chunk:
         parts = [
             self._decode([piece for piece in run if piece.launch.key == key])
             for key in dict.fromkeys(piece.launch.key for piece in run)
@@ -333,7 +258,7 @@ class Pipeline:
             async_parts=tuple(part[3] for part in parts if part[3] is not None),
         )
 
-    def _decode(self, pieces: list[_Piece]) -> tuple[Columns, Columns, Columns, AsyncParts | None]:
+    def _decode(self, pieces: list[Piece]) -> tuple[Columns, Columns, Columns, AsyncParts | None]:
         """Decode and pair pieces of one kernel and profile; tally their launches' counts."""
         launch = pieces[0].launch
         decoded = decode_views(
@@ -421,7 +346,7 @@ class Pipeline:
         )
 
 
-def _piece_labels(pieces: list[_Piece]) -> Columns:
+def _piece_labels(pieces: list[Piece]) -> Columns:
     """Kernel, launch number and host scope path of each piece, for ``event_tables``."""
     metas = [piece.launch.meta for piece in pieces]
     return {

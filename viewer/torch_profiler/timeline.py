@@ -93,16 +93,29 @@ class Alignment:
 
 def launch_spans(session_path: str | Path) -> tuple[pd.DataFrame, dict]:
     """Each launch of a session with its kernel, device, stream and span (``start_ns`` of its
-    first unit to ``end_ns`` of its last, on the GPU's timer), and the session's info."""
-    from proton_ik.viewer.trace import load
+    first unit to ``end_ns`` of its last, on the GPU's timer), and the session's info. Read from
+    the unit headers alone (``tables.launch_spans``): the records are decoded once, by the render."""
+    from proton_ik.viewer.session_file import read_session
+    from proton_ik.viewer.tables import fit_session, prepare
+    from proton_ik.viewer.tables import launch_spans as header_spans
 
-    trace = load(session_path)
-    units = trace.units
-    finished = units[units["finished"]]
-    spans = finished.groupby("launch").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
-    launches = trace.launches.set_index("launch")[["kernel", "device", "stream"]]
-    table = launches.join(spans, how="inner").reset_index()
-    return table, dict(trace.info)
+    session = read_session(session_path)
+    launches = prepare(session.launches)
+    spans = pd.DataFrame(header_spans(launches, fit_session(launches).clocks))
+    metas = pd.DataFrame(
+        [
+            {
+                "launch": int(launch.meta["launch"]),
+                "kernel": str(launch.meta["kernel"]),
+                "device": launch.meta.get("device"),
+                "stream": launch.meta.get("stream"),
+            }
+            for launch in launches
+        ],
+        columns=["launch", "kernel", "device", "stream"],
+    )
+    table = metas.set_index("launch").join(spans.set_index("launch"), how="inner").reset_index()
+    return table, dict(session.info)
 
 
 def align_launches(spans: pd.DataFrame, kernels: pd.DataFrame, prior_ns: int | None) -> Alignment:
