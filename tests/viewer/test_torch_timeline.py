@@ -37,6 +37,20 @@ def spans():
     return launch_spans(SESSION)
 
 
+@pytest.mark.parametrize("name", ["torch_profiler.pik", "clusters.pik", "events.pik", "ring.pik"])
+def test_launch_spans_from_the_headers_are_the_units_tables(name):
+    """The span pass reads unit headers only; its spans are those of the decoded units table."""
+    spans, _ = launch_spans(DATA / name)
+    trace = proton_ik.viewer.load(DATA / name)
+    units = trace.units[trace.units["finished"]]
+    expected = units.groupby("launch").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    assert spans["launch"].tolist() == expected.index.tolist()
+    assert spans["start_ns"].tolist() == expected["start_ns"].tolist()
+    assert spans["end_ns"].tolist() == expected["end_ns"].tolist()
+    launches = trace.launches.set_index("launch").loc[spans["launch"]]
+    assert spans["kernel"].tolist() == launches["kernel"].astype(str).tolist()
+
+
 def test_kineto_kernels_are_on_the_hosts_realtime_clock(kineto):
     kernels = kineto.kernels
     busy = kernels[kernels["name"] == "busy_kernel"]
