@@ -18,31 +18,16 @@ import signal
 import time
 
 import torch
-import triton
-import triton.language as tl
 
 import proton_ik
-import proton_ik.language as pl
+from benchmarks.kernels.elementwise import short_add_kernel as add_kernel
 from proton_ik.contract.session_format import host_offset_ns
 from proton_ik.viewer import read_session
 
 N, BLOCK, STEPS = 1 << 22, 1024, 10
-WARPS, SCOPES = 4, 3  # add_kernel's warps (Triton's default), and its scopes per warp
+WARPS, SCOPES = 4, 3  # the suite's short add kernel: Triton's default warps, 3 scopes per warp
 IN_FLIGHT = 20  # launches made after the flush and before the kill
 SLEEP_CYCLES = 400_000_000  # about 0.2 s at 2 GHz: far longer than queueing the steps takes
-
-
-@triton.jit
-def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    with pl.scope("load"):
-        a = tl.load(x + offsets, mask=mask)
-        b = tl.load(y + offsets, mask=mask)
-    with pl.scope("compute"):
-        c = a * b + a
-    with pl.scope("store"):
-        tl.store(out + offsets, c, mask=mask)
 
 
 def rank_job(out_dir: str) -> None:

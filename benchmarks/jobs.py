@@ -54,6 +54,13 @@ def killed(scratch: Path) -> dict[str, Any]:
     return {**lines[0], "readable": readable}
 
 
+def marker_gaps(
+    first: dict[str, Any], second: dict[str, Any], key: str = "marker_starts_host_ns"
+) -> list[int]:
+    """Step by step, rank 1's marker time less rank 0's (ns on the host clock), from their lines."""
+    return [b - a for a, b in zip(first[key], second[key], strict=True)]
+
+
 def alignment(scratch: Path) -> dict[str, Any]:
     """Two ranks' marker starts, step by step, on the host clock; skipped with one GPU."""
     import torch

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 from benchmarks.job_rank import BLOCK, IN_FLIGHT, SCOPES, STEPS, WARPS, N  # noqa: E402
-from benchmarks.jobs import run_rank  # noqa: E402
+from benchmarks.jobs import marker_gaps, run_rank  # noqa: E402
 
 EVENTS_PER_CTA = WARPS * SCOPES
 # The test's bound on the misalignment of two GPUs of one host, marker against marker: loose, as
@@ -69,13 +69,11 @@ def test_a_torchrun_job_writes_an_exact_session_per_rank_aligned_in_one_trace(tm
     assert [name.split(":")[0] for name in roots] == ["rank 0", "rank 1"]
     first, second = sorted(ranks, key=lambda r: r["rank"])
 
-    def gaps(key: str) -> list[int]:
-        return [b - a for a, b in zip(first[key], second[key], strict=True)]
-
-    median = statistics.median(gaps("marker_starts_host_ns"))
+    gaps = marker_gaps(first, second)
+    median = statistics.median(gaps)
     print(
-        f"cross-GPU alignment: marker start gaps {gaps('marker_starts_host_ns')} ns, median {median} ns; "
-        f"first-record begin gaps (through the clock fit) {gaps('marker_begins_host_ns')} ns; "
+        f"cross-GPU alignment: marker start gaps {gaps} ns, median {median} ns; first-record begin "
+        f"gaps (through the clock fit) {marker_gaps(first, second, 'marker_begins_host_ns')} ns; "
         f"markers queued at {[r['markers_queued_ns'] for r in ranks]} ns after the sleep"
     )
     assert abs(median) <= ALIGNED_WITHIN_NS

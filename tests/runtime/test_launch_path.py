@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from triton.compiler.compiler import CompiledKernel, LazyDict
@@ -17,31 +16,15 @@ from proton_ik import host_scopes
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.runtime import hooks, loaded
-from proton_ik.runtime.pool import RingPool
 
 pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_drain import FakeDrain
 
 FUNCTION = 7001
 # Calls per launch made by proton_ik's code (its Python functions, and the C functions they call),
 # the wrapper, the allocator and the exit hook together: 13 when this was written.
 CALLS_PER_LAUNCH = 16
-
-
-class _Drain:
-    """A drain with a real ring pool and no device: what the hooks hand it, kept."""
-
-    device = 0
-    base = 1 << 40
-
-    def __init__(self):
-        self.pool = RingPool(1 << 24)
-        self.submitted: list[Any] = []
-
-    def allocate(self, size):
-        return self.pool.try_allocate(size)
-
-    def submit(self, launch, stream):
-        self.submitted.append((launch, stream))
 
 
 class _Compiled:
@@ -63,7 +46,7 @@ def recorder(monkeypatch):
     recorder = hooks.LaunchRecorder(
         1 << 20, lambda *args: None, is_capturing=lambda: False, current_device=lambda: 0
     )
-    recorder.drains = {0: _Drain()}
+    recorder.drains = {0: FakeDrain()}
     recorder.install()  # Triton's CompiledKernel.launch_metadata now announces each launch
     yield recorder
     recorder.uninstall()
@@ -137,7 +120,7 @@ def test_a_launch_that_announced_nothing_is_still_known_by_its_metadata(recorder
 def test_the_allocator_hands_the_launcher_an_int(recorder):
     CompiledKernel.launch_metadata(_Compiled(), (4,), 5)  # type: ignore[arg-type]
     pointer = recorder.allocate(4 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
-    assert type(pointer) is int and pointer >= _Drain.base
+    assert type(pointer) is int and pointer >= FakeDrain.base
 
 
 def test_a_kernel_loaded_before_the_session_is_registered_at_its_first_launch(recorder):

@@ -5,6 +5,8 @@ cannot be sized, a ring, and the launch's capacity says why."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,9 +17,10 @@ from proton_ik.contract.launch_bound import LaunchBound
 from proton_ik.contract.layout import CAPACITY_SHIFT_MASK, CTA_ALIGN, BufferLayout
 from proton_ik.contract.metadata import Capacity, KernelMetadata
 from proton_ik.runtime import hooks, loaded
-from proton_ik.runtime.pool import RingPool
 
 pytest.importorskip("torch")
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_drain import FakeDrain
 
 FUNCTION = 7101
 RING = 512
@@ -26,21 +29,6 @@ UNITS = 4
 PERSISTENT = LaunchBound(
     ["loop", 0, ["pid", 0], ["arg", "n_tiles"], ["const", 132], 2], "the loop at k.py:9 runs ..."
 )
-
-
-class _Drain:
-    device = 0
-    base = 1 << 40
-
-    def __init__(self, pool_bytes: int):
-        self.pool = RingPool(pool_bytes)
-        self.submitted: list[Any] = []
-
-    def allocate(self, size):
-        return self.pool.try_allocate(size)
-
-    def submit(self, launch, stream):
-        self.submitted.append((launch, stream))
 
 
 class _Compiled:
@@ -70,7 +58,7 @@ def recorder_of(monkeypatch, pool_bytes: int = 1 << 26) -> hooks.LaunchRecorder:
     recorder = hooks.LaunchRecorder(
         pool_bytes, lambda *args: None, is_capturing=lambda: False, current_device=lambda: 0
     )
-    recorder.drains = {0: _Drain(pool_bytes)}
+    recorder.drains = {0: FakeDrain(pool_bytes)}
     recorder.install()
     return recorder
 
