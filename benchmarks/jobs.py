@@ -26,6 +26,20 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 KILL_AFTER = 50
 
 
+def torchrun(out: Path) -> list[str]:
+    """The command of a two-rank job on this host's GPUs, writing its sessions into ``out``."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "benchmarks.job_rank",
+        str(out),
+    ]
+
+
 def run_rank(args: list[str], cwd: Path, timeout: int = 300) -> tuple[list[dict[str, Any]], str]:
     """Run ``benchmarks.job_rank`` (alone, or under torchrun); its JSON lines, and the output's
     tail where it printed none."""
@@ -68,17 +82,7 @@ def alignment(scratch: Path) -> dict[str, Any]:
     if torch.cuda.device_count() < 2:
         return {"skipped": f"needs two GPUs on one host, this one has {torch.cuda.device_count()}"}
     out = scratch / "job"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "-m",
-        "benchmarks.job_rank",
-        str(out),
-    ]
-    ranks, failure = run_rank(command, scratch)
+    ranks, failure = run_rank(torchrun(out), scratch)
     if len(ranks) != 2:
         return {"error": failure or f"{len(ranks)} ranks reported"}
     first, second = sorted(ranks, key=lambda r: r["rank"])

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 from benchmarks.job_rank import BLOCK, IN_FLIGHT, SCOPES, STEPS, WARPS, N  # noqa: E402
-from benchmarks.jobs import marker_gaps, run_rank  # noqa: E402
+from benchmarks.jobs import marker_gaps, run_rank, torchrun  # noqa: E402
 
 EVENTS_PER_CTA = WARPS * SCOPES
 # The test's bound on the misalignment of two GPUs of one host, marker against marker: loose, as
@@ -35,19 +35,7 @@ def test_a_torchrun_job_writes_an_exact_session_per_rank_aligned_in_one_trace(tm
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
     out = tmp_path / "job"
-    ranks = _run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "benchmarks.job_rank",
-            str(out),
-        ],
-        tmp_path,
-    )
+    ranks = _run(torchrun(out), tmp_path)
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert sorted(Path(r["session"]).name for r in ranks) == ["dist.rank0.pik", "dist.rank1.pik"]
     for rank in ranks:
