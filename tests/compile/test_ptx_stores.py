@@ -18,7 +18,8 @@ cache hint from ``createpolicy``),
 ``red.global`` add and max, branches to its own labels, ``bar.warp.sync``). It runs the
 ``%pik_`` instructions of a straight-line kernel in text order and skips the kernel's own, which
 never touch a ``%pik_`` register; where ours read one of the kernel's registers (a predicate, an
-event's index, a value), the test gives its value. Every thread of a CTA runs up to a
+event's index, a value), the test gives its value. A kernel sized at launch is handed the
+address with its capacity's log2 in the low bits, as the allocator hands it over. Every thread of a CTA runs up to a
 ``bar.warp.sync`` before any goes on past it. Anything else on a ``%pik_`` register stops it with the line, so that a
 change in the lowering fails here rather than going unchecked. A reduction must find its bytes
 written before (the buffer is not cleared by anyone else).
@@ -76,6 +77,21 @@ def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
     pl.exit_scope("store")
 
 
+@triton.jit
+def repeated_add_kernel(x, y, out, n, repeats, BLOCK: tl.constexpr):
+    """add_kernel's scopes in a loop that runs ``repeats`` times: segments sized at each launch
+    (``contract.launch_bound``). The interpreter runs the body's records once, in text order."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    for _ in range(repeats):
+        with pl.scope("load"):
+            a = tl.load(x + offs, mask=mask)
+            b = tl.load(y + offs, mask=mask)
+        pl.enter_scope("store")
+        tl.store(out + offs, a + b, mask=mask)
+        pl.exit_scope("store")
+
+
 ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 # add_kernel's records in program order: (scope id, is_end), scopes numbered as first entered.
 ADD_RECORDS = [(0, False), (0, True), (1, False), (1, True)]
@@ -89,6 +105,17 @@ _ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
 _LABEL = re.compile(r"^(?P<label>\$pik_\w+):$")
 _COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b}
 _REDUCE = {"add": lambda a, b: a + b, "max": max}
+_ARITHMETIC = {
+    "shr": lambda a, b: a >> b,
+    "shl": lambda a, b: a << b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "add": lambda a, b: a + b,  # an immediate may be negative (-1): the result is masked to width
+    "sub": lambda a, b: a - b,
+    "min": min,
+    "div": lambda a, b: a // b if b else 0,  # sampling's CTA stride
+    "rem": lambda a, b: a % b if b else 0,
+}
 _BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64, "pred": 1}
 
 
@@ -239,7 +266,15 @@ class Memory:
 
 
 def run_thread(
-    program, labels, scratch_param: str, thread: Thread, memory: Memory, writer: int, regs=None, pc: int = 0
+    program,
+    labels,
+    scratch_param: str,
+    thread: Thread,
+    memory: Memory,
+    writer: int,
+    regs=None,
+    pc: int = 0,
+    tag: int = 0,
 ) -> int | None:
     """Run one thread from ``pc`` with registers ``regs``: None once it returns, or where to go
     on after a ``bar.warp.sync``, which the other threads must reach first."""
@@ -276,14 +311,12 @@ def run_thread(
         elif base == "ld" and ins.op[1] == "param":
             if args[1] != f"[{scratch_param}]":
                 raise PtxError(f"PTX line {ins.line}: reads {args[1]}, not profile_scratch")
-            regs[args[0]] = SCRATCH
+            regs[args[0]] = SCRATCH + tag
         elif base == "mov":
             regs[args[0]] = value(args[1]) & mask
         elif base in ("shr", "shl", "and", "or", "add", "sub", "min", "div", "rem"):
             a, b = value(args[1]), value(args[2])
-            result = {"shr": a >> b, "and": a & b, "or": a | b, "add": a + b, "sub": a - b, "min": min(a, b)}
-            result |= {"div": a // b if b else 0, "rem": a % b if b else 0}  # sampling's CTA stride
-            regs[args[0]] = (a << b if base == "shl" else result[base]) & mask
+            regs[args[0]] = _ARITHMETIC[base](a, b) & mask
         elif base == "not":
             regs[args[0]] = ~value(args[1]) & mask
         elif base == "bfind":
@@ -366,6 +399,7 @@ class Case:
     granularity: Granularity
     num_warps: int
     paired: bool
+    tag: int = 0  # a launch-sized kernel's log2(capacity), in the buffer address's low bits
 
     @property
     def threads(self) -> int:
@@ -429,7 +463,7 @@ def launch(
                     for tid, (regs, pc) in list(running.items()):
                         writer = linear * case.threads + tid
                         resume = run_thread(
-                            program, labels, scratch, threads[linear, tid], memory, writer, regs, pc
+                            program, labels, scratch, threads[linear, tid], memory, writer, regs, pc, case.tag
                         )
                         if resume is None:
                             del running[tid]
@@ -438,10 +472,19 @@ def launch(
     return Launch(memory, threads)
 
 
-def compile_case(compile_kernel, mode: Mode, num_warps: int) -> Case:
-    kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=num_warps)
-    layout = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
-    return Case(kernel.asm["ptx"], layout, mode.granularity, num_warps, mode.pairs)
+def compile_case(compile_kernel, mode: Mode, num_warps: int, capacity: int | None = None) -> Case:
+    """add_kernel under ``mode``; with ``capacity``, the repeated add kernel, sized at launch to
+    ``capacity`` entries per unit as the allocator would hand it over (its layout that launch's)."""
+    if capacity is None:
+        kernel = compile_kernel(add_kernel, ADD_SIGNATURE, {"BLOCK": 1024}, mode=mode, num_warps=num_warps)
+        layout = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
+        return Case(kernel.asm["ptx"], layout, mode.granularity, num_warps, mode.pairs)
+    signature = {**ADD_SIGNATURE, "repeats": "i32"}
+    kernel = compile_kernel(repeated_add_kernel, signature, {"BLOCK": 1024}, mode=mode, num_warps=num_warps)
+    assert kernel.metadata.proton_ik["capacity"]["source"] == "launch"
+    compiled = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
+    layout = BufferLayout(units=compiled.units, capacity=capacity, sampling=compiled.sampling)
+    return Case(kernel.asm["ptx"], layout, mode.granularity, num_warps, mode.pairs, capacity.bit_length() - 1)
 
 
 MODES = {
@@ -453,6 +496,10 @@ MODES = {
     "warpgroup_2": (Mode(granularity=Granularity.WARPGROUP_2, capacity=4), 16),  # 8 warps a unit
     "warp_8": (Mode(granularity=Granularity.WARP_8, capacity=4), 8),  # one unit: the CTA's 8 warps
     "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
+    # Sized at launch: the capacity comes in the address, a ring of 1 wraps, 4 holds both pairs
+    "launch-sized-1": (Mode(), 4, 1),
+    "launch-sized-4": (Mode(), 4, 4),
+    "launch-sized-singles-warpgroup": (Mode(pairs=False, granularity=Granularity.WARPGROUP), 8, 8),
 }
 
 
@@ -630,3 +677,11 @@ def test_every_record_store_keeps_its_line_in_l2_and_no_header_store_does(case: 
     assert sum(line.startswith("createpolicy.fractional.L2::evict_last.b64") for line in lines) == 1
     headers = [line for line in lines if "st.global" in line and "[%pik_a" not in line]
     assert headers and not any("cache_hint" in line for line in headers)
+
+
+def test_every_cta_header_holds_the_capacity_its_segments_have(case: Case):
+    """The compiled ring's, or a launch-sized kernel's: the one its address carried."""
+    result = launch(case, GRID_3D)
+    cta, _, _ = regions(case, result.memory)
+    assert (cta["capacity"] == case.layout.capacity).all()
+    assert (cta["units"] == case.layout.units).all()
