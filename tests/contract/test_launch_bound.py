@@ -137,3 +137,109 @@ def test_an_inner_loop_bounded_by_the_outer_induction_variable():
     entries = LaunchBound(count, "r").compile()([4], {"M": 10})
     truth = max(sum(m + 1 for m in range(pid, 10, 4)) for pid in range(4))
     assert entries is not None and entries >= truth
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 70), 1 << 70)
+    | st.text(max_size=5)
+    | st.sampled_from(
+        [
+            "loop",
+            "sum",
+            "most",
+            "const",
+            "arg",
+            "pid",
+            "programs",
+            "iv",
+            "add",
+            "mul",
+            "div",
+            "cast",
+            "either",
+        ]
+    ),
+    lambda children: (
+        st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=3), children, max_size=3)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    count=JSON,
+    grid=st.lists(st.integers(0, 1 << 31), min_size=1, max_size=3),
+    n=st.integers(-(1 << 40), 1 << 40),
+)
+def test_any_json_is_refused_or_evaluates_to_a_count_or_none(count, grid, n):
+    """What a damaged or hostile file holds in ``launch_bound``: a BoundError, or a bound whose
+    evaluation never raises."""
+    try:
+        bound = parse({"count": count, "reason": "r"}, "profile.launch_bound")
+    except BoundError:
+        return
+    entries = bound.compile()(grid, {name: n for name in bound.arguments})
+    assert entries is None or (isinstance(entries, int) and entries >= 0)
+
+
+def values(loops: tuple[int, ...]):
+    leaves = [
+        st.builds(lambda v: ["const", v], st.integers(-(1 << 40), 1 << 40)),
+        st.builds(lambda a: ["arg", a], st.sampled_from(["n", "k"])),
+        st.builds(lambda a: ["pid", a], st.integers(0, 2)),
+        st.builds(lambda a: ["programs", a], st.integers(0, 2)),
+        *([st.builds(lambda k: ["iv", k], st.sampled_from(loops))] if loops else []),
+    ]
+    return st.recursive(
+        st.one_of(leaves),
+        lambda inner: st.one_of(
+            st.builds(
+                lambda op, w, a, b: [op, w, a, b],
+                st.sampled_from(
+                    ["add", "sub", "mul", "div", "ceildiv", "rem", "min", "max", "divu", "ceildivu", "remu"]
+                ),
+                st.sampled_from([32, 64]),
+                inner,
+                inner,
+            ),
+            st.builds(lambda w, a: ["cast", w, a], st.sampled_from([32, 64]), inner),
+            st.builds(lambda a, b: ["either", a, b], inner, inner),
+        ),
+        max_leaves=8,
+    )
+
+
+@st.composite
+def counts(draw, loops: tuple[int, ...] = (), depth: int = 0):
+    if depth >= 3:
+        return draw(st.integers(0, 10))
+    kind = draw(st.sampled_from(["int", "sum", "most", "loop"]))
+    if kind == "int":
+        return draw(st.integers(0, 10))
+    if kind == "loop":
+        loop = len(loops)
+        return [
+            "loop",
+            loop,
+            draw(values(loops)),
+            draw(values(loops)),
+            draw(values(loops)),
+            draw(counts((*loops, loop), depth + 1)),
+        ]
+    return [kind, *draw(st.lists(counts(loops, depth + 1), min_size=1, max_size=3))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    count=counts(),
+    grid=st.lists(st.integers(1, 1 << 20), min_size=1, max_size=3),
+    n=st.integers(-(1 << 33), 1 << 33),
+    k=st.integers(-100, 1 << 20),
+)
+def test_any_well_formed_bound_evaluates_without_raising(count, grid, n, k):
+    bound = parse({"count": count, "reason": "r"}, "b")
+    entries = bound.compile()(grid, {"n": n, "k": k})
+    assert entries is None or (isinstance(entries, int) and entries >= 0)
