@@ -88,7 +88,7 @@ def _show(args: argparse.Namespace) -> int:
         kind = _kind(path)
         if (refused := _not_ours(path, kind)) is not None:
             raise refused
-        trace = viewer.load(path) if kind == "session" else _read_trace(path, kind)
+        trace = viewer.load_for_summary(path) if kind == "session" else _read_trace(path, kind)
         summary = trace.summary()
         if len(paths) > 1:
             print(terminal_safe(f"== {path}"))

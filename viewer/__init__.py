@@ -49,7 +49,7 @@ from proton_ik.viewer.render import RenderStats, render_session
 from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
 from proton_ik.viewer.summary import Summary
 from proton_ik.viewer.tables import cluster_table
-from proton_ik.viewer.trace import Trace, load
+from proton_ik.viewer.trace import Trace, load, load_for_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,6 +64,7 @@ __all__ = [
     "aggregate_table",
     "cluster_table",
     "load",
+    "load_for_summary",
     "read_session",
     "render",
     "render_session",

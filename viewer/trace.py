@@ -47,6 +47,23 @@ TIME_SHIFT_KEY = "time_shift_cycles"
 _NO_LAUNCH = {"launch": 0, "kernel": "", "profile": {"layout": BufferLayout(units=1, capacity=1).to_dict()}}
 EVENT_TABLE = [*EVENT_COLUMNS, "begin_rel_ns", "end_rel_ns"]
 UNIT_TABLE = [*UNIT_COLUMNS, "start_rel_ns", "end_rel_ns"]
+# What ``Trace.summary`` reads of the events and units tables (the statistics, the kernels'
+# lifetimes, the clusters): ``load_for_summary`` keeps only these of each chunk as it comes.
+SUMMARY_COLUMNS = {
+    "events": ["kernel", "launch", "scope", "line", "file", "dur_ns", "dur_cycles"],
+    "units": [
+        "kernel",
+        "launch",
+        "cta",
+        "sm",
+        "cluster",
+        "cluster_rank",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "finished",
+    ],
+}
 
 
 class Trace:
@@ -89,18 +106,26 @@ class Trace:
         self.values = empty[2] if values is None else values
 
     @classmethod
-    def from_captures(cls, info: Mapping[str, Any], captures: Iterable[Capture]) -> Trace:
-        """Decode launches held in memory or read from a session file."""
+    def from_captures(
+        cls,
+        info: Mapping[str, Any],
+        captures: Iterable[Capture],
+        *,
+        only: Mapping[str, list[str]] | None = None,
+    ) -> Trace:
+        """Decode launches held in memory or read from a session file. ``only``: the columns of
+        the events and units tables to keep (``SUMMARY_COLUMNS``), dropped from each chunk as it
+        comes, so that memory holds those alone; by default every column."""
         shift = time_shift_cycles(info)
         captures = list(captures)
         if not captures:
             # A launch with no CTAs gives tables with every column and no rows.
             chunks = list(Pipeline([LaunchCapture(_NO_LAUNCH, np.zeros(0, dtype=np.uint8))], shift).chunks())
-            events, units, unmatched, launches = _tables(chunks)
+            events, units, unmatched, launches = _tables(chunks, only)
             return cls(info, events, units, unmatched, launches.iloc[:0])
         pipeline = Pipeline(captures, shift)
-        chunks = list(pipeline.chunks())
-        tables = _tables(chunks)
+        chunks = [_kept(chunk, only) for chunk in pipeline.chunks()]
+        tables = _tables(chunks, only)
         session = pipeline.session
         return cls(
             info,
@@ -188,6 +213,14 @@ def load(path: str | Path) -> Trace:
     return Trace.from_captures(session.info, session.launches)
 
 
+def load_for_summary(path: str | Path) -> Trace:
+    """Read and decode a session file for its ``summary()`` alone: the events and units tables
+    hold only ``SUMMARY_COLUMNS`` (the other tables are whole). A fraction of ``load``'s memory
+    and time on sessions of tens of millions of records."""
+    session = read_session(path)
+    return Trace.from_captures(session.info, session.launches, only=SUMMARY_COLUMNS)
+
+
 def time_shift_cycles(info: Mapping[str, Any]) -> TimeShift:
     """The session's calibrated cost of an empty scope, for single records and for pairs: one
     number for both, or ``{"single": s, "pair": p}`` (0 in files from before it was measured)."""
@@ -203,8 +236,24 @@ def time_shift_cycles(info: Mapping[str, Any]) -> TimeShift:
     return TimeShift(single=values["single"], pair=values["pair"])
 
 
-def _tables(chunks: list[Chunk]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The events, units, unmatched and launches tables of a session's chunks (in launch order)."""
+def _kept(chunk: Chunk, only: Mapping[str, list[str]] | None) -> Chunk:
+    """``chunk`` with only the ``only`` columns of its events and units (their masks and the
+    ``order`` they are sorted by kept too)."""
+    if only is None:
+        return chunk
+
+    def keep(columns: Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+        wanted = {*names, *(f"{name}_missing" for name in names), "order"}
+        return {name: column for name, column in columns.items() if name in wanted}
+
+    return replace(chunk, events=keep(chunk.events, only["events"]), units=keep(chunk.units, only["units"]))
+
+
+def _tables(
+    chunks: list[Chunk], only: Mapping[str, list[str]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The events, units, unmatched and launches tables of a session's chunks (in launch order);
+    ``only``: the columns of the events and units tables to build."""
     last = chunks[-1]
     kernel_names, kernel_remap = categories(last.kernels)
     scope_names, scope_remap = categories(last.scopes)
@@ -212,7 +261,12 @@ def _tables(chunks: list[Chunk]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     file_names, file_remap = categories(last.files)
     labels = {"kernel": kernel_names, "scope": scope_names, "host_scope": host_names, "file": file_names}
     tables = []
-    for table, names in (("events", EVENT_TABLE), ("units", UNIT_TABLE), ("unmatched", UNMATCHED_COLUMNS)):
+    wanted = {"events": EVENT_TABLE, "units": UNIT_TABLE, **(only or {})}
+    for table, names in (
+        ("events", wanted["events"]),
+        ("units", wanted["units"]),
+        ("unmatched", UNMATCHED_COLUMNS),
+    ):
         columns = _in_launch_order([getattr(chunk, table) for chunk in chunks])
         columns["kernel"] = kernel_remap[columns["kernel"]]
         if "scope" in columns:

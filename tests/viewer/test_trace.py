@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -117,3 +118,20 @@ def test_an_empty_session_writes_empty_traces(tmp_path, pftrace_packets):
     packets = pftrace_packets(trace.write_perfetto(tmp_path / "t.pftrace"))
     assert [p.track_descriptor.name for p in packets if p.HasField("track_descriptor")] == ["proton_ik: none"]
     assert json.loads(trace.write_chrome(tmp_path / "t.json").read_text())["traceEvents"] == []
+
+
+@pytest.mark.parametrize("name", ["add.pik", "ring.pik", "events.pik", "clusters.pik", "diff_a.pik"])
+def test_a_session_loaded_for_its_summary_summarizes_as_the_whole_load(name, monkeypatch):
+    """``load_for_summary`` keeps only the columns the summary reads, chunk by chunk (one CTA a
+    chunk here): the same summary, text and tables."""
+    from proton_ik.viewer import load_for_summary
+
+    path = Path(__file__).parents[1] / "data" / name
+    whole = load(path).summary()
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)
+    lean_trace = load_for_summary(path)
+    lean = lean_trace.summary()
+    assert str(lean) == str(whole)
+    pd.testing.assert_frame_equal(lean.scopes, whole.scopes)
+    pd.testing.assert_frame_equal(lean.kernels, whole.kernels)
+    assert set(lean_trace.events.columns) < set(load(path).events.columns)
