@@ -18,6 +18,7 @@ import pandas as pd
 from proton_ik.viewer.pairing import LOST_TO_RING, UNMATCHED_BEGIN, UNMATCHED_END, UNMATCHED_KINDS
 from proton_ik.viewer.summary.aggregate import aggregate_lines
 from proton_ik.viewer.summary.async_events import event_lines
+from proton_ik.viewer.summary.statistics import launch_keys, scope_statistics
 from proton_ik.viewer.summary.text_columns import formatted
 from proton_ik.viewer.tables import TimeShift, cluster_lines
 
@@ -73,7 +74,7 @@ def summarize(
     # columns costs more than the statistics.
     finished = _labelled(units.loc[units["finished"], ["launch", "kernel", "dur_ns"]], labels)
     lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
-    scopes = _with_losses(_scope_statistics(events, labels, keys), _labelled(unmatched, labels))
+    scopes = _with_losses(scope_statistics(events, labels, keys), _labelled(unmatched, labels))
     kernel_time = pd.Series(
         lifetime.reindex(pd.MultiIndex.from_frame(scopes[LAUNCH_KEYS])).to_numpy(), dtype=np.float64
     )
@@ -92,25 +93,6 @@ SCOPE_COLUMNS = (
     "host_scope", "kernel", "name", "scope", "line", "file", "count", "mean_ns", "median_ns", "p90_ns", "mean_cycles", "median_cycles",
     "p90_cycles", "total_ns", "share", *LOSS_COLUMNS,
 )  # fmt: skip
-
-
-def _scope_statistics(events: pd.DataFrame, labels: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
-    """Count, mean, median, p90 and total of each scope's durations, by ``keys``."""
-    read = events[["launch", "kernel", "scope", "line", "file", "dur_ns", "dur_cycles"]]
-    grouped = _labelled(read, labels).assign(scope=read["scope"].astype(str)).groupby(keys, sort=True)
-    stats = grouped.agg(
-        line=("line", "first"),
-        file=("file", "first"),
-        count=("dur_ns", "size"),
-        mean_ns=("dur_ns", "mean"),
-        median_ns=("dur_ns", "median"),
-        mean_cycles=("dur_cycles", "mean"),
-        median_cycles=("dur_cycles", "median"),
-        total_ns=("dur_ns", "sum"),
-    )
-    stats["p90_ns"] = grouped["dur_ns"].quantile(0.9)
-    stats["p90_cycles"] = grouped["dur_cycles"].quantile(0.9)
-    return stats
 
 
 def _with_losses(stats: pd.DataFrame, unmatched: pd.DataFrame) -> pd.DataFrame:
@@ -142,27 +124,15 @@ def _launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
 def _labelled(frame: pd.DataFrame, labels: pd.DataFrame | None) -> pd.DataFrame:
     """``frame`` with string ``kernel``, ``host_scope`` ("" for none) and ``name`` (the kernel's
     where the launch has none) columns, looked up by its ``launch`` column. The strings are made
-    once per (launch, kernel) and spread to the rows by index: a session of millions of events
-    has a few thousand launches."""
+    once per (launch, kernel) (``statistics.launch_keys``) and spread to the rows by index: a
+    session of millions of events has a few thousand launches."""
     if not len(frame):
         empty = pd.Series([], index=frame.index, dtype=object)
         return frame.assign(kernel=empty, host_scope=empty, name=empty)
-    kernel_codes, kernels = pd.factorize(frame["kernel"], use_na_sentinel=False)
-    # One key per (launch, kernel), factorized by hashing: no sort of the rows.
-    key = frame["launch"].to_numpy().astype(np.int64) * len(kernels) + kernel_codes
-    inverse, keys = pd.factorize(key)
-    kernel = np.asarray(kernels, dtype=object)[keys % len(kernels)].astype(str).astype(object)
-    host = np.full(len(keys), "", dtype=object)
-    name = kernel.copy()
-    if labels is not None:
-        launches = pd.Series(keys // len(kernels))
-        if "host_scope" in labels:
-            found = launches.map(labels["host_scope"])
-            host = found.where(found.notna(), "").astype(str).to_numpy(dtype=object)
-        if "name" in labels:
-            found = launches.map(labels["name"])
-            name = np.where(found.notna().to_numpy(), found.astype(str).to_numpy(dtype=object), kernel)
-    return frame.assign(kernel=kernel[inverse], host_scope=host[inverse], name=name[inverse])
+    keys = launch_keys(frame, labels)
+    return frame.assign(
+        kernel=keys.kernel[keys.row], host_scope=keys.host_scope[keys.row], name=keys.name[keys.row]
+    )
 
 
 def _with_files(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,130 @@
+"""Each scope's duration statistics, in numpy: the rows are sorted once by group and duration,
+and counts, sums, medians and 90th percentiles are read off the sorted runs (the median and
+percentiles interpolated linearly, as pandas' ``quantile`` does). A pandas ``groupby`` of
+millions of events by four string keys cost most of ``proton-ik show``'s time and memory.
+
+A row's group is (host scope, kernel, launch name, scope). The first three are the launch's:
+they are looked up once per (launch, kernel) (``launch_keys``), not per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+STATISTICS = ["line", "file", "count", "mean_ns", "median_ns", "mean_cycles", "median_cycles", "total_ns"]
+PERCENTILES = ["p90_ns", "p90_cycles"]
+
+
+@dataclass(frozen=True)
+class LaunchKeys:
+    """Each row's (launch, kernel) key (``row``), and each key's kernel, host scope path ("" for
+    none) and launch name (the kernel's where the launch has none), as strings."""
+
+    row: np.ndarray
+    kernel: np.ndarray
+    host_scope: np.ndarray
+    name: np.ndarray
+
+
+def launch_keys(frame: pd.DataFrame, labels: pd.DataFrame | None) -> LaunchKeys:
+    """The keys of ``frame``'s rows (it has ``launch`` and ``kernel`` columns); ``labels``: host
+    scope and name by launch number, where the launch table has them."""
+    kernel_codes, kernels = pd.factorize(frame["kernel"], use_na_sentinel=False)
+    # One key per (launch, kernel), factorized by hashing: no sort of the rows.
+    key = frame["launch"].to_numpy().astype(np.int64) * len(kernels) + kernel_codes
+    row, keys = pd.factorize(key)
+    kernel = np.asarray(kernels, dtype=object)[keys % len(kernels)].astype(str).astype(object)
+    host = np.full(len(keys), "", dtype=object)
+    name = kernel.copy()
+    if labels is not None:
+        launches = pd.Series(keys // len(kernels))
+        if "host_scope" in labels:
+            found = launches.map(labels["host_scope"])
+            host = found.where(found.notna(), "").astype(str).to_numpy(dtype=object)
+        if "name" in labels:
+            found = launches.map(labels["name"])
+            name = np.where(found.notna().to_numpy(), found.astype(str).to_numpy(dtype=object), kernel)
+    return LaunchKeys(row, kernel, host, name)
+
+
+def scope_statistics(events: pd.DataFrame, labels: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
+    """Count, mean, median, p90 and total of each scope's durations (ns and cycles), and its
+    first line and file, indexed by ``keys`` (host scope, kernel, name, scope) in sorted order."""
+    launch = launch_keys(events, labels)
+    scope_codes, scope_names = _scope_codes(events["scope"])
+    # (launch key, scope) pairs, then the groups their strings name, sorted as strings.
+    pair, pairs = pd.factorize(launch.row.astype(np.int64) * (len(scope_names) + 1) + scope_codes + 1)
+    pair_key, pair_scope = pairs // (len(scope_names) + 1), pairs % (len(scope_names) + 1) - 1
+    names = [
+        (launch.host_scope[k], launch.kernel[k], launch.name[k], scope_names[s] if s >= 0 else "nan")
+        for k, s in zip(pair_key.tolist(), pair_scope.tolist(), strict=True)
+    ]
+    groups = sorted(set(names))
+    number = {group: i for i, group in enumerate(groups)}
+    group = np.array([number[name] for name in names], dtype=np.int64)[pair]
+    index = pd.MultiIndex.from_tuples(groups, names=keys)
+    counts = np.bincount(group, minlength=len(groups))
+    ns, ns_p90 = _durations(events["dur_ns"].to_numpy(), group, counts)
+    cycles, cycles_p90 = _durations(events["dur_cycles"].to_numpy(), group, counts)
+    stats = pd.DataFrame(
+        {
+            "line": _first(events["line"].array, group, len(groups)),
+            "file": _first(events["file"].array, group, len(groups)),
+            "count": counts.astype(np.int64),
+            "mean_ns": ns["mean"],
+            "median_ns": ns["median"],
+            "mean_cycles": cycles["mean"],
+            "median_cycles": cycles["median"],
+            "total_ns": ns["total"],
+        },
+        index=index,
+    )
+    stats["p90_ns"] = ns_p90
+    stats["p90_cycles"] = cycles_p90
+    return stats
+
+
+def _scope_codes(scope: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's scope as a code (-1: missing, named "nan" as ``astype(str)`` names it) and the
+    names of the codes: a categorical's own codes, else the strings' (a trace read back)."""
+    if isinstance(scope.dtype, pd.CategoricalDtype):
+        names = np.asarray(scope.cat.categories, dtype=object).astype(str).astype(object)
+        return scope.cat.codes.to_numpy().astype(np.int64), names
+    codes, names = pd.factorize(scope.astype(str))
+    return codes.astype(np.int64), np.asarray(names, dtype=object)
+
+
+def _durations(
+    values: np.ndarray, group: np.ndarray, counts: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Total, mean and median of each group's ``values``, and their 90th percentile."""
+    values = values.astype(np.int64)
+    ordered = values[np.lexsort((values, group))]
+    starts = np.cumsum(counts) - counts
+    total = np.add.reduceat(ordered, starts) if len(ordered) else np.zeros(0, dtype=np.int64)
+    return (
+        {"total": total, "mean": total / counts, "median": _quantile(ordered, starts, counts, 0.5)},
+        _quantile(ordered, starts, counts, 0.9),
+    )
+
+
+def _quantile(ordered: np.ndarray, starts: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:
+    """The ``q`` quantile of each sorted run, linearly interpolated (pandas' and numpy's default)."""
+    position = (counts - 1) * q
+    low = np.floor(position).astype(np.int64)
+    high = np.ceil(position).astype(np.int64)
+    below, above = ordered[starts + low].astype(np.float64), ordered[starts + high].astype(np.float64)
+    return below + (above - below) * (position - low)
+
+
+def _first(column, group: np.ndarray, groups: int):
+    """Each group's first value that is not missing, in row order, as ``column``'s type."""
+    present = ~pd.isna(column)
+    rows = np.full(groups, len(group), dtype=np.int64)
+    np.minimum.at(rows, group[present], np.flatnonzero(present))
+    found = rows < len(group)
+    taken = column.take(np.where(found, rows, 0))
+    return taken.where(found) if isinstance(taken, pd.Series) else pd.Series(taken).where(found).array
