@@ -50,6 +50,16 @@ from proton_ik.viewer.tables.timebase import ClockAnchors, LineFit, SmClocks, cl
 # --- pass 1: clocks, from the headers -----------------------------------------------------------
 
 
+def _header_groups(launches: Sequence[Launch]) -> Iterator[tuple[list[Launch], UnitTable]]:
+    """The unit headers of ``launches``, read as little of each launch as its stored form allows:
+    per run, the launches of each kernel and profile and their units decoded together."""
+    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
+        for key in dict.fromkeys(piece.launch.key for piece in run):
+            group = [piece for piece in run if piece.launch.key == key]
+            _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
+            yield [piece.launch for piece in group], units
+
+
 @dataclass(frozen=True)
 class SessionClocks:
     """The session's per-(launch, SM) clock conversions, and its first unit start (ns)."""
@@ -64,13 +74,10 @@ def fit_session(launches: Sequence[Launch], count: int | None = None) -> Session
     session's launches, where ``launches`` are some of them (a part: its lines borrow a rate
     from the part's launches only)."""
     lines, starts = [], []
-    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
-        for key in dict.fromkeys(piece.launch.key for piece in run):
-            group = [piece for piece in run if piece.launch.key == key]
-            _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
-            index = np.array([piece.launch.index for piece in group], dtype=np.int64)
-            lines.append(fit_lines(unit_anchors(units, index)))
-            starts.append(_start_range(units, index))
+    for group, units in _header_groups(launches):
+        index = np.array([launch.index for launch in group], dtype=np.int64)
+        lines.append(fit_lines(unit_anchors(units, index)))
+        starts.append(_start_range(units, index))
     line = LineFit.concat(lines)
     order = np.lexsort((line.sm, line.launch))
     clocks = clocks_from_lines(
@@ -90,17 +97,14 @@ def launch_spans(launches: Sequence[Launch], clocks: SmClocks) -> dict[str, np.n
         [np.zeros(0, dtype=np.int64)],
         [np.zeros(0, dtype=np.int64)],
     )
-    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
-        for key in dict.fromkeys(piece.launch.key for piece in run):
-            group = [piece for piece in run if piece.launch.key == key]
-            _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
-            index = np.array([piece.launch.index for piece in group], dtype=np.int64)
-            number = np.array([int(piece.launch.meta["launch"]) for piece in group], dtype=np.int64)
-            rows = clocks.rows(units.smid, index[units.launch])
-            timed = units.finished & (rows >= 0)
-            numbers.append(number[units.launch[timed]])
-            starts.append(clocks.convert(rows[timed], units.start_clock[timed]))
-            ends.append(clocks.convert(rows[timed], units.end_clock[timed]))
+    for group, units in _header_groups(launches):
+        index = np.array([launch.index for launch in group], dtype=np.int64)
+        number = np.array([int(launch.meta["launch"]) for launch in group], dtype=np.int64)
+        rows = clocks.rows(units.smid, index[units.launch])
+        timed = units.finished & (rows >= 0)
+        numbers.append(number[units.launch[timed]])
+        starts.append(clocks.convert(rows[timed], units.start_clock[timed]))
+        ends.append(clocks.convert(rows[timed], units.end_clock[timed]))
     number, start, end = (np.concatenate(parts) for parts in (numbers, starts, ends))
     launch, at = np.unique(number, return_inverse=True)
     first = np.full(len(launch), np.iinfo(np.int64).max)
