@@ -42,6 +42,7 @@ class KernelInfo:
 
 
 KERNELS: dict[int, KernelInfo] = {}
+NOT_OURS: set[int] = set()  # loaded kernels with a profile buffer that is not ours (Proton's)
 
 
 def on_kernel_load(module, function, name, metadata_group, hash) -> None:
@@ -59,9 +60,11 @@ def register_loaded(compiled: Any) -> KernelInfo | None:
     a session, from its ``CompiledKernel``. None for any other kernel."""
     function = getattr(compiled, "function", None)
     as_dict = getattr(getattr(compiled, "metadata", None), "_asdict", None)
-    if not function or as_dict is None:
+    if not function or as_dict is None or function in NOT_OURS:
         return None
     _register(function, as_dict())
+    if function not in KERNELS:
+        NOT_OURS.add(function)  # another profiler's instrumented kernel: read once, not per launch
     return KERNELS.get(function)
 
 

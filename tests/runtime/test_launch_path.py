@@ -147,3 +147,28 @@ def test_a_kernel_loaded_before_the_session_is_registered_at_its_first_launch(re
         assert loaded.KERNELS[7002].layout == metadata.layout
     finally:
         loaded.KERNELS.pop(7002, None)
+
+
+def test_another_profilers_kernel_is_read_once_not_at_every_launch(recorder, monkeypatch):
+    """A kernel with a profile buffer but no proton_ik metadata (Proton's own) runs unrecorded,
+    and its metadata is read at its first launch only."""
+    from collections import namedtuple
+
+    fields = {"name": "theirs", "num_warps": 4, "profile_scratch_size": 512}
+    compiled = _Compiled()
+    compiled.function, compiled.name = 7003, "theirs"
+    reads = []
+
+    class Metadata(namedtuple("KernelMetadata", sorted(fields))):
+        def _asdict(self):
+            reads.append(1)
+            return super()._asdict()
+
+    compiled.metadata = Metadata(**fields)
+    monkeypatch.setattr(loaded, "NOT_OURS", set())
+    for _ in range(3):
+        data = CompiledKernel.launch_metadata(compiled, (2,), 5)  # type: ignore[arg-type]
+        recorder.allocate(1024, 128, 5)
+        recorder.exit(data)
+    assert len(reads) == 1 and 7003 not in loaded.KERNELS
+    assert all(launch.number is None for launch, _ in recorder.drains[0].submitted)
