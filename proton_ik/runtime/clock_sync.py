@@ -74,11 +74,7 @@ def flag_clock_pair(device: int) -> dict[str, int] | None:
             torch.cuda.synchronize(device)
         device_ns, seen = reads[:ROUNDS].T.tolist()
     rounds = [index for index in range(ROUNDS) if seen[index]]
-    if not rounds:
-        return None
-    best = min(rounds, key=lambda index: device_ns[index] - hosts[index][0])
-    before, after = hosts[best]
-    return {"host_ns": before, "globaltimer_ns": int(device_ns[best]), "read_ns": after - before}
+    return _closest(rounds, device_ns, hosts) if rounds else None
 
 
 def clock_pair(device: int) -> dict[str, int]:
@@ -98,7 +94,13 @@ def clock_pair(device: int) -> dict[str, int]:
             torch.cuda.synchronize(device)
             hosts.append((before, time.time_ns()))
         device_ns = times[:ROUNDS].tolist()
-    best = min(range(ROUNDS), key=lambda index: device_ns[index] - hosts[index][0])
+    return _closest(range(ROUNDS), device_ns, hosts)
+
+
+def _closest(rounds, device_ns: list[int], hosts: list[tuple[int, int]]) -> dict[str, int]:
+    """The pair of the round with the least time from the host's first read to the GPU's read
+    (the least latency in it), and how long the host took to read it."""
+    best = min(rounds, key=lambda index: device_ns[index] - hosts[index][0])
     before, after = hosts[best]
     return {"host_ns": before, "globaltimer_ns": int(device_ns[best]), "read_ns": after - before}
 

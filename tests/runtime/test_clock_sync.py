@@ -21,3 +21,14 @@ def test_the_flag_kernel_polls_with_volatile_loads_then_reads_the_timer():
     polls = [i for i, line in enumerate(lines) if "ld.volatile.global" in line]
     timer = [i for i, line in enumerate(lines) if "%globaltimer" in line]
     assert polls and timer and max(polls) < min(timer)
+
+
+def test_the_pair_kept_is_the_round_with_the_least_latency():
+    hosts = [(100, 130), (200, 220), (300, 390)]
+    device = [1_105, 1_202, 1_330]  # latencies +1005, +1002, +1030 from each host read
+    assert clock_sync._closest(range(3), device, hosts) == {
+        "host_ns": 200,
+        "globaltimer_ns": 1_202,
+        "read_ns": 20,
+    }
+    assert clock_sync._closest([0, 2], device, hosts)["host_ns"] == 100  # round 1 never saw the flag
