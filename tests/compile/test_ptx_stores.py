@@ -66,9 +66,7 @@ POLICY = 0xC0FFEE  # what createpolicy gives the interpreter: a value to hand on
 
 
 @triton.jit
-def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
+def _add_scopes(x, y, out, offs, mask):
     with pl.scope("load"):
         a = tl.load(x + offs, mask=mask)
         b = tl.load(y + offs, mask=mask)
@@ -78,18 +76,18 @@ def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def add_kernel(x, y, out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    _add_scopes(x, y, out, offs, offs < n)
+
+
+@triton.jit
 def repeated_add_kernel(x, y, out, n, repeats, BLOCK: tl.constexpr):
     """add_kernel's scopes in a loop that runs ``repeats`` times: segments sized at each launch
     (``contract.launch_bound``). The interpreter runs the body's records once, in text order."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
     for _ in range(repeats):
-        with pl.scope("load"):
-            a = tl.load(x + offs, mask=mask)
-            b = tl.load(y + offs, mask=mask)
-        pl.enter_scope("store")
-        tl.store(out + offs, a + b, mask=mask)
-        pl.exit_scope("store")
+        _add_scopes(x, y, out, offs, offs < n)
 
 
 ADD_SIGNATURE = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"}
