@@ -10,7 +10,7 @@ from typing import Any, cast
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.launch_bound import LaunchBound
-from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout, next_power_of_two
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
@@ -25,11 +25,6 @@ from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, scope_count, un
 from proton_ik.lowering.pikgpu_to_ptx import lower_to_ptx
 from proton_ik.lowering.sampling_ptx import layout_sampling
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
-
-
-def next_power_of_two(n: int) -> int:
-    """The smallest power of two >= ``n`` (1 for ``n`` <= 1)."""
-    return 1 << max(n - 1, 0).bit_length()
 
 
 def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:

@@ -27,7 +27,6 @@ that launch: the launch then gets the kernel's ring, as if it had no bound.
 
 from __future__ import annotations
 
-import math
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,7 +81,7 @@ class LaunchBound:
         return tuple(found)
 
     def compile(self) -> Callable[[Sequence[int], Mapping[str, int]], int | None]:
-        """A function of (grid extents, arguments by name) -> the most records a unit writes at
+        """A function of (grid extents, arguments by name) -> the most entries a unit writes at
         that launch, or None where it cannot be known. Built once per kernel: a launch runs
         closures, not a walk of the tree."""
         count = _count(self.count)
@@ -325,14 +324,3 @@ _BINARY: dict[str, Callable[[Interval, Interval], Interval]] = {
     "remu": _remu,
 }
 assert set(_BINARY) == set(BINARY)
-
-
-def capacity_for(entries: int) -> int:
-    """The segment for ``entries``: the next power of two (the PTX finds a slot with one AND)."""
-    return 1 << max(entries - 1, 0).bit_length()
-
-
-def shift_of(capacity: int) -> int:
-    """log2 of a power-of-two capacity: what a launch-sized kernel reads from its buffer
-    pointer's low bits (``contract.layout.CAPACITY_SHIFT_MASK``)."""
-    return int(math.log2(capacity))

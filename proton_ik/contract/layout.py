@@ -215,6 +215,12 @@ assert VALUE_ENTRY_DTYPE.itemsize == ENTRY_BYTES
 assert CAPACITY_SHIFT_MASK < CTA_ALIGN and (CAPACITY_SHIFT_MASK + 1) & CAPACITY_SHIFT_MASK == 0
 
 
+def next_power_of_two(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for ``n`` <= 1): the capacity that holds ``n``
+    entries, as the PTX finds a slot with one AND."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def records_written(entries, singles):
     """Records a unit wrote, from its header: every entry holds two records but the singles."""
     return 2 * entries - singles

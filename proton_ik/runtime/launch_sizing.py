@@ -18,8 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from proton_ik.contract.launch_bound import capacity_for, shift_of
-from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout, next_power_of_two
 from proton_ik.contract.metadata import Capacity
 from proton_ik.runtime.loaded import KernelInfo
 
@@ -99,11 +98,11 @@ def launch_kernel(
             "this launch's arguments give no bound (a step that is not positive, a divisor that may "
             "be 0, or arithmetic that wraps)",
         )
-    capacity = capacity_for(entries)
+    capacity = next_power_of_two(entries)
     sampling = kernel.layout.sampling
     while capacity > 1 and not _fits(kernel, capacity, ctas, max_bytes):
         capacity //= 2
-    if capacity < capacity_for(entries):
+    if capacity < next_power_of_two(entries):
         return _ring(
             kernel,
             f"at this launch a unit writes up to {entries} entries, more than the device pool holds for "
@@ -128,4 +127,4 @@ def _fits(kernel: KernelInfo, capacity: int, ctas: int, max_bytes: int) -> bool:
 
 def pointer_tag(kernel: KernelInfo) -> int:
     """What a launch-sized kernel's buffer address carries in its low bits: log2(capacity)."""
-    return shift_of(kernel.layout.capacity)
+    return kernel.layout.capacity.bit_length() - 1

@@ -19,6 +19,7 @@ from proton_ik.contract.layout import (
     ENTRY_BYTES,
     UNIT_HEADER_BYTES,
     BufferLayout,
+    next_power_of_two,
 )
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.dialect import make_context
@@ -27,7 +28,7 @@ from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ttir_bound
 from proton_ik.lowering.collect import collect_markers
-from proton_ik.lowering.instrument import choose_capacity, instrument, kernel_metadata, next_power_of_two
+from proton_ik.lowering.instrument import choose_capacity, instrument, kernel_metadata
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, MAX_CAPACITY, Mode
 
 # --- PTX in, bound out -------------------------------------------------------------------------

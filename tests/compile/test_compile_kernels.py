@@ -31,10 +31,10 @@ from proton_ik.contract.layout import (
     Granularity,
     field_offset,
     make_tag,
+    next_power_of_two,
     vector_fields,
 )
 from proton_ik.lowering import placement
-from proton_ik.lowering.instrument import next_power_of_two
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
 

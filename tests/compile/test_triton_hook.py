@@ -13,10 +13,9 @@ from triton import knobs
 
 import proton_ik
 from proton_ik import compile_mode
-from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
+from proton_ik.contract.layout import CTA_ALIGN, BufferLayout, next_power_of_two
 from proton_ik.contract.metadata import METADATA_KEY
 from proton_ik.lowering import triton_hook
-from proton_ik.lowering.instrument import next_power_of_two
 from proton_ik.mode import Mode, code_fingerprint, fingerprint, fingerprinted_files
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
