@@ -1,9 +1,14 @@
-"""Autotuning inside a session: the autotuner times the plain kernel, the user's calls are recorded.
+"""Autotuning inside a session: the autotuner times the plain kernel; each config it tries is
+recorded once, and the user's calls are recorded.
 
 ``triton.autotune`` benchmarks each config by launching it many times. Profiled, those launches
-would time the profiler (and fill the trace with benchmark runs), so while the autotuner
-benchmarks, the session is paused: kernels compile and run plain, nothing is recorded. The
-config the autotuner then launches for the user is named in each recorded launch.
+would time the profiler (and fill the trace with benchmark runs), so while the autotuner times a
+config, the session is paused: kernels compile and run plain, nothing is recorded. Before the
+timing, the config's benchmark call runs once recorded (the autotuner runs it dozens of times
+anyway, with its hooks restoring what it overwrites), so the trace holds one launch of each
+config tried, its config marked ``autotune=benchmark``: every config's scopes side by side, as
+Proton's trace names every config it ran. The config the autotuner then launches for the user is
+named in each recorded launch.
 """
 
 from __future__ import annotations
@@ -14,7 +19,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from triton.compiler.errors import CompileTimeAssertionFailure
 from triton.runtime.autotuner import Autotuner
+from triton.runtime.errors import OutOfResources, PTXASError
+
+# A config that cannot compile or run: the autotuner's timing, which follows, marks it unusable.
+_CONFIG_FAILURES = (OutOfResources, CompileTimeAssertionFailure, PTXASError)
+BENCHMARK = {"autotune": "benchmark"}  # what a benchmark launch's config carries
 
 
 def _plain_data(value: Any) -> Any:
@@ -35,8 +46,17 @@ def describe_config(config: Any) -> dict[str, Any]:
     }
 
 
+def _times_through_do_bench() -> bool:
+    """Whether this Triton's ``Autotuner._bench`` times a config through ``self.do_bench`` (Triton
+    3.4 to 3.6): the recorded call goes there. Another Triton's autotuner benchmarks all plain,
+    with no config recorded, rather than risk timing a profiled kernel."""
+    code = getattr(Autotuner._bench, "__code__", None)
+    return code is not None and "do_bench" in code.co_names
+
+
 class AutotuneFollower:
-    """Wraps ``Autotuner._bench`` (run plain) and ``Autotuner.run`` (name the chosen config)."""
+    """Wraps ``Autotuner._bench`` (one recorded call, then timed plain) and ``Autotuner.run``
+    (name the chosen config)."""
 
     def __init__(self, plain: Callable[[], contextlib.AbstractContextManager[None]]):
         self._plain = plain
@@ -45,6 +65,9 @@ class AutotuneFollower:
 
     def current_config(self) -> dict[str, Any] | None:
         """The config the innermost running autotuner launches now, or None."""
+        benchmarked = getattr(self._running, "benchmarked", None)
+        if benchmarked is not None:
+            return {**describe_config(benchmarked), **BENCHMARK}
         stack = getattr(self._running, "stack", None)
         if not stack:
             return None
@@ -60,6 +83,25 @@ class AutotuneFollower:
             with follower._plain():
                 return bench(tuner, *args, **kwargs)
 
+        def recorded_once_then_plain(tuner, *args, config, **kwargs):
+            # The autotuner's timer (a cached property) is replaced on this tuner for this config.
+            cached = tuner.__dict__.get("do_bench")
+            timer = tuner.do_bench
+
+            def time_plain(kernel_call, quantiles):
+                follower._record_once(kernel_call, config)
+                with follower._plain():
+                    return timer(kernel_call, quantiles=quantiles)
+
+            tuner.__dict__["do_bench"] = time_plain
+            try:
+                return bench(tuner, *args, config=config, **kwargs)
+            finally:
+                if cached is None:
+                    del tuner.__dict__["do_bench"]
+                else:
+                    tuner.__dict__["do_bench"] = cached
+
         def named_run(tuner, *args, **kwargs):
             stack = follower._running.__dict__.setdefault("stack", [])
             stack.append(tuner)
@@ -68,8 +110,18 @@ class AutotuneFollower:
             finally:
                 stack.pop()
 
-        Autotuner._bench = plain_bench
+        Autotuner._bench = recorded_once_then_plain if _times_through_do_bench() else plain_bench
         Autotuner.run = named_run
+
+    def _record_once(self, kernel_call: Callable[[], None], config: Any) -> None:
+        """One benchmark call of ``config``, recorded and named as the autotuner's."""
+        self._running.benchmarked = config
+        try:
+            kernel_call()
+        except _CONFIG_FAILURES:
+            pass  # its plain timing, next, fails the same way and rules the config out
+        finally:
+            self._running.benchmarked = None
 
     def uninstall(self) -> None:
         for name, original in self._saved.items():

@@ -104,7 +104,7 @@ def test_graph_capture_and_ten_replays_are_each_recorded(tmp_path):
     assert int(launches["overwritten"].sum()) == 0
 
 
-def test_autotune_picks_the_unprofiled_config_and_records_only_user_calls(tmp_path):
+def test_autotune_picks_the_unprofiled_config_and_records_each_config_once(tmp_path):
     n = 1 << 24
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
     out = torch.empty_like(x)
@@ -126,11 +126,18 @@ def test_autotune_picks_the_unprofiled_config_and_records_only_user_calls(tmp_pa
     assert profiled.best_config.kwargs == unprofiled.best_config.kwargs
     assert profiled.best_config.num_warps == unprofiled.best_config.num_warps
     launches = result.trace.launches
-    assert len(launches) == 3  # the user's calls, none of the autotuner's benchmark runs
-    config = profiled.best_config
-    assert (launches["config"].astype(str).str.contains(f"BLOCK={config.kwargs['BLOCK']}")).all()
-    ctas = triton.cdiv(n, config.kwargs["BLOCK"])
-    assert (result.events.groupby("launch").size() == ctas * config.num_warps).all()
+    # One launch of each config tried (of the autotuner's dozens), then the user's three calls.
+    configs = launches["config"].astype(str)
+    tried = kernels.tuned_configs()
+    assert len(launches) == len(tried) + 3
+    assert configs.str.contains("autotune=benchmark").tolist() == [True] * len(tried) + [False] * 3
+    counts = result.events.groupby("launch").size().tolist()
+    for position, config in enumerate(tried):
+        assert f"BLOCK={config.kwargs['BLOCK']} " in configs.iloc[position]
+        assert counts[position] == triton.cdiv(n, config.kwargs["BLOCK"]) * config.num_warps
+    chosen = profiled.best_config
+    assert configs.iloc[len(tried) :].str.contains(f"BLOCK={chosen.kwargs['BLOCK']} ").all()
+    assert counts[len(tried) :] == [triton.cdiv(n, chosen.kwargs["BLOCK"]) * chosen.num_warps] * 3
 
 
 def test_two_streams_keep_their_launches_apart(tmp_path):

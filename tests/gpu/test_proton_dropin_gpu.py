@@ -103,7 +103,17 @@ def test_an_autotuned_kernel_named_by_launch_metadata_writes_protons_tree(tmp_pa
     assert torch.equal(out, x + y)
     block = tuned_add.best_config.kwargs["BLOCK_SIZE"]
     launches = result.trace.launches
-    assert list(launches["name"]) == [f"add_{block}"] * 2  # the user's calls only, named
-    assert (result.events.groupby("launch").size() == (n // block) * 4).all()
-    tree = (tmp_path / "tuned.hatchet").read_text()
-    assert f"add_{block}" in tree and "normalized_cycles" in tree
+    # Each config the autotuner tried, once, as Proton's tree names every config it ran; then
+    # the user's calls, named.
+    assert list(launches["name"]) == ["add_256", "add_1024", f"add_{block}", f"add_{block}"]
+    assert list(launches["config"].astype(str).str.contains("autotune=benchmark")) == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    blocks = [256, 1024, block, block]
+    assert list(result.events.groupby("launch").size()) == [(n // b) * 4 for b in blocks]
+    tree = json.loads((tmp_path / "tuned.hatchet").read_text())
+    assert {child["frame"]["name"] for child in tree[0]["children"]} == {"add_256", "add_1024"}
+    assert "normalized_cycles" in json.dumps(tree)

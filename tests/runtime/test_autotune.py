@@ -1,5 +1,6 @@
-"""The autotune follower, without a GPU: benchmarks run inside the session's plain block, and
-the config the autotuner launches is named as plain data."""
+"""The autotune follower, without a GPU: each config's benchmark call runs once recorded and is
+then timed inside the session's plain block, and the config the autotuner launches is named as
+plain data."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import contextlib
 
 import triton
 from triton.runtime.autotuner import Autotuner
+from triton.runtime.errors import OutOfResources
 
-from proton_ik.runtime.autotune import AutotuneFollower, describe_config
+from proton_ik.runtime.autotune import BENCHMARK, AutotuneFollower, describe_config
 
 
 def test_a_config_is_described_as_plain_data():
@@ -60,3 +62,67 @@ def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
     assert log[0] == "plain" and log[2] == "profiled"
     assert log[1][:2] == ("bench", 64)
     assert log[3] == ("launch", describe_config(chosen))
+
+
+class _TimedTuner(_Tuner):
+    """A tuner whose timer logs what it times."""
+
+    def __init__(self, config, log):
+        super().__init__(config)
+        self.log = log
+
+    def do_bench(self, kernel_call, quantiles):
+        self.log.append("timed")
+        kernel_call()
+        return [2.0, 2.0, 2.0]
+
+
+def test_each_config_runs_once_recorded_then_is_timed_plain(monkeypatch):
+    log: list[object] = []
+
+    @contextlib.contextmanager
+    def plain():
+        log.append("plain")
+        yield
+        log.append("profiled")
+
+    follower = AutotuneFollower(plain)
+
+    def bench(tuner, *args, config, **kwargs):  # as Triton's: the config's call, through do_bench
+        return tuner.do_bench(lambda: log.append(("call", follower.current_config())), quantiles=(0.5,))
+
+    monkeypatch.setattr(Autotuner, "_bench", bench)
+    follower.install()
+    try:
+        tuner = _TimedTuner(None, log)
+        tried = triton.Config({"BLOCK": 64}, num_warps=2)
+        assert Autotuner._bench(tuner, config=tried) == [2.0, 2.0, 2.0]
+    finally:
+        follower.uninstall()
+    benchmark = {**describe_config(tried), **BENCHMARK}
+    # Once recorded (named as the autotuner's benchmark of that config), then timed plain.
+    assert log == [("call", benchmark), "plain", "timed", ("call", None), "profiled"]
+    assert "do_bench" not in tuner.__dict__  # the tuner's own timer is back
+
+
+def test_a_config_that_cannot_compile_is_left_to_the_plain_timing(monkeypatch):
+    log: list[object] = []
+    follower = AutotuneFollower(contextlib.nullcontext)
+
+    def bench(tuner, *args, config, **kwargs):
+        def call():
+            log.append("call")
+            raise OutOfResources(300000, 232448, "shared memory")
+
+        try:
+            return tuner.do_bench(call, quantiles=(0.5,))
+        except OutOfResources:
+            return [float("inf")] * 3
+
+    monkeypatch.setattr(Autotuner, "_bench", bench)
+    follower.install()
+    try:
+        timings = Autotuner._bench(_TimedTuner(None, log), config=triton.Config({"BLOCK": 1 << 16}))
+    finally:
+        follower.uninstall()
+    assert timings == [float("inf")] * 3 and log == ["call", "timed", "call"]
