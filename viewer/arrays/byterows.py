@@ -68,6 +68,8 @@ class Rows:
         """A protobuf base-128 varint; negative int64 values take ten bytes, as protobuf writes them."""
         if isinstance(values, (int, np.integer)):
             return self.constant(varint_bytes(int(values)), where)
+        if _in_no_row(where):
+            return self
         values = np.asarray(values).astype(np.int64, copy=False).view(_U64)
         length, most = _count(values, _VARINT_LIMITS)
         for first in range(0, most, WORD):
@@ -156,6 +158,9 @@ class Rows:
 
     def message(self, key: bytes, body: Rows, where: np.ndarray | None = None) -> Rows:
         """A length-delimited protobuf field holding ``body``."""
+        if _in_no_row(where):
+            return self
+        where = _unless_in_every_row(where)
         self.constant(key, where)
         if isinstance(body.lengths, np.ndarray) and body._most < 0x80:
             self._add(body.lengths.view(_U64), 1, 1, where)  # a one-byte varint is the number itself
@@ -176,10 +181,11 @@ class Rows:
         self, value: np.ndarray | np.uint64, length: np.ndarray | int, most: int, where: np.ndarray | None
     ) -> None:
         """Append a word: ``most`` bounds its length in any row."""
-        if not most:
+        if not most or _in_no_row(where):
             return
         if isinstance(length, np.integer):
             length = int(length)
+        where = _unless_in_every_row(where)
         if where is not None:
             value = np.where(where, value, _U64(0))
             length = np.where(where, length, 0)
@@ -205,6 +211,18 @@ class Rows:
                 merged.append(word)
         self._packed = merged
         return merged
+
+
+def _in_no_row(where: np.ndarray | None) -> bool:
+    """Whether a field is absent from every row: it then adds no word at all. A word of zero
+    bytes would still cost its passes over the rows, and its bound would keep the words beside it
+    from merging."""
+    return where is not None and not where.any()
+
+
+def _unless_in_every_row(where: np.ndarray | None) -> np.ndarray | None:
+    """``where``, or None for a field present in every row (no mask to apply)."""
+    return None if where is None or where.all() else where
 
 
 def varint_bytes(value: int) -> bytes:

@@ -101,14 +101,29 @@ def _durations(
     values: np.ndarray, group: np.ndarray, counts: np.ndarray
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Total, mean and median of each group's ``values``, and their 90th percentile."""
-    values = values.astype(np.int64)
-    ordered = values[np.lexsort((values, group))]
+    ordered = _sorted_in_groups(values.astype(np.int64), group, counts)
     starts = np.cumsum(counts) - counts
     total = np.add.reduceat(ordered, starts) if len(ordered) else np.zeros(0, dtype=np.int64)
     return (
         {"total": total, "mean": total / counts, "median": _quantile(ordered, starts, counts, 0.5)},
         _quantile(ordered, starts, counts, 0.9),
     )
+
+
+def _sorted_in_groups(values: np.ndarray, group: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``values`` sorted by group, then by value. Only the values are wanted, not the order that
+    sorts them: one sort of a single key (the group's offset plus the value) where it fits in 63
+    bits, which is several times faster than a lexsort's two stable argsorts and gathers."""
+    if not len(values):
+        return values
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if len(counts) * span >= 1 << 63:
+        return values[np.lexsort((values, group))]
+    key = group.astype(np.int64) * span + (values - low)
+    key.sort()  # equal keys are equal values, so the sort need not be stable
+    key -= np.repeat(np.arange(len(counts), dtype=np.int64) * span, counts)
+    return key + low
 
 
 def _quantile(ordered: np.ndarray, starts: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:
