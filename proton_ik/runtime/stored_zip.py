@@ -5,8 +5,8 @@ Why not ``zipfile``: it checksums a member as it writes it, on the writing threa
 after another. On the GPU hosts that checksum runs at 1.2 GB/s (zlib 1.3, a Xeon), slower than
 the file takes the bytes, so a launch of 16 MiB waited on it (docs/PERFORMANCE.md). Here a
 member's CRC-32 is the combination of its pieces' CRCs, each computed on a thread of a pool,
-with zlib-ng's CRC-32 where it is installed (a dependency; about 5x zlib's on one thread), so the
-checksum takes a fraction of the write.
+with the CRC-32 of ``contract.checksum`` (zlib-ng's), so the checksum takes a fraction of the
+write.
 
 What is written is what ``zipfile`` reads, and what ``viewer.session_file.recover`` walks in a file never
 closed: each member's local header carries its sizes (in its ZIP64 field) and its CRC, with no
@@ -27,10 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-try:  # zlib-ng's CRC-32 (folded with carry-less multiplies): 5x zlib's, the same checksum
-    from zlib_ng.zlib_ng import crc32 as _piece_crc32
-except ImportError:  # a platform with no zlib-ng wheel: the standard library's
-    from zlib import crc32 as _piece_crc32
+from proton_ik.contract import checksum
 
 __all__ = ["StoredZipWriter", "crc32", "crc32_combine"]
 
@@ -92,9 +89,9 @@ def crc32_combine(first: int, second: int, second_length: int) -> int:
 def crc32(data: memoryview, pool: ThreadPoolExecutor | None) -> int:
     """The CRC-32 of ``data``; with ``pool``, its pieces on the pool's threads."""
     if pool is None or data.nbytes < PARALLEL_FROM:
-        return _piece_crc32(data)
+        return checksum.crc32(data)
     starts = range(0, data.nbytes, PIECE_BYTES)
-    pieces = list(pool.map(lambda start: _piece_crc32(data[start : start + PIECE_BYTES]), starts))
+    pieces = list(pool.map(lambda start: checksum.crc32(data[start : start + PIECE_BYTES]), starts))
     total = pieces[0]
     for start, piece in zip(starts[1:], pieces[1:], strict=True):
         total = crc32_combine(total, piece, min(PIECE_BYTES, data.nbytes - start))

@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from proton_ik.contract import checksum
 from proton_ik.contract.session_format import MAX_NPY_HEADER
 
 DEFLATE_RATIO = 1032  # the most that deflate can expand its input
@@ -72,7 +73,7 @@ def read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
         data = np.frombuffer(_inflate(stored, member), dtype=np.uint8)
     else:
         data = np.frombuffer(stored, dtype=np.uint8)
-    if data.size != member.file_size or zlib.crc32(data) != member.CRC:  # type: ignore[arg-type]  # numpy arrays are buffers
+    if data.size != member.file_size or checksum.crc32(data) != member.CRC:
         raise zipfile.BadZipFile(f"{member.filename} fails its CRC check")
     return data
 
