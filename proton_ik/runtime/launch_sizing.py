@@ -37,6 +37,9 @@ def argument_positions(compiled: Any, count: int, wanted: Sequence[str]) -> dict
     return {name: names.index(name) for name in wanted}
 
 
+SIZES_REMEMBERED = 4096  # per kernel: distinct (arguments, grid) whose variant is kept
+
+
 def sized_kernel(kernel: KernelInfo, capacity: int, source: str, reason: str) -> KernelInfo:
     """The variant of a launch-sized kernel whose segments hold ``capacity`` entries, made once."""
     key = (capacity, source, reason)
@@ -79,7 +82,9 @@ def untagged(kernel: KernelInfo) -> KernelInfo:
 def launch_kernel(
     kernel: KernelInfo, compiled: Any, grid: Sequence[int], args: Sequence[Any], ctas: int, max_bytes: int
 ) -> KernelInfo:
-    """The kernel variant of one launch of ``ctas`` CTAs, whose buffer may take ``max_bytes``."""
+    """The kernel variant of one launch of ``ctas`` CTAs, whose buffer may take ``max_bytes``:
+    remembered per (the bound's arguments, grid, CTAs, pool share), since a program repeats its
+    launches' sizes and evaluating the bound costs microseconds a launch."""
     bound = kernel.metadata.launch_bound
     assert bound is not None and kernel.bound_entries is not None
     positions = kernel.positions.get(len(args), False)
@@ -91,7 +96,27 @@ def launch_kernel(
             f"the launch passed {len(args)} arguments, which proton_ik cannot match to the kernel's "
             f"parameters {list(bound.arguments)}",
         )
-    entries = kernel.bound_entries(grid, {name: args[at] for name, at in positions.items()})
+    values = {name: args[at] for name, at in positions.items()}
+    key = (*values.values(), *grid, ctas, max_bytes)
+    try:
+        return kernel.sized_launches[key]
+    except KeyError:
+        pass
+    except TypeError:  # an argument that cannot be a key (not a number): evaluated every time
+        return _sized(kernel, grid, values, ctas, max_bytes)
+    if len(kernel.sized_launches) >= SIZES_REMEMBERED:
+        kernel.sized_launches.clear()  # sizes that keep changing: start over rather than grow
+    variant = kernel.sized_launches[key] = _sized(kernel, grid, values, ctas, max_bytes)
+    return variant
+
+
+def _sized(
+    kernel: KernelInfo, grid: Sequence[int], values: dict[str, Any], ctas: int, max_bytes: int
+) -> KernelInfo:
+    """The kernel variant that the bound's evaluation at these arguments calls for."""
+    bound = kernel.metadata.launch_bound
+    assert bound is not None and kernel.bound_entries is not None
+    entries = kernel.bound_entries(grid, values)
     if entries is None:
         return _ring(
             kernel,

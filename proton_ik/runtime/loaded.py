@@ -28,10 +28,14 @@ class KernelInfo:
     dense: bool = field(init=False)  # segments sized from the code's bound: a chunk is copied whole
     every_cta: bool = field(init=False)  # no CTA sampling: every CTA of the grid gets a region
     # Segments sized at each launch (``runtime.launch_sizing``): the bound's evaluator, the
-    # launch arguments' positions by their count, and the kernel's variants by capacity.
+    # launch arguments' positions by their count, the kernel's variants by capacity...
     bound_entries: Callable[[Sequence[int], Mapping[str, int]], int | None] | None = field(init=False)
     positions: dict[int, Any] = field(init=False, default_factory=dict, compare=False, repr=False)
     variants: dict[tuple, KernelInfo] = field(init=False, default_factory=dict, compare=False, repr=False)
+    # ... and the variant each launch's sizes got, by those sizes (``launch_sizing.launch_kernel``)
+    sized_launches: dict[tuple, KernelInfo] = field(
+        init=False, default_factory=dict, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", self.metadata.layout)

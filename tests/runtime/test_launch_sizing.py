@@ -153,3 +153,33 @@ def test_a_launch_that_announced_nothing_is_read_as_a_ring_of_one(recorder):
     assert address & CAPACITY_SHIFT_MASK == 0
     assert queued.kernel.layout.capacity == 1 and queued.num_ctas == 132
     assert "did not announce the launch" in queued.meta()["profile"]["capacity"]["reason"]
+
+
+def test_a_launch_that_repeats_earlier_sizes_is_not_evaluated_again(recorder, monkeypatch):
+    kernel = loaded.KERNELS[FUNCTION]
+    evaluated: list[tuple] = []
+    evaluate = kernel.bound_entries
+    assert evaluate is not None
+
+    def counted(grid, arguments):
+        evaluated.append((tuple(grid), dict(arguments)))
+        return evaluate(grid, arguments)
+
+    object.__setattr__(kernel, "bound_entries", counted)
+    first = [launch(recorder, (0, 1000, 132))[1].kernel for _ in range(3)]
+    other = launch(recorder, (0, 10, 132))[1].kernel  # other sizes: evaluated, 2 entries
+    wider = launch(recorder, (0, 1000, 132), grid=(264, 1, 1))[1].kernel  # another grid: evaluated
+    assert first[0] is first[1] is first[2] and first[0].layout.capacity == 16
+    assert other.layout.capacity == 2 and wider is first[0]  # the step is NUM_SMS, not the grid
+    assert [arguments["n_tiles"] for _, arguments in evaluated] == [1000, 10, 1000]
+    assert [grid[0] for grid, _ in evaluated] == [132, 132, 264]
+
+
+def test_sizes_that_keep_changing_are_not_all_remembered(recorder, monkeypatch):
+    from proton_ik.runtime import launch_sizing
+
+    monkeypatch.setattr(launch_sizing, "SIZES_REMEMBERED", 4)
+    for tiles in range(1, 20):
+        _, queued = launch(recorder, (0, tiles * 132, 132))
+        assert queued.kernel.layout.capacity == 1 << (2 * tiles - 1).bit_length()
+    assert len(loaded.KERNELS[FUNCTION].sized_launches) <= 4
