@@ -264,3 +264,58 @@ def test_the_plain_and_the_instrumented_binary_are_cached_apart(tmp_path):
     copy[(1,)](x, 1, y, num_warps=4)
     assert len(copy.device_caches[device][0]) == 2  # the session's binary, and the plain one
     assert torch.equal(y, x)
+
+
+@triton.jit
+def plain_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(
+        out_ptr + offsets,
+        tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
+        mask=mask,
+    )
+
+
+def _records_inserted(ttgir: str) -> str:
+    """Proton's IR override tutorial's edit: ``kernel`` around the body, ``loads`` around the loads."""
+    lines = ttgir.splitlines(keepends=True)
+    loads = [i for i, line in enumerate(lines) if "tt.load" in line]
+    out = []
+    for i, line in enumerate(lines):
+        if "tt.return" in line:
+            out.append('    proton.record end "kernel"\n')
+        if i == loads[0]:
+            out.append('    proton.record start "loads"\n')
+        out.append(line)
+        if "tt.func public @" in line:
+            out.append('    proton.record start "kernel"\n')
+        if i == loads[-1]:
+            out.append('    proton.record end "loads"\n')
+    return "".join(out)
+
+
+def test_a_ttgir_override_with_proton_records_records_them(tmp_path, monkeypatch):
+    from triton import knobs
+
+    n = 1 << 16
+    x, y, out = _vectors(n)
+    monkeypatch.setattr(knobs.compilation, "always_compile", True)
+    monkeypatch.setattr(knobs.compilation, "dump_ir", True)  # TRITON_KERNEL_DUMP=1
+    monkeypatch.setattr(knobs.cache, "dump_dir", str(tmp_path / "ttgir_dump"))
+    plain_add[(n // 1024,)](x, y, out, n, BLOCK=1024)  # the dump, as the tutorial's first step
+    (dumped,) = (tmp_path / "ttgir_dump").rglob("*.ttgir")
+    edited = _records_inserted(dumped.read_text())
+    dumped.write_text(edited)
+    monkeypatch.setattr(knobs.compilation, "dump_ir", False)
+    monkeypatch.setattr(knobs.compilation, "override", True)  # TRITON_KERNEL_OVERRIDE=1
+    monkeypatch.setattr(knobs.cache, "override_dir", str(tmp_path / "ttgir_dump"))
+    out.zero_()
+    proton.start(str(tmp_path / "override"), data="trace", backend="instrumentation")
+    plain_add[(n // 1024,)](x, y, out, n, BLOCK=1024)
+    proton.finalize()
+    assert torch.equal(out, x + y)
+    assert dumped.read_text() == edited  # the user's file, as they left it
+    events = _events(tmp_path / "override.chrome_trace")
+    per_scope = {name: sum(e["name"] == name for e in events) for name in ("kernel", "loads")}
+    assert per_scope == {"kernel": (n // 1024) * 4, "loads": (n // 1024) * 4}  # every warp of every CTA
