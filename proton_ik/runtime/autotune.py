@@ -23,6 +23,8 @@ from triton.compiler.errors import CompileTimeAssertionFailure
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.errors import OutOfResources, PTXASError
 
+from proton_ik.runtime.pool import PoolTooSmall
+
 # A config that cannot compile or run: the autotuner's timing, which follows, marks it unusable.
 _CONFIG_FAILURES = (OutOfResources, CompileTimeAssertionFailure, PTXASError)
 BENCHMARK = {"autotune": "benchmark"}  # what a benchmark launch's config carries
@@ -120,6 +122,8 @@ class AutotuneFollower:
             kernel_call()
         except _CONFIG_FAILURES:
             pass  # its plain timing, next, fails the same way and rules the config out
+        except PoolTooSmall:
+            pass  # a config whose records the pool cannot hold (finalize lists it): timed plain all the same
         finally:
             self._running.benchmarked = None
 
