@@ -30,8 +30,8 @@ class _Tuner:
         self.best_config = config
 
 
-def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
-    log: list[object] = []
+def _logged_plain(log: list[object]):
+    """The session's plain block, as a log of its entries and exits."""
 
     @contextlib.contextmanager
     def plain():
@@ -39,7 +39,13 @@ def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
         yield
         log.append("profiled")
 
-    follower = AutotuneFollower(plain)
+    return plain
+
+
+def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
+    log: list[object] = []
+
+    follower = AutotuneFollower(_logged_plain(log))
     chosen = triton.Config({"BLOCK": 1024}, num_warps=4)
 
     def bench(tuner, *args, config, **kwargs):
@@ -82,13 +88,7 @@ class _TimedTuner(_Tuner):
 def test_each_config_runs_once_recorded_then_is_timed_plain(monkeypatch):
     log: list[object] = []
 
-    @contextlib.contextmanager
-    def plain():
-        log.append("plain")
-        yield
-        log.append("profiled")
-
-    follower = AutotuneFollower(plain)
+    follower = AutotuneFollower(_logged_plain(log))
 
     def bench(tuner, *args, config, **kwargs):  # as Triton's: the config's call, through do_bench
         return tuner.do_bench(lambda: log.append(("call", follower.current_config())), quantiles=(0.5,))
