@@ -1,5 +1,6 @@
 """The Perfetto writer's output: framed packets written to the file, or gathered into bundles
-that worker threads zlib-compress (``TracePacket.compressed_packets``).
+that worker threads deflate (``TracePacket.compressed_packets``, a zlib stream that trace
+processor and the Perfetto UI inflate), with zlib-ng where it is installed.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
@@ -17,8 +19,20 @@ from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 from proton_ik.viewer.arrays import varint_bytes
 from proton_ik.viewer.perfetto.wire import TRACE_PACKET
 
+
+def _deflate() -> tuple[Callable[[bytes, int], bytes], int]:
+    """zlib-ng's deflate at level 2 (a dependency): 1.6x zlib's level 1, and 4% smaller; zlib's
+    level 1 where zlib-ng has no wheel (level 6 saves about a quarter of the size for four times
+    the time)."""
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:
+        return zlib.compress, 1
+    return zlib_ng.compress, 2
+
+
+COMPRESS, COMPRESS_LEVEL = _deflate()
 BUNDLE_BYTES = 1 << 20  # uncompressed bytes per compressed bundle
-COMPRESS_LEVEL = 1  # zlib: level 6 saves about a quarter of the size for four times the time
 
 
 class Sink:
@@ -53,7 +67,7 @@ class Sink:
         assert self.pool is not None, "only a compressing sink gathers packets"
         payload = b"".join(self.pending)  # type: ignore[arg-type]  # ndarrays are buffers (numpy stubs: from 3.12)
         self.pending, self.pending_bytes = [], 0
-        self.bundles.append(self.pool.submit(zlib.compress, payload, COMPRESS_LEVEL))
+        self.bundles.append(self.pool.submit(COMPRESS, payload, COMPRESS_LEVEL))
         while len(self.bundles) > 2 * self.workers:
             self._write_bundle()
 
