@@ -21,11 +21,18 @@ def normalized(trace, launch_units: int) -> dict[str, float]:
     return (trace.events.groupby("scope", observed=True)["dur_cycles"].sum() / launch_units).to_dict()
 
 
-def test_proton_viewer_prints_each_scope_with_its_normalized_cycles(tmp_path):
-    render_session(DATA / "add.pik", {"hatchet": tmp_path / "add.hatchet"})
-    trace = load(DATA / "add.pik")
+@pytest.mark.parametrize(
+    ("capture", "kernel", "scopes"),
+    [
+        ("add", "add_kernel", {"load", "compute", "store"}),
+        ("clusters", "cluster_matmul_kernel", {"k_step"}),  # two CTAs per cluster (num_ctas=2)
+    ],
+)
+def test_proton_viewer_prints_each_scope_with_its_normalized_cycles(tmp_path, capture, kernel, scopes):
+    render_session(DATA / f"{capture}.pik", {"hatchet": tmp_path / "add.hatchet"})
+    trace = load(DATA / f"{capture}.pik")
     expected = normalized(trace, int(trace.launches["units"].sum()))
-    assert set(expected) == {"load", "compute", "store"}
+    assert set(expected) == scopes
 
     run = subprocess.run(
         [
@@ -41,7 +48,7 @@ def test_proton_viewer_prints_each_scope_with_its_normalized_cycles(tmp_path):
         check=True,
     )
     rows = {line.split()[-1]: float(line.split()[-2]) for line in run.stdout.splitlines() if line.strip()}
-    assert rows["add_kernel"] == pytest.approx(sum(expected.values()), abs=1e-3)
+    assert rows[kernel] == pytest.approx(sum(expected.values()), abs=1e-3)
     for scope, value in expected.items():
         assert rows[scope] == pytest.approx(value, abs=1e-3)  # the viewer prints three decimals
 

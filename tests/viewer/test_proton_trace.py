@@ -25,7 +25,7 @@ def _proton_trace(name: str, tmp_path: Path) -> list[dict]:
     return json.loads(path.read_text())["traceEvents"]
 
 
-@pytest.mark.parametrize("name", ["add", "ring", "spin", "events"])
+@pytest.mark.parametrize("name", ["add", "ring", "spin", "events", "clusters"])
 def test_every_scope_instance_is_one_complete_event_in_protons_fields(name, tmp_path):
     events = _proton_trace(name, tmp_path)
     trace = viewer.load(DATA / f"{name}.pik")
