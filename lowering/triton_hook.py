@@ -26,6 +26,7 @@ handed a copy with those ops translated into our markers.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import triton
@@ -64,13 +65,41 @@ def _translating(get_override_manager):
 
         def get_translated_file(filename):
             found = get_file(filename)
-            return None if found is None else str(_copies.of(found))
+            if found is None:
+                return None
+            copy = _copies.of(found)
+            if str(copy) != str(found):  # it carries proton.record ops
+                _warn_of_later_stages(found, filename, get_file)
+            return str(copy)
 
         manager.get_file = get_translated_file
         return manager
 
     translated_override_manager.untranslated = get_override_manager
     return translated_override_manager
+
+
+# The stages of a CUDA compile that Triton can take from an override folder, in order.
+_STAGES = (".ttir", ".ttgir", ".llir", ".ptx", ".cubin")
+_warned_overrides: set[str] = set()
+
+
+def _warn_of_later_stages(found: str, filename: str, get_file: Callable[[str], object]) -> None:
+    """Warn (once per file) where the override folder also holds a later stage of the kernel:
+    Triton takes that stage as it is, so the records are compiled away."""
+    stem, dot, suffix = filename.rpartition(".")
+    if not dot or f".{suffix}" not in _STAGES or found in _warned_overrides:
+        return
+    later = [stem + stage for stage in _STAGES[_STAGES.index(f".{suffix}") + 1 :] if get_file(stem + stage)]
+    if later:
+        _warned_overrides.add(found)
+        warnings.warn(
+            f"proton_ik: the IR override {found} carries proton.record ops, but its folder also "
+            f"holds {', '.join(later)}: Triton takes those later stages as they are, so the "
+            f"records are compiled away and {stem} records nothing. Keep only {filename} in the "
+            "folder (Proton's dump_ttgir.sh deletes the other stages of the dump)",
+            stacklevel=2,
+        )
 
 
 def _translate_ir_override(stages, metadata_key: str = "ir_override") -> None:

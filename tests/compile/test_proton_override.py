@@ -109,3 +109,18 @@ def test_the_translation_keeps_everything_else_and_each_record_in_place():
 def test_a_record_proton_ik_cannot_read_is_named_with_its_line(line, message):
     with pytest.raises(ProtonOverrideError, match=message):
         translate(line + "\n", "k.ttgir")
+
+
+def test_an_override_folder_that_also_holds_later_stages_is_warned_of(tmp_path, ttgir, monkeypatch):
+    """What Proton's dump script deletes: with the dump's PTX beside the edited TTGIR, Triton takes
+    that PTX as it is, and the records would be compiled away without a word."""
+    plain_ptx = triton.compile(_source(), target=TARGET, options={"num_warps": 4}).asm["ptx"]
+    monkeypatch.setattr(knobs.compilation, "override", True)
+    monkeypatch.setattr(knobs.cache, "override_dir", str(tmp_path / "override"))
+    monkeypatch.setattr(knobs.compilation, "always_compile", True)
+    folder = Path(get_override_manager(_source().hash()).cache_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "add.ttgir").write_text(ttgir)
+    (folder / "add.ptx").write_text(plain_ptx)
+    with pytest.warns(UserWarning, match=r"also holds add\.ptx.*Keep only add\.ttgir"):
+        _compile({})  # compiles, from the stale PTX: the records are gone, as the warning says
