@@ -25,8 +25,10 @@ from triton.runtime.errors import OutOfResources, PTXASError
 
 from proton_ik.runtime.pool import PoolTooSmall
 
-# A config that cannot compile or run: the autotuner's timing, which follows, marks it unusable.
-_CONFIG_FAILURES = (OutOfResources, CompileTimeAssertionFailure, PTXASError)
+# Why a config's recorded call may not run: it cannot compile or run (the plain timing, which
+# follows, fails the same way and rules the config out), or its records need more than the pool
+# (finalize lists the refused launch; the plain timing decides as it would).
+_NOT_RECORDED = (OutOfResources, CompileTimeAssertionFailure, PTXASError, PoolTooSmall)
 BENCHMARK = {"autotune": "benchmark"}  # what a benchmark launch's config carries
 
 
@@ -120,10 +122,8 @@ class AutotuneFollower:
         self._running.benchmarked = config
         try:
             kernel_call()
-        except _CONFIG_FAILURES:
-            pass  # its plain timing, next, fails the same way and rules the config out
-        except PoolTooSmall:
-            pass  # a config whose records the pool cannot hold (finalize lists it): timed plain all the same
+        except _NOT_RECORDED:
+            pass
         finally:
             self._running.benchmarked = None
 
