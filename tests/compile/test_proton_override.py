@@ -77,13 +77,19 @@ def test_an_autotune_ir_override_records_its_proton_records(tmp_path, ttgir):
     assert "pik.marker" in kernel.asm["ptx"] or kernel.metadata.profile_scratch_size > 0
 
 
-def test_a_kernel_override_folder_records_its_proton_records(tmp_path, ttgir, monkeypatch):
+def _override_folder(tmp_path: Path, ttgir: str, monkeypatch) -> Path:
+    """TRITON_KERNEL_OVERRIDE on, with the kernel's folder holding ``ttgir`` as add.ttgir."""
     monkeypatch.setattr(knobs.compilation, "override", True)
     monkeypatch.setattr(knobs.cache, "override_dir", str(tmp_path / "override"))
     monkeypatch.setattr(knobs.compilation, "always_compile", True)
     folder = Path(get_override_manager(_source().hash()).cache_dir)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "add.ttgir").write_text(ttgir)
+    return folder
+
+
+def test_a_kernel_override_folder_records_its_proton_records(tmp_path, ttgir, monkeypatch):
+    folder = _override_folder(tmp_path, ttgir, monkeypatch)
     kernel = _compile({})
     assert _scopes(kernel) == ["kernel", "load"]
     assert (folder / "add.ttgir").read_text() == ttgir
@@ -115,12 +121,7 @@ def test_an_override_folder_that_also_holds_later_stages_is_warned_of(tmp_path, 
     """What Proton's dump script deletes: with the dump's PTX beside the edited TTGIR, Triton takes
     that PTX as it is, and the records would be compiled away without a word."""
     plain_ptx = triton.compile(_source(), target=TARGET, options={"num_warps": 4}).asm["ptx"]
-    monkeypatch.setattr(knobs.compilation, "override", True)
-    monkeypatch.setattr(knobs.cache, "override_dir", str(tmp_path / "override"))
-    monkeypatch.setattr(knobs.compilation, "always_compile", True)
-    folder = Path(get_override_manager(_source().hash()).cache_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "add.ttgir").write_text(ttgir)
+    folder = _override_folder(tmp_path, ttgir, monkeypatch)
     (folder / "add.ptx").write_text(plain_ptx)
     with pytest.warns(UserWarning, match=r"also holds add\.ptx.*Keep only add\.ttgir"):
         _compile({})  # compiles, from the stale PTX: the records are gone, as the warning says
