@@ -17,6 +17,10 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 _local = threading.local()
+# Host scopes open now, in every thread: the launch path reads it (a module attribute, no call)
+# and asks for this thread's stack only when some scope is open somewhere.
+open_count = 0
+_counting = threading.Lock()
 
 
 def _stack() -> list[str]:
@@ -48,12 +52,16 @@ def _ignore_metrics(metrics: object) -> None:
 
 def enter_scope(name: str, *, metrics: dict[str, float] | None = None) -> None:
     """Open host scope ``name`` on this thread."""
+    global open_count
     _ignore_metrics(metrics)
     _stack().append(_check_name(name))
+    with _counting:
+        open_count += 1
 
 
 def exit_scope(name: str | None = None, *, metrics: dict[str, float] | None = None) -> None:
     """Close the innermost host scope (``name``, if given, must be it)."""
+    global open_count
     _ignore_metrics(metrics)
     stack = _stack()
     if not stack:
@@ -66,6 +74,8 @@ def exit_scope(name: str | None = None, *, metrics: dict[str, float] | None = No
             "host scopes close in the reverse order they opened"
         )
     stack.pop()
+    with _counting:
+        open_count -= 1
 
 
 class scope:

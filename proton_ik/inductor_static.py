@@ -83,6 +83,8 @@ def _recording_class(static: types.ModuleType) -> type | None:
     from triton import knobs
     from triton.runtime import _allocation
 
+    from proton_ik.runtime.hooks import direct_recorder
+
     class RecordingStaticKernel(cuda):  # type: ignore[misc, valid-type]
         """Inductor's static launcher for a kernel that records into a profile buffer."""
 
@@ -92,6 +94,10 @@ def _recording_class(static: types.ModuleType) -> type | None:
             self.compiled = kernel
             self.profile_bytes = _profile_bytes(kernel)
             self.profile_align = int(getattr(kernel.metadata, "profile_scratch_align", 1) or 1)
+            # The parameters after the kernel's own: no global scratch, then the profile buffer.
+            self.scratch = (None,) if self.has_global_scratch else ()
+            self.kinds_with_address = self.arg_tys + "O" * len(self.scratch) + "K"
+            self.kinds_with_tensor = self.arg_tys + "O" * len(self.scratch) + "O"
 
         records_into_profile_buffer = True  # what ``records`` looks for
 
@@ -110,23 +116,45 @@ def _recording_class(static: types.ModuleType) -> type | None:
             )
 
         def run(self, grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
-            # As Triton's launcher: the launch's metadata (it announces the kernel and grid to the
-            # session), the buffer from the profile allocator, the hooks around the launch.
+            recorder = direct_recorder()
+            if recorder is None or self.compiled.function is None:  # (the first launch loads it)
+                self.run_through_hooks(grid_x, grid_y, grid_z, stream, *args)
+                return
+            # What Triton's surfaces below would do, with the session's recorder alone behind
+            # them: the same calls on it, without the launch's metadata dict and the hook chains
+            # (measured: docs/PERFORMANCE.md, "The recording static launcher").
+            buffer = recorder.allocate_for(
+                self.compiled,
+                (grid_x, grid_y, grid_z),
+                args,
+                grid_x * grid_y * grid_z * self.profile_bytes,
+                stream,
+            )
+            self._launch(grid_x, grid_y, grid_z, stream, args, buffer)
+            recorder.exit(None)
+
+        def run_through_hooks(self, grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
+            """As Triton's launcher: the launch's metadata (it announces the kernel and grid to
+            the session, and loads the kernel in Triton), the buffer from the profile allocator,
+            the hooks around the launch."""
             metadata = self.compiled.launch_metadata((grid_x, grid_y, grid_z), stream, *args)
             size = grid_x * grid_y * grid_z * self.profile_bytes
             buffer = _allocation._profile_allocator.get()(size, self.profile_align, stream)
-            # An int address ('K', 64 bits), or a tensor inside a CUDA graph capture ('O').
-            kinds = (
-                self.arg_tys
-                + ("O" if self.has_global_scratch else "")
-                + ("K" if isinstance(buffer, int) else "O")
-            )
-            values = (*args, *((None,) if self.has_global_scratch else ()), buffer)
             knobs.runtime.launch_enter_hook(metadata)
+            self._launch(grid_x, grid_y, grid_z, stream, args, buffer)
+            knobs.runtime.launch_exit_hook(metadata)
+
+        def _launch(
+            self, grid_x: int, grid_y: int, grid_z: int, stream: int, args: tuple, buffer: Any
+        ) -> None:
+            # An int address ('K', 64 bits), or a tensor inside a CUDA graph capture ('O').
+            if isinstance(buffer, int):
+                kinds, values = self.kinds_with_address, (*args, *self.scratch, buffer)
+            else:
+                kinds, values = self.kinds_with_tensor, (*args, *self.scratch, buffer)
             self.C_impl._launch_kernel(
                 self.function, grid_x, grid_y, grid_z, self.num_warps, self.shared, kinds, values, stream
             )
-            knobs.runtime.launch_exit_hook(metadata)
 
     return RecordingStaticKernel
 

@@ -224,7 +224,7 @@ class Session:
         )
         recorder.drain_for(device)
         graphs, autotune = GraphFollower(recorder), AutotuneFollower(self.plain)
-        recorder.current_config = autotune.current_config
+        recorder.autotune = autotune
         recorder.install()
         graphs.install()
         autotune.install()

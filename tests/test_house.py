@@ -45,14 +45,19 @@ FORBIDDEN = {
         "proton_ik.viewer",
         "proton_ik.session",
     ],
-    "proton_ik.inductor_static": ["proton_ik."],  # Triton's surfaces only, as Triton's launcher
+    # Triton's surfaces, as Triton's launcher, and the recorder's direct entry (ALLOWED)
+    "proton_ik.inductor_static": ["proton_ik."],
     "proton_ik.after_import": ["proton_ik."],
     "proton_ik.session_files": ["proton_ik."],  # file names and claims: nothing else of ours
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
 }
-# The one crossing that does work rather than fetch a constant: calibration decodes its own
-# records with the viewer's decoder.
-ALLOWED = {("proton_ik.runtime.calibrate", "proton_ik.viewer")}
+# The crossings that do work rather than fetch a constant: calibration decodes its own records
+# with the viewer's decoder; the recording static launcher calls the session's recorder directly
+# while nothing else is behind Triton's launch surfaces (``hooks.direct_recorder``).
+ALLOWED = {
+    ("proton_ik.runtime.calibrate", "proton_ik.viewer"),
+    ("proton_ik.inductor_static", "proton_ik.runtime.hooks"),
+}
 
 
 # every module of the four folders (proton_ik/, dialect/, lowering/, viewer/), by import name

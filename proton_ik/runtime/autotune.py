@@ -65,6 +65,10 @@ class AutotuneFollower:
     def __init__(self, plain: Callable[[], contextlib.AbstractContextManager[None]]):
         self._plain = plain
         self._running = threading.local()
+        # Autotuner runs in progress, in every thread: while none is, no launch is a config's
+        # (the launch path reads this attribute before it asks ``current_config``).
+        self.active = 0
+        self._counting = threading.Lock()
         self._saved: dict[str, Any] = {}
 
     def current_config(self) -> dict[str, Any] | None:
@@ -109,22 +113,30 @@ class AutotuneFollower:
         def named_run(tuner, *args, **kwargs):
             stack = follower._running.__dict__.setdefault("stack", [])
             stack.append(tuner)
+            follower._count(1)
             try:
                 return run(tuner, *args, **kwargs)
             finally:
+                follower._count(-1)
                 stack.pop()
 
         Autotuner._bench = recorded_once_then_plain if _times_through_do_bench() else plain_bench
         Autotuner.run = named_run
 
+    def _count(self, change: int) -> None:
+        with self._counting:
+            self.active += change
+
     def _record_once(self, kernel_call: Callable[[], None], config: Any) -> None:
         """One benchmark call of ``config``, recorded and named as the autotuner's."""
         self._running.benchmarked = config
+        self._count(1)
         try:
             kernel_call()
         except _NOT_RECORDED:
             pass
         finally:
+            self._count(-1)
             self._running.benchmarked = None
 
     def uninstall(self) -> None:

@@ -201,11 +201,11 @@ class Drain:
             if (
                 len(unevented) >= LAUNCHES_PER_EVENT
                 or launch.number is None
-                or self.pool.used_unlocked >= self._drain_at
+                or self.pool.used >= self._drain_at
             ):
                 self._seal_stream(stream, unevented)
         self._waiting.append(launch)
-        if self._idle and (launch.number is None or self.pool.used_unlocked >= self._drain_at):
+        if self._idle and (launch.number is None or self.pool.used >= self._drain_at):
             # A drain thread about to wait may miss this: the next launch, a flush or an
             # allocation waiting for room wakes it then.
             with self._cond:
@@ -284,6 +284,10 @@ class Drain:
             self._cond.notify_all()
         self._thread.join()
         self._writer.join()
+        # The arena and its pinned mirror go now, not when the garbage collector breaks the
+        # session's reference cycles: a program that profiles one window after another would
+        # otherwise hold a pool per finalized session on the device.
+        self.arena = self.host_arena = self._host_bytes = None
 
     def raise_if_failed(self) -> None:
         if self._error is not None:
@@ -296,7 +300,7 @@ class Drain:
         return (
             self._taken < self._flush_upto
             or self._room_wanted
-            or self.pool.used_unlocked >= self._drain_at
+            or self.pool.used >= self._drain_at
             or self._waiting[0].number is None
         )
 

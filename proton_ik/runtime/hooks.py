@@ -18,17 +18,17 @@ since been handed to another launch; ``runtime.graphs`` copies it out after each
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triton import knobs
 from triton.compiler.compiler import CompiledKernel
+from triton.runtime import _allocation
 from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
@@ -37,52 +37,24 @@ from proton_ik.runtime.drain import Drain, QueuedLaunch, Sink
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
 
-
-def grid_ctas(grid: Any) -> int | None:
-    """The CTAs of a launch grid of 1 to 3 extents; None for a grid this cannot read (then
-    Triton's request stands)."""
-    try:
-        extents = [int(extent) for extent in grid]
-    except (TypeError, ValueError):
-        return None
-    if not 1 <= len(extents) <= 3 or min(extents) < 0:
-        return None
-    return math.prod(extents)
-
-
-# What ``launch_metadata`` announces of the launch about to be made: (function, grid, the
-# CompiledKernel, the launch's arguments)
-Upcoming = tuple[int, Any, Any, tuple]
-
-
-def buffer_request(size: int, upcoming: Upcoming | None) -> tuple[int | None, int]:
-    """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request of
-    ``size`` bytes when ``upcoming`` (function, grid) announced the launch: only the sampled
-    CTAs' regions where the launching kernel samples CTAs and Triton asked for a region for each
-    CTA of that grid; anything else (a cluster launch, a kernel not ours) gets all ``size``
-    bytes, as Triton asked."""
-    kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
-    if kernel is None or upcoming is None or kernel.every_cta:
-        return None, size
-    ctas = grid_ctas(upcoming[1])
-    if ctas is None or size != ctas * kernel.cta_bytes:
-        return None, size
-    return ctas, kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes)
+if TYPE_CHECKING:
+    from proton_ik.runtime.autotune import AutotuneFollower
 
 
 class _Launching(threading.local):
     """What one thread's launch in progress holds between Triton's calls: the kernel announced
     by ``launch_metadata``, then the buffer the allocator handed it, until the exit hook."""
 
-    upcoming: Upcoming | None = None  # the kernel about to launch
+    upcoming: launch_sizing.Upcoming | None = None  # the kernel about to launch
     pending: _Allocation | None = None  # allocated, launch not yet exited
 
 
 class _Announcing:
     """The thread states that the wrapped ``CompiledKernel.launch_metadata`` tells of each
-    launch, while a recorder is installed."""
+    launch, and the recorder they belong to, while a recorder is installed."""
 
     launching: _Launching | None = None
+    recorder: LaunchRecorder | None = None
 
 
 _announcing = _Announcing()
@@ -95,6 +67,29 @@ def _announced_launch_metadata(self: CompiledKernel, grid: Any, stream: int, *ar
     if launching is not None:
         launching.upcoming = (self.function, grid, self, args)
     return data
+
+
+def direct_recorder() -> LaunchRecorder | None:
+    """The installed recorder, where a launcher that knows the kernel it launches may call it
+    directly (``LaunchRecorder.allocate_for``, then ``exit``) instead of going through Triton's
+    ``launch_metadata``, profile allocator and launch hooks: only while those surfaces would
+    reach this recorder alone (no other launch hook is set, the profile allocator is ours) and
+    no launch is named from its ``launch_metadata`` (hook="triton"). None otherwise: the
+    launcher then goes through Triton's surfaces, as Triton's own launcher does."""
+    recorder = _announcing.recorder
+    if recorder is None or recorder.launch_metadata:
+        return None
+    runtime = knobs.runtime
+    exits = getattr(runtime.launch_exit_hook, "calls", None)
+    if (
+        exits is None
+        or len(exits) != 1
+        or exits[0] is not recorder.exit_hook
+        or getattr(runtime.launch_enter_hook, "calls", True)
+        or _allocation._profile_allocator.get() is not recorder.allocator
+    ):
+        return None
+    return recorder
 
 
 def _launch_names(data: dict[str, Any]) -> dict[str, Any]:
@@ -228,13 +223,17 @@ class LaunchRecorder:
         self.refused: list[str] = []  # the pool's reason for each launch it refused (which never ran)
         # Set by runtime.graphs while a graph is being captured on this thread.
         self.on_captured: Callable[[CapturedLaunch], bool] | None = None
-        # Set by runtime.autotune: the config an autotuner is launching, as plain data.
-        self.current_config: Callable[[], dict[str, Any] | None] | None = None
+        # Set by the session: what names the config an autotuner is launching.
+        self.autotune: AutotuneFollower | None = None
         # Per thread: Triton calls the allocator, then the exit hook, on the thread that
         # launches, and several threads may launch at once.
         self._launching = _Launching()
         self._warned: set[str] = set()
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
+        # The bound methods installed as Triton's exit hook and profile allocator: the very
+        # objects ``direct_recorder`` finds there while nothing else is installed.
+        self.exit_hook = self.exit
+        self.allocator = self.allocate
 
     def drain_for(self, device: int) -> Drain:
         drain = self.drains.get(device)
@@ -248,10 +247,22 @@ class LaunchRecorder:
     # --- hooks -------------------------------------------------------------------------------
     def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
         launching = self._launching
-        if launching.pending is not None:
-            self._abandon(launching.pending)  # the previous allocation never reached a launch
         upcoming = launching.upcoming
         launching.upcoming = None  # told of this launch; never of the next, which tells its own
+        return self._allocate(launching, size, stream, upcoming)
+
+    def allocate_for(
+        self, compiled: Any, grid: tuple[int, int, int], args: tuple, size: int, stream: int
+    ) -> Any:
+        """``allocate`` for a launch of ``compiled`` that a launcher announces itself (see
+        ``direct_recorder``): what ``launch_metadata`` would have told the allocator."""
+        return self._allocate(self._launching, size, stream, (compiled.function, grid, compiled, args))
+
+    def _allocate(
+        self, launching: _Launching, size: int, stream: int | None, upcoming: launch_sizing.Upcoming | None
+    ) -> Any:
+        if launching.pending is not None:
+            self._abandon(launching.pending)  # the previous allocation never reached a launch
         kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
         if kernel is None and upcoming is not None:
             kernel = register_loaded(upcoming[2])
@@ -268,7 +279,7 @@ class LaunchRecorder:
                 launch_sizing.pointer_tag(kernel),
             )
         elif kernel is not None and not kernel.every_cta:
-            ctas, size = buffer_request(size, upcoming)
+            ctas, size = launch_sizing.buffer_request(size, upcoming)
         stream = stream or 0
         if self._capturing():
             buffer = self._torch.empty(size, dtype=self._torch.uint8, device="cuda")
@@ -334,10 +345,11 @@ class LaunchRecorder:
         if self.launch_metadata and launch is not None:
             # launch.get() runs the kernel's launch_metadata function: only when asked to.
             extra = _launch_names(launch.get()) or None
-        config = self.current_config() if self.current_config is not None else None
+        autotune = self.autotune
+        config = autotune.current_config() if autotune is not None and autotune.active else None
         if config is not None:
             extra = {**(extra or {}), "config": config}
-        scopes = host_scopes.open_scopes()
+        scopes = host_scopes.open_scopes() if host_scopes.open_count else None
         if scopes:
             extra = {**(extra or {}), "host_scope": scopes}
         return extra
@@ -390,19 +402,19 @@ class LaunchRecorder:
     # --- lifetime --------------------------------------------------------------------------
     def install(self) -> None:
         knobs.runtime.kernel_load_end_hook.add(on_kernel_load)
-        knobs.runtime.launch_exit_hook.add(self.exit)
-        set_profile_allocator(self.allocate)
-        _announcing.launching = self._launching
+        knobs.runtime.launch_exit_hook.add(self.exit_hook)
+        set_profile_allocator(self.allocator)
+        _announcing.launching, _announcing.recorder = self._launching, self
         CompiledKernel.launch_metadata = _announced_launch_metadata
         self.recording = True
 
     def uninstall(self) -> None:
         self.recording = False
-        _announcing.launching = None
+        _announcing.launching, _announcing.recorder = None, None
         if CompiledKernel.launch_metadata is _announced_launch_metadata:  # nobody wrapped ours since
             CompiledKernel.launch_metadata = _plain_launch_metadata
         knobs.runtime.kernel_load_end_hook.remove(on_kernel_load)
-        knobs.runtime.launch_exit_hook.remove(self.exit)
+        knobs.runtime.launch_exit_hook.remove(self.exit_hook)
         set_profile_allocator(None)
 
     def pool_stalls(self) -> list[PoolStall]:

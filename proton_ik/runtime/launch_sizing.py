@@ -10,17 +10,21 @@ the kernel reads and clears.
 
 Where the launch path passes no arguments, or they give no bound, or the bound would not fit
 the pool, the launch gets a ring, and its capacity's reason says why.
+
+Also here: the buffer of a kernel that samples CTAs (``buffer_request``), only its sampled
+CTAs' regions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from proton_ik.contract.layout import BufferLayout, next_power_of_two
 from proton_ik.contract.metadata import Capacity
-from proton_ik.runtime.loaded import KernelInfo
+from proton_ik.runtime.loaded import KERNELS, KernelInfo
 
 
 def argument_positions(compiled: Any, count: int, wanted: Sequence[str]) -> dict[str, int] | None:
@@ -153,3 +157,35 @@ def _fits(kernel: KernelInfo, capacity: int, ctas: int, max_bytes: int) -> bool:
 def pointer_tag(kernel: KernelInfo) -> int:
     """What a launch-sized kernel's buffer address carries in its low bits: log2(capacity)."""
     return kernel.layout.capacity.bit_length() - 1
+
+
+def grid_ctas(grid: Any) -> int | None:
+    """The CTAs of a launch grid of 1 to 3 extents; None for a grid this cannot read (then
+    Triton's request stands)."""
+    try:
+        extents = [int(extent) for extent in grid]
+    except (TypeError, ValueError):
+        return None
+    if not 1 <= len(extents) <= 3 or min(extents) < 0:
+        return None
+    return math.prod(extents)
+
+
+# What ``launch_metadata`` announces of the launch about to be made: (function, grid, the
+# CompiledKernel, the launch's arguments)
+Upcoming = tuple[int, Any, Any, tuple]
+
+
+def buffer_request(size: int, upcoming: Upcoming | None) -> tuple[int | None, int]:
+    """The launch's CTAs, where known, and the bytes its buffer needs, for Triton's request of
+    ``size`` bytes when ``upcoming`` (function, grid) announced the launch: only the sampled
+    CTAs' regions where the launching kernel samples CTAs and Triton asked for a region for each
+    CTA of that grid; anything else (a cluster launch, a kernel not ours) gets all ``size``
+    bytes, as Triton asked."""
+    kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
+    if kernel is None or upcoming is None or kernel.every_cta:
+        return None, size
+    ctas = grid_ctas(upcoming[1])
+    if ctas is None or size != ctas * kernel.cta_bytes:
+        return None, size
+    return ctas, kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes)

@@ -35,7 +35,9 @@ class RingPool:
         self.capacity = capacity - capacity % align
         self.align = align
         self._head = 0  # next free byte
-        self._used = 0  # bytes between tail and head, skips included
+        # Bytes between tail and head, skips included; written under the lock, read without it
+        # as a hint of when to drain, never for allocating (``in_use`` reads it under the lock)
+        self.used = 0
         self._live: collections.deque[PoolChunk] = collections.deque()
         self._lock = threading.Lock()
         self.high_water = 0
@@ -53,19 +55,19 @@ class RingPool:
                 "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
             )
         with self._lock:
-            if self._used == 0:  # an empty ring starts over: no need to skip to the end
+            if self.used == 0:  # an empty ring starts over: no need to skip to the end
                 self._head = 0
             skip = self.capacity - self._head if self._head + need > self.capacity else 0
-            if self._used + skip + need > self.capacity:
+            if self.used + skip + need > self.capacity:
                 return None
             offset = 0 if skip else self._head
             self._head = (offset + need) % self.capacity
-            self._used += skip + need
+            self.used += skip + need
             chunk = PoolChunk(offset, size, skip)
             self._live.append(chunk)
             self.handed_out += need
-            if self._used > self.high_water:
-                self.high_water = self._used
+            if self.used > self.high_water:
+                self.high_water = self.used
             return chunk
 
     def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> PoolChunk:
@@ -83,14 +85,9 @@ class RingPool:
             chunk.released = True
             while self._live and self._live[0].released:
                 oldest = self._live.popleft()
-                self._used -= oldest.skip + self._round(oldest.size)
-
-    @property
-    def used_unlocked(self) -> int:
-        """Bytes in use, read without the lock: a hint for when to drain, never for allocating."""
-        return self._used
+                self.used -= oldest.skip + self._round(oldest.size)
 
     @property
     def in_use(self) -> int:
         with self._lock:
-            return self._used
+            return self.used

@@ -6,17 +6,26 @@ with the buffer as the kernel's last parameter; anything else goes to Inductor's
 from __future__ import annotations
 
 import pickle
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import triton
 import triton.language as tl
 from triton import knobs
+from triton.compiler.compiler import CompiledKernel
 from triton.runtime import _allocation
 
 import proton_ik.language as pl
 from proton_ik import inductor_static
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.mode import Mode
+from proton_ik.runtime import hooks, loaded
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "runtime"))
+from fake_drain import FakeDrain
 
 static = pytest.importorskip("torch._inductor.runtime.static_triton_launcher")
 SIGNATURE = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
@@ -225,3 +234,99 @@ def test_autotuners_that_record_stay_out_of_the_fx_graph_caches_bundle(binaries)
     with proton_ik.instrumented(Mode()):
         assert bundler.TritonBundler.__dict__["put_static_autotuner"] is not before
     assert bundler.TritonBundler.__dict__["put_static_autotuner"] is before
+
+
+FUNCTION = 8101  # the handle Triton loaded the recording kernel as (its KERNELS key)
+
+
+class _Loaded:
+    """The compiled kernel as the recording launcher holds it, loaded; ``launch_metadata`` only
+    where it is expected (on the path through Triton's hooks)."""
+
+    name = "scoped_kernel"
+    function = FUNCTION
+    src = None  # not an ASTSource: no launch_metadata function of the kernel's own
+
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def _init_handles(self) -> None:
+        """Loaded already."""
+
+    def launch_metadata(self, grid, stream, *args):
+        self.calls.append(("metadata", grid, stream))
+        return CompiledKernel.launch_metadata(self, grid, stream, *args)  # as wrapped in a session
+
+
+@pytest.fixture
+def session_recorder(binaries, monkeypatch):
+    """A session's recorder, installed as a session installs it, over a drain with no device."""
+    metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4), num_warps=4)
+    cta_bytes = binaries["recording"].metadata.profile_scratch_size  # what Triton asks for a CTA
+    kernel = loaded.KernelInfo("scoped_kernel", 4, cta_bytes, metadata, metadata.to_dict())
+    monkeypatch.setitem(loaded.KERNELS, FUNCTION, kernel)
+    recorder = hooks.LaunchRecorder(
+        1 << 20, lambda *args: None, is_capturing=lambda: False, current_device=lambda: 0
+    )
+    recorder.drains = {0: FakeDrain()}
+    recorder.install()
+    try:
+        yield recorder
+    finally:
+        recorder.uninstall()
+
+
+def _recording_kernel(binaries, calls: list):
+    by_device, _ = _by_device()
+    kernel = by_device(binaries["recording"], "cuda")
+    kernel.compiled, kernel.function, kernel.C_impl = _Loaded(calls), 1234, _Launcher(calls)
+    return kernel
+
+
+def test_with_the_session_alone_behind_the_hooks_a_launch_calls_the_recorder_directly(
+    binaries, session_recorder
+):
+    calls: list = []
+    kernel = _recording_kernel(binaries, calls)
+    kernel.run(4, 2, 1, 77, "x", "out", 1000)
+    ((what, launched),) = calls  # no launch_metadata: the launch announced itself
+    assert what == "launch"
+    ((queued, stream),) = session_recorder.drains[0].submitted
+    assert launched[6].endswith("K") and launched[7][-1] == FakeDrain.base + queued.chunk.offset
+    assert stream == 77 and queued.meta()["kernel"] == "scoped_kernel" and queued.meta()["launch"] == 0
+    assert queued.meta()["num_ctas"] == 8
+    assert queued.chunk.size == 8 * binaries["recording"].metadata.profile_scratch_size
+
+
+def test_another_launch_hook_sends_the_launch_through_tritons_hooks_and_both_see_it(
+    binaries, session_recorder
+):
+    calls: list = []
+    kernel = _recording_kernel(binaries, calls)
+
+    def users_hook(metadata):
+        calls.append(("user's exit", metadata))
+
+    knobs.runtime.launch_exit_hook.add(users_hook)
+    try:
+        assert hooks.direct_recorder() is None
+        kernel.run(4, 2, 1, 77, "x", "out", 1000)
+    finally:
+        knobs.runtime.launch_exit_hook.remove(users_hook)
+    assert [call[0] for call in calls] == ["metadata", "launch", "user's exit"]
+    ((queued, _),) = session_recorder.drains[0].submitted
+    assert queued.meta()["kernel"] == "scoped_kernel"
+    assert hooks.direct_recorder() is session_recorder
+
+
+def test_launches_named_from_launch_metadata_go_through_tritons_hooks(session_recorder):
+    session_recorder.launch_metadata = True  # hook="triton": the launch's metadata names it
+    assert hooks.direct_recorder() is None
+
+
+def test_another_profile_allocator_sends_the_launch_through_tritons_hooks(session_recorder):
+    _allocation.set_profile_allocator(lambda size, alignment, stream: 0x1000)
+    try:
+        assert hooks.direct_recorder() is None
+    finally:
+        _allocation.set_profile_allocator(session_recorder.allocator)

@@ -281,3 +281,20 @@ def test_two_threads_launching_at_once_are_each_recorded(tmp_path):
     counts = result.events.groupby("launch").size()
     assert sorted(ctas.value_counts().to_dict().items()) == [(n // 1024, 21), (n // 512, 21)]
     assert (counts == ctas * 4 * 3).all()
+
+
+def test_a_finalized_sessions_device_pool_is_freed_at_finalize(tmp_path):
+    """One profiled window after another: each session's pool is given back at its finalize,
+    not when the garbage collector gets to the session (the device would hold one per window)."""
+    x = torch.randn(64 * 2048, device="cuda")
+    out = torch.empty_like(x)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for window in range(3):
+        proton_ik.start(f"window{window}", out_dir=tmp_path, pool_bytes=1 << 30, formats=())
+        kernels.four_scopes_kernel[(64,)](x, out, x.numel(), BLOCK=2048, num_warps=4)
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_allocated() >= before + (1 << 30)  # the pool, while it runs
+        result = proton_ik.finalize()
+        assert result.launches == 1
+        assert torch.cuda.memory_allocated() - before < 1 << 20

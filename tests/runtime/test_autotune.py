@@ -54,7 +54,7 @@ def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
 
     def run(tuner, *args, **kwargs):
         Autotuner._bench(tuner, config=triton.Config({"BLOCK": 64}))
-        log.append(("launch", follower.current_config()))
+        log.append(("launch", follower.current_config(), follower.active))
         return "ran"
 
     monkeypatch.setattr(Autotuner, "_bench", bench)
@@ -64,12 +64,13 @@ def test_benchmarks_run_plain_and_the_launched_config_is_named(monkeypatch):
         tuner = _Tuner(chosen)
         assert Autotuner.run(tuner) == "ran"
         assert follower.current_config() is None  # outside the autotuner's run
+        assert follower.active == 0  # the launch path then asks nothing
     finally:
         follower.uninstall()
     assert Autotuner._bench is bench and Autotuner.run is run
     assert log[0] == "plain" and log[2] == "profiled"
     assert log[1][:2] == ("bench", 64)
-    assert log[3] == ("launch", describe_config(chosen))
+    assert log[3] == ("launch", describe_config(chosen), 1)
 
 
 class _TimedTuner(_Tuner):
@@ -91,7 +92,9 @@ def test_each_config_runs_once_recorded_then_is_timed_plain(monkeypatch):
     follower = AutotuneFollower(_logged_plain(log))
 
     def bench(tuner, *args, config, **kwargs):  # as Triton's: the config's call, through do_bench
-        return tuner.do_bench(lambda: log.append(("call", follower.current_config())), quantiles=(0.5,))
+        return tuner.do_bench(
+            lambda: log.append(("call", follower.current_config(), follower.active)), quantiles=(0.5,)
+        )
 
     monkeypatch.setattr(Autotuner, "_bench", bench)
     follower.install()
@@ -103,7 +106,7 @@ def test_each_config_runs_once_recorded_then_is_timed_plain(monkeypatch):
         follower.uninstall()
     benchmark = {**describe_config(tried), **BENCHMARK}
     # Once recorded (named as the autotuner's benchmark of that config), then timed plain.
-    assert log == [("call", benchmark), "plain", "timed", ("call", None), "profiled"]
+    assert log == [("call", benchmark, 1), "plain", "timed", ("call", None, 0), "profiled"]
     assert "do_bench" not in tuner.__dict__  # the tuner's own timer is back
 
 

@@ -1,4 +1,4 @@
-"""What the profile allocator hands a launch (``runtime.hooks.buffer_request``): a kernel that
+"""What the profile allocator hands a launch (``runtime.launch_sizing.buffer_request``): a kernel that
 samples CTAs gets its sampled CTAs' regions, and only when the launch it was told of is the one
 Triton asks for; every other request is served as Triton makes it."""
 
@@ -9,7 +9,7 @@ import pytest
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.sampling import Sampling
-from proton_ik.runtime import hooks, loaded
+from proton_ik.runtime import launch_sizing, loaded
 
 STRIDED, LISTED, ALL_CTAS = 101, 102, 103
 
@@ -32,10 +32,13 @@ def region() -> int:
 
 
 def test_a_sampling_kernel_gets_its_sampled_regions_only():
-    assert hooks.buffer_request(10 * region(), (STRIDED, (10,))) == (10, 3 * region())  # CTAs 0, 4, 8
-    assert hooks.buffer_request(50 * region(), (LISTED, (50,))) == (50, 2 * region())
-    assert hooks.buffer_request(8 * region(), (LISTED, (8,))) == (8, region())  # only CTA 3 runs
-    assert hooks.buffer_request(2 * region(), (LISTED, (2,))) == (2, region())  # none: one region still
+    assert launch_sizing.buffer_request(10 * region(), (STRIDED, (10,))) == (10, 3 * region())  # CTAs 0, 4, 8
+    assert launch_sizing.buffer_request(50 * region(), (LISTED, (50,))) == (50, 2 * region())
+    assert launch_sizing.buffer_request(8 * region(), (LISTED, (8,))) == (8, region())  # only CTA 3 runs
+    assert launch_sizing.buffer_request(2 * region(), (LISTED, (2,))) == (
+        2,
+        region(),
+    )  # none: one region still
 
 
 @pytest.mark.parametrize(
@@ -50,7 +53,7 @@ def test_a_sampling_kernel_gets_its_sampled_regions_only():
 )
 def test_anything_else_gets_what_triton_asked_for(size, upcoming):
     size = size // 512 * region()
-    assert hooks.buffer_request(size, upcoming) == (None, size)
+    assert launch_sizing.buffer_request(size, upcoming) == (None, size)
 
 
 @pytest.mark.parametrize(
@@ -58,9 +61,9 @@ def test_anything_else_gets_what_triton_asked_for(size, upcoming):
     [((7,), 7), ((4, 3), 12), ((4, 3, 2), 24), ([5, 1, 1], 5), ((0,), 0), ((2, "x"), None), (None, None)],
 )
 def test_the_grid_an_announcement_gives(grid, ctas):
-    assert hooks.grid_ctas(grid) == ctas
+    assert launch_sizing.grid_ctas(grid) == ctas
 
 
 def test_a_grid_of_more_than_three_extents_or_a_negative_one_is_not_read():
-    assert hooks.grid_ctas((1, 2, 3, 4)) is None
-    assert hooks.grid_ctas((4, -1)) is None
+    assert launch_sizing.grid_ctas((1, 2, 3, 4)) is None
+    assert launch_sizing.grid_ctas((4, -1)) is None

@@ -172,3 +172,29 @@ def test_another_profilers_kernel_is_read_once_not_at_every_launch(recorder, mon
         recorder.exit(data)
     assert len(reads) == 1 and 7003 not in loaded.KERNELS
     assert all(launch.number is None for launch, _ in recorder.drains[0].submitted)
+
+
+def test_a_host_scope_open_in_another_thread_is_counted_and_names_only_that_threads_launches(recorder):
+    import threading
+
+    opened, close = threading.Event(), threading.Event()
+
+    def other():
+        with host_scopes.scope("elsewhere"):
+            opened.set()
+            close.wait(5)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    opened.wait(5)
+    try:
+        assert host_scopes.open_count == 1
+        _launch(recorder, (1,))
+    finally:
+        close.set()
+        thread.join()
+    with pytest.raises(RuntimeError):
+        host_scopes.exit_scope("never opened")
+    assert host_scopes.open_count == 0  # a refused exit counts nothing
+    ((launch, _),) = recorder.drains[0].submitted
+    assert "host_scope" not in launch.meta()
