@@ -287,7 +287,7 @@ class Drain:
         # The arena and its pinned mirror go now, not when the garbage collector breaks the
         # session's reference cycles: a program that profiles one window after another would
         # otherwise hold a pool per finalized session on the device.
-        self.arena = self.host_arena = self._host_bytes = None
+        del self.arena, self.host_arena, self._host_bytes
 
     def raise_if_failed(self) -> None:
         if self._error is not None:

@@ -20,6 +20,8 @@ launch hooks give it; ``--records`` does not apply:
     large     5 launches of 16384 CTAs x 8 warps, 4 scopes per warp (1,048,576 records per launch)
     kernels   100 launches of 4096 CTAs x 4 warps, 1 scope per warp (32,768 records per launch):
               what unscoped=kernel records of a compiled model's kernels
+    small     20,000 launches of 16 CTAs x 4 warps, 1 scope per warp (128 records per launch):
+              a loop of short kernels, as many launches as records allow
 
 Sessions of more than one part (``render.parts.PART_BYTES`` of stored data) render in parts,
 on ``--workers`` processes (default: one per core). Prints finalize's records per second, seconds per million records for each stage, and the trace
@@ -70,6 +72,7 @@ PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
     "launches": (4010, 256, 4, 3),
     "large": (5, 16384, 8, 4),
     "kernels": (100, 4096, 4, 1),  # unscoped=kernel on a compiled model: many CTAs, one scope a warp
+    "small": (20_000, 16, 4, 1),  # issue 24's many small launches: 128 records each
 }
 PAIRED_CAPACITY = 4
 

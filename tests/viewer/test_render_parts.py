@@ -31,7 +31,16 @@ def session(tmp_path, busy_launch):
     ],
 )
 def test_parts_are_cut_at_launches_by_stored_size(sizes, part_bytes, parts):
-    assert render_parts.plan_parts(sizes, part_bytes) == parts
+    assert render_parts.plan_parts(sizes, part_bytes, launch_bytes=0) == parts
+
+
+def test_many_small_launches_are_cut_by_their_number_too():
+    """A launch costs more to render than its few records: 1000 launches of 100 bytes, each
+    weighing 900 bytes more, make parts of 10 launches where their bytes alone make one part."""
+    parts = render_parts.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=900)
+    assert parts == [(first, first + 10) for first in range(0, 1000, 10)]
+    by_bytes = render_parts.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=0)
+    assert by_bytes == [(first, first + 100) for first in range(0, 1000, 100)]
 
 
 def test_no_more_parts_than_the_trace_can_number():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, TrackEvent, TrackEventDefaults
 
-from proton_ik.viewer.arrays import Rows
+from proton_ik.viewer.arrays import Rows, varint_bytes
 from proton_ik.viewer.perfetto.counters import Points
 from proton_ik.viewer.perfetto.marker_order import (
     COUNT_MARKER,
@@ -42,8 +42,8 @@ from proton_ik.viewer.perfetto.wire import (
     PACKET,
     PRIMARY_BOOTTIME,
     TRACE_PACKET,
+    annotation_field,
     annotation_rows,
-    debug_annotation,
     field_key,
     field_value,
     kind_annotation,
@@ -69,20 +69,26 @@ class LaunchSlices:
 
 
 def launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
-    """A launch's begin: its metadata and totals as structured args."""
+    """A launch's begin: its metadata and totals as structured args. Encoded field by field
+    (``annotation_field``), in the order protobuf writes a TrackEvent: its annotations, then its
+    type and name (a test holds it to protobuf's own bytes)."""
     values = {name: row.get(name) for name in LAUNCH_ARGS}
     values["config"] = row.get("config_args")
     # What a launch table row from a trace file may lack: the time shift, as its summary reads it.
     values["time_shift_cycles"] = row.get("time_shift_cycles", 0)
     values["time_shift_pair_cycles"] = row.get("time_shift_pair_cycles", values["time_shift_cycles"])
-    event = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN, name_iid=names[launch_slice_name(row)])
-    for name, value in values.items():
-        annotation = debug_annotation(value)
-        if annotation is not None:
-            annotation.name_iid = ANNOTATION_IID[name]
-            event.debug_annotations.append(annotation)
-    event.debug_annotations.add(name_iid=ANNOTATION_IID[KIND_ARG], string_value_iid=KIND_IID[_LAUNCH_KIND])
-    return event.SerializeToString()
+    fields = [annotation_field(ANNOTATION_IID[name], value) for name, value in values.items()]
+    return b"".join(fields) + _LAUNCH_KIND_FIELD + _BEGIN_TYPE + varint_bytes(names[launch_slice_name(row)])
+
+
+# The parts of every launch's begin that never change: its kind annotation, its type, the tag
+# of its name.
+_LAUNCH_KIND_FIELD = TrackEvent(
+    debug_annotations=[{"name_iid": ANNOTATION_IID[KIND_ARG], "string_value_iid": KIND_IID[_LAUNCH_KIND]}]
+).SerializeToString()
+_BEGIN_TYPE = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN).SerializeToString() + field_key(
+    TrackEvent.DESCRIPTOR, "name_iid"
+)
 
 
 @dataclass(frozen=True)

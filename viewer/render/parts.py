@@ -1,7 +1,8 @@
 """A large session's Perfetto trace in parts, rendered on worker processes where there are cores.
 
 The session's launches are cut into parts of about ``PART_BYTES`` of stored data each, at launch
-boundaries, by their stored sizes alone: the same parts whatever the number of workers. Each
+boundaries, by their stored sizes and their number (``LAUNCH_BYTES`` a launch) alone: the same
+parts whatever the number of workers. Each
 part is fitted, decoded and written on its own (``Pipeline(only=...)``: a launch whose SMs give
 no clock rate borrows one from its part, not from the whole session) by a ``PerfettoWriter``
 that numbers its tracks, flows and packet sequences in a range of the part's own, and the parts' files are concatenated in order (a Perfetto trace is a sequence of packets).
@@ -32,22 +33,30 @@ from proton_ik.viewer.tables import Launch, Pipeline, prepare
 from proton_ik.viewer.trace import time_shift_cycles
 
 PART_BYTES = 32 << 20  # stored bytes a part holds at least (its last launch may take it over)
+# What a launch costs to render beyond its records, as the stored bytes that cost as much: a
+# part of many small launches renders as slowly as one of fewer, larger ones (docs/PERFORMANCE.md,
+# "Parts weighed by launches").
+LAUNCH_BYTES = 16 << 10
 MAX_WORKERS = 32
 # Where the cores allow fewer workers than this, the parts render in this process: on 2 cores
 # (the render already compresses on a second thread), 2 workers rendered 25% slower than 1.
 FEWEST_WORKERS = 4
 
 
-def plan_parts(sizes: Sequence[int], part_bytes: int | None = None) -> list[tuple[int, int]]:
+def plan_parts(
+    sizes: Sequence[int], part_bytes: int | None = None, launch_bytes: int | None = None
+) -> list[tuple[int, int]]:
     """Consecutive launch ranges (first, past the last) of at least ``part_bytes`` (default
-    ``PART_BYTES``) of stored ``sizes`` each (the last may hold less), at most ``MAX_PARTS - 1``
-    of them (the last part number draws the host scopes)."""
-    total = sum(sizes)
+    ``PART_BYTES``) each (the last may hold less), a launch weighing its stored size and
+    ``launch_bytes`` more (default ``LAUNCH_BYTES``), at most ``MAX_PARTS - 1`` of them (the last
+    part number draws the host scopes)."""
+    extra = LAUNCH_BYTES if launch_bytes is None else launch_bytes
+    total = sum(sizes) + extra * len(sizes)
     per_part = max(PART_BYTES if part_bytes is None else part_bytes, -(-total // (MAX_PARTS - 1)), 1)
     parts: list[tuple[int, int]] = []
     first, held = 0, 0
     for index, size in enumerate(sizes):
-        held += size
+        held += size + extra
         if held >= per_part:
             parts.append((first, index + 1))
             first, held = index + 1, 0
@@ -125,9 +134,11 @@ def render_parts(
     merge_index: int,
     host_offset_ns: int,
     workers: int | None,
+    session: StoredSession | None = None,
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
-    processes (None: ``default_workers()``); what each part counted, in order."""
+    processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
+    file as the caller read it, for parts rendered in this process (else it is read again)."""
     count = len(parts) + 1  # the last part number: the host scopes' track
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
         tasks = [
@@ -145,7 +156,7 @@ def render_parts(
             )
             for index, (first, past) in enumerate(parts)
         ]
-        done = _run(tasks, workers)
+        done = _run(tasks, workers, session)
         host = Path(scratch) / "host.pftrace"
         with PerfettoWriter(
             host, title, timeline=timeline, merge_index=merge_index, part=len(parts), parts=count
@@ -173,12 +184,12 @@ def default_workers() -> int:
     return max(1, cores // ranks)
 
 
-def _run(tasks: list[_Part], workers: int | None) -> list[PartDone]:
+def _run(tasks: list[_Part], workers: int | None, session: StoredSession | None = None) -> list[PartDone]:
     wanted = min(workers or default_workers(), len(tasks), MAX_WORKERS)
     if workers is None and wanted < FEWEST_WORKERS:
         wanted = 1  # a worker's start and its own read of the session cost more than it saves here
     if wanted <= 1:
-        return render_some(tasks)
+        return render_some(tasks, session)
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [tasks[first::wanted] for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
@@ -215,11 +226,13 @@ def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
     return [PartDone.from_json(part) for part in json.loads(done.read_text())]
 
 
-def render_some(tasks: list[_Part]) -> list[PartDone]:
-    """Decode and write parts of one session, in order (on a worker process, or in this one)."""
+def render_some(tasks: list[_Part], session: StoredSession | None = None) -> list[PartDone]:
+    """Decode and write parts of one session, in order (on a worker process, or in this one,
+    where the caller may have read the session already)."""
     if not tasks:
         return []
-    session = read_session(tasks[0].session_path)
+    if session is None:
+        session = read_session(tasks[0].session_path)
     prepared = prepare(session.launches)
     return [_render_part(task, session, prepared) for task in tasks]
 

@@ -21,7 +21,7 @@ from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render.parts import plan_parts, render_parts, stored_sizes
-from proton_ik.viewer.session_file import read_session
+from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline
 from proton_ik.viewer.trace import time_shift_cycles
@@ -92,6 +92,7 @@ def render_session(
         return _render_in_parts(
             Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
             progress=progress, merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
+            session=session,
         )  # fmt: skip
     pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
     with ExitStack() as stack:
@@ -111,8 +112,10 @@ def _render_in_parts(
     merge_index: int,
     host_offset_ns: int,
     workers: int | None,
+    session: StoredSession,
 ) -> RenderStats:
-    """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats."""
+    """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats.
+    ``session``: the file as read already, for the parts rendered in this process."""
     done = render_parts(
         session_path,
         outputs["pftrace"],
@@ -123,6 +126,7 @@ def _render_in_parts(
         merge_index=merge_index,
         host_offset_ns=host_offset_ns,
         workers=workers,
+        session=session,
     )
     rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
     if rest:  # decoded again, serially: the other formats are not written in parts

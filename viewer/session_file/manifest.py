@@ -11,6 +11,7 @@ versions come from ``contract.session_format``; each launch's kernel metadata is
 
 from __future__ import annotations
 
+import json
 import math
 import reprlib
 from collections.abc import Mapping
@@ -69,6 +70,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
     if not isinstance(launches, list):
         raise ManifestError(f"'launches' is a {type(launches).__name__}, not a list")
     shapes, seen = [], set()
+    profiles: dict[str, KernelMetadata] = {}  # every launch of a kernel carries its metadata
     for number, item in enumerate(launches):
         where = f"launch #{number}"
         item = mapping(item, where)
@@ -81,7 +83,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
             raise ManifestError(f"{where} names the buffer {entry}, which an earlier launch names too")
         seen.add(entry)
         where = f"{where} ({entry})"
-        shape = check_meta(mapping(item.get("meta"), f"{where}: meta"), where)
+        shape = check_meta(mapping(item.get("meta"), f"{where}: meta"), where, profiles)
         problem = _npy_size_problem(member_sizes[entry], shape)
         if problem:
             raise ManifestError(f"{where} {problem}")
@@ -108,8 +110,12 @@ def check_info(info: Mapping[str, Any]) -> None:
         integer(item, "count", where, 0, MAX_INT64)
 
 
-def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
-    """One launch's metadata; returns the byte sizes its stored array may have."""
+def check_meta(
+    meta: Mapping[str, Any], where: str, profiles: dict[str, KernelMetadata] | None = None
+) -> Shape:
+    """One launch's metadata; returns the byte sizes its stored array may have. ``profiles``:
+    the kernel metadata already checked in this file, by its JSON text (each launch carries its
+    kernel's, and checking it again costs more than the rest of the launch's checks)."""
     integer(meta, "launch", where, 0, MAX_INT64)
     kernel = text(meta, "kernel", where)
     if not kernel:
@@ -128,7 +134,7 @@ def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
     ):
         raise ManifestError(f"{where}: grid is {reprlib.repr(grid)}, not a list of 1 to 3 whole numbers >= 0")
     _config(meta.get("config"), where)
-    layout = check_profile(meta.get("profile"), where).layout
+    layout = _checked_profile(meta.get("profile"), where, profiles).layout
     stored = meta.get(STORED_KEY)
     if stored is not None and stored != TRIMMED:
         raise ManifestError(
@@ -149,6 +155,22 @@ def check_meta(meta: Mapping[str, Any], where: str) -> Shape:
 def check_profile(profile: object, where: str) -> KernelMetadata:
     """A kernel's metadata (``contract.metadata``), its scope names held to the scope-name rule."""
     return KernelMetadata.from_dict(profile, where, "profile", check_names=True)
+
+
+def _checked_profile(
+    profile: object, where: str, profiles: dict[str, KernelMetadata] | None
+) -> KernelMetadata:
+    """``check_profile``, once per distinct kernel metadata of a file (by its canonical JSON)."""
+    if profiles is None or not isinstance(profile, dict):
+        return check_profile(profile, where)
+    try:
+        key = json.dumps(profile, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON's own values: the check says what is wrong
+        return check_profile(profile, where)
+    checked = profiles.get(key)
+    if checked is None:
+        checked = profiles[key] = check_profile(profile, where)
+    return checked
 
 
 def _npy_size_problem(size: int, shape: Shape) -> str | None:
