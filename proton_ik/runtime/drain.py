@@ -19,9 +19,8 @@ A launch that samples CTAs (``contract.sampling``) writes only its first CTA reg
 those are copied (``held_ctas``).
 
 A writer thread puts each copied launch into the session file while the drain thread copies the
-next one off the device, so that the copy, the file's checksum and its write overlap.
-
-Neither device nor host memory grows with the number of launches.
+next one off the device, so that the copy, the file's checksum and its write overlap. Neither
+device nor host memory grows with the number of launches; both are freed at ``close``.
 """
 
 from __future__ import annotations
@@ -284,9 +283,7 @@ class Drain:
             self._cond.notify_all()
         self._thread.join()
         self._writer.join()
-        # The arena and its pinned mirror go now, not when the garbage collector breaks the
-        # session's reference cycles: a program that profiles one window after another would
-        # otherwise hold a pool per finalized session on the device.
+        # Freed now, not when the collector breaks the session's cycles: a pool per window otherwise.
         del self.arena, self.host_arena, self._host_bytes
 
     def raise_if_failed(self) -> None:

@@ -1,5 +1,5 @@
-"""A launch's begin event (``perfetto.slices.launch_event``), encoded field by field, is the same
-bytes protobuf writes for the message built from the same row, whatever the row holds."""
+"""Launches' begin events (``perfetto.slices.launch_events``), encoded for many launches at once,
+are the same bytes protobuf writes for the messages built from the same rows, whatever they hold."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
 
-from proton_ik.viewer.perfetto.slices import launch_event
+from proton_ik.viewer.arrays import join
+from proton_ik.viewer.perfetto.slices import launch_events
 from proton_ik.viewer.perfetto.wire import ANNOTATION_IID, KIND_IID, debug_annotation
 from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, launch_slice_name
 
@@ -46,15 +47,30 @@ def _reference(row: dict, names: dict[str, int]) -> bytes:
     return event.SerializeToString()
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    values=st.fixed_dictionaries({}, optional={name: _VALUE for name in (*LAUNCH_ARGS, "config_args")}),
-    launch=st.integers(0, 1 << 40),
-    kernel=st.text(min_size=1, max_size=10),
-    name_iid=st.integers(1, 1 << 20),
+def _each(rows: list[dict], names: dict[str, int]) -> list[bytes]:
+    encoded = launch_events(rows, names)
+    whole = join(encoded).tobytes()
+    lengths = np.broadcast_to(np.asarray(encoded.lengths), (len(rows),))
+    ends = np.cumsum(lengths)
+    return [whole[end - length : end] for end, length in zip(ends, lengths, strict=True)]
+
+
+_ROW = st.fixed_dictionaries(
+    {"launch": st.integers(0, 1 << 40), "kernel": st.text(min_size=1, max_size=10)},
+    optional={name: _VALUE for name in (*LAUNCH_ARGS, "config_args") if name not in ("launch", "kernel")},
 )
-def test_a_launch_begin_is_the_bytes_protobuf_writes(values, launch, kernel, name_iid):
-    row = {**values, "launch": launch, "kernel": kernel}
-    names = {launch_slice_name(row): name_iid}
-    assert launch_event(row, names) == _reference(row, names)
-    assert launch_event(row, names) == _reference(row, names)  # the second time, from what was kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(_ROW, min_size=1, max_size=6), name_iid=st.integers(1, 1 << 20))
+def test_launch_begins_are_the_bytes_protobuf_writes(rows, name_iid):
+    names = {launch_slice_name(row): name_iid + i for i, row in enumerate(rows)}
+    expected = [_reference(row, names) for row in rows]
+    assert _each(rows, names) == expected
+    assert _each(rows, names) == expected  # the second time, from the annotations kept
+
+
+def test_launches_of_one_kernel_share_their_annotations_and_differ_in_their_numbers():
+    rows = [{"launch": n, "kernel": "k", "ctas": 16, "records": 128 + n, "mhz": 1980.0} for n in range(3)]
+    names = {launch_slice_name(row): 7 for row in rows}
+    assert _each(rows, names) == [_reference(row, names) for row in rows]

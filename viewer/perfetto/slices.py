@@ -12,9 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import ClockSnapshot, TrackEvent, TrackEventDefaults
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    ClockSnapshot,
+    DebugAnnotation,
+    TrackEvent,
+    TrackEventDefaults,
+)
 
-from proton_ik.viewer.arrays import Rows, varint_bytes
+from proton_ik.viewer.arrays import Rows
 from proton_ik.viewer.perfetto.counters import Points
 from proton_ik.viewer.perfetto.marker_order import (
     COUNT_MARKER,
@@ -65,20 +70,61 @@ class LaunchSlices:
     uuid: np.ndarray
     begin: np.ndarray
     end: np.ndarray
-    events: list[bytes]  # each begin's TrackEvent, encoded: its name and its annotations
+    events: Rows  # each begin's TrackEvent (``launch_events``): its name and its annotations
 
 
-def launch_event(row: Mapping[str, Any], names: dict[str, int]) -> bytes:
-    """A launch's begin: its metadata and totals as structured args. Encoded field by field
-    (``annotation_field``), in the order protobuf writes a TrackEvent: its annotations, then its
-    type and name (a test holds it to protobuf's own bytes)."""
+def _launch_args(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A launch's begin's annotations, by name, in the order they are written."""
     values = {name: row.get(name) for name in LAUNCH_ARGS}
     values["config"] = row.get("config_args")
     # What a launch table row from a trace file may lack: the time shift, as its summary reads it.
     values["time_shift_cycles"] = row.get("time_shift_cycles", 0)
     values["time_shift_pair_cycles"] = row.get("time_shift_pair_cycles", values["time_shift_cycles"])
-    fields = [annotation_field(ANNOTATION_IID[name], value) for name, value in values.items()]
-    return b"".join(fields) + _LAUNCH_KIND_FIELD + _BEGIN_TYPE + varint_bytes(names[launch_slice_name(row)])
+    return values
+
+
+def launch_events(rows: Sequence[Mapping[str, Any]], names: dict[str, int]) -> Rows:
+    """Each launch's begin: its metadata and totals as structured args, the TrackEvent in the
+    order protobuf writes it (its annotations, then its type and name; a test holds it to
+    protobuf's own bytes). An annotation that is an int64 or absent in every launch (a launch's
+    number, its records, its times: most of them) is encoded for all launches at once; any
+    other launch by launch (``annotation_field``) and picked."""
+    n = len(rows)
+    events = Rows(n)
+    columns = [_launch_args(row) for row in rows]
+    for name in columns[0] if columns else ():
+        iid = ANNOTATION_IID[name]
+        values = [column[name] for column in columns]
+        numbers = _int64_column(values)
+        if numbers is not None:
+            present = np.array([value is not None for value in values])
+            body = Rows(n).constant(field_value(DebugAnnotation.DESCRIPTOR, "name_iid", iid))
+            body.field(_INT_VALUE_KEY, numbers)
+            events.message(_ANNOTATIONS_KEY, body, None if present.all() else present)
+            continue
+        encoded = [annotation_field(iid, value) for value in values]
+        table = list(dict.fromkeys(encoded))
+        codes = {entry: code for code, entry in enumerate(table)}
+        events.pick(np.array([codes[entry] for entry in encoded], dtype=np.int64), table)
+    events.constant(_LAUNCH_KIND_FIELD + _BEGIN_TYPE)
+    events.varint(np.array([names[launch_slice_name(row)] for row in rows], dtype=np.int64))
+    return events
+
+
+def _int64_column(values: list[Any]) -> np.ndarray | None:
+    """``values`` as an int64 column (0 where absent), where each is an int64 or None (and not
+    all None); else None."""
+    numbers = np.zeros(len(values), dtype=np.int64)
+    seen = False
+    for index, value in enumerate(values):
+        if value is None:
+            continue
+        if type(value) is not int and not isinstance(value, np.integer):  # bool is not an int here
+            return None
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            return None
+        numbers[index], seen = value, True
+    return numbers if seen else None
 
 
 # The parts of every launch's begin that never change: its kind annotation, its type, the tag
@@ -89,6 +135,9 @@ _LAUNCH_KIND_FIELD = TrackEvent(
 _BEGIN_TYPE = TrackEvent(type=TrackEvent.TYPE_SLICE_BEGIN).SerializeToString() + field_key(
     TrackEvent.DESCRIPTOR, "name_iid"
 )
+_ANNOTATIONS_KEY = field_key(TrackEvent.DESCRIPTOR, "debug_annotations")
+_INT_VALUE_KEY = field_key(DebugAnnotation.DESCRIPTOR, "int_value")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -173,7 +222,7 @@ def slice_markers(
         shared=annotation_rows(n_units, shared),
         shared_names=frozenset(shared),
         values=_slice_values(events, lives, tracks, locations, scoped_or_lived),
-        launch_events=Rows(n_launches).pick(np.arange(n_launches), launches.events),
+        launch_events=launches.events,
     )
 
 

@@ -146,40 +146,45 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _ANNOTATIONS_FIELD = field_key(TrackEvent.DESCRIPTOR, "debug_annotations")
 _NAME_IID = field_key(DebugAnnotation.DESCRIPTOR, "name_iid")
 _INT_VALUE = field_key(DebugAnnotation.DESCRIPTOR, "int_value")
-_SCALARS_REMEMBERED = 1 << 16  # encoded annotations of text and truth values kept, at most
+_REMEMBERED = 1 << 16  # encoded annotations kept, at most (a launch's own numbers fill the rest)
 
 
 def _delimited(body: bytes) -> bytes:
     return _ANNOTATIONS_FIELD + varint_bytes(len(body)) + body
 
 
-_encoded_scalars: dict[tuple[int, type, Any], bytes] = {}
+_remembered: dict[tuple, bytes] = {}
 
 
 def annotation_field(name_iid: int, value: Any) -> bytes:
     """``debug_annotation(value)`` named by ``name_iid``, encoded as a TrackEvent's
     ``debug_annotations`` field (b"" for none): the same bytes as protobuf's, made by hand for an
-    integer (a launch's numbers differ from launch to launch) and remembered for text and truth
-    values (a kernel's name, its clock source: the same in many launches), so that a session of many
-    small launches does not build a protobuf message per value."""
+    integer and remembered for integers, text and truth values (a launch's CTAs, its kernel's
+    name, its clock source: the same in many launches), so that a session of many small
+    launches does not build a protobuf message per value."""
+    number = None
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         number = int(value)
-        if _INT64_MIN <= number <= _INT64_MAX:
-            return _delimited(_NAME_IID + varint_bytes(name_iid) + _INT_VALUE + varint_bytes(number))
-    # Text and truth values only: a float's key would take -0.0 for 0.0
-    key = (name_iid, type(value), value) if isinstance(value, (str, bool, np.bool_)) else None
+        key: tuple | None = (name_iid, number)
+    elif isinstance(value, (str, bool, np.bool_)):  # not floats: a key would take -0.0 for 0.0
+        key = (name_iid, type(value), value)
+    else:
+        key = None
     if key is not None:
-        encoded = _encoded_scalars.get(key)
+        encoded = _remembered.get(key)
         if encoded is not None:
             return encoded
-    annotation = debug_annotation(value)
-    if annotation is None:
-        encoded = b""
+    if number is not None and _INT64_MIN <= number <= _INT64_MAX:
+        encoded = _delimited(_NAME_IID + varint_bytes(name_iid) + _INT_VALUE + varint_bytes(number))
     else:
-        annotation.name_iid = name_iid
-        encoded = _delimited(annotation.SerializeToString())
-    if key is not None and len(_encoded_scalars) < _SCALARS_REMEMBERED:
-        _encoded_scalars[key] = encoded
+        annotation = debug_annotation(value)
+        if annotation is None:
+            encoded = b""
+        else:
+            annotation.name_iid = name_iid
+            encoded = _delimited(annotation.SerializeToString())
+    if key is not None and len(_remembered) < _REMEMBERED:
+        _remembered[key] = encoded
     return encoded
 
 

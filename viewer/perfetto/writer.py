@@ -18,7 +18,7 @@ from proton_ik.viewer.perfetto.counters import InFlight, counter_points
 from proton_ik.viewer.perfetto.events import write_async
 from proton_ik.viewer.perfetto.host import HostInstance, HostScopes, write_host_track
 from proton_ik.viewer.perfetto.sink import Sink
-from proton_ik.viewer.perfetto.slices import LaunchSlices, event_rows, launch_event, slice_markers
+from proton_ik.viewer.perfetto.slices import LaunchSlices, event_rows, launch_events, slice_markers
 from proton_ik.viewer.perfetto.tracks import (
     Numbered,
     descriptor_rows,
@@ -305,7 +305,7 @@ class PerfettoWriter:
             uuid=np.array([uuid for uuid, *_ in slices], dtype=np.int64),
             begin=np.array([b for _, b, _, _ in slices], dtype=np.int64),
             end=np.array([e for _, _, e, _ in slices], dtype=np.int64),
-            events=[launch_event(row, names) for *_, row in slices],
+            events=launch_events([row for *_, row in slices], names),
         )
 
     def _launch_spans(

@@ -1,7 +1,7 @@
 """Bounded reading of a session file's zip members and their ``.npy`` arrays.
 
 A member is read straight from its place in the file (past its local header), checked against its
-CRC, and never inflated past the size it declares; a large stored member is mapped, not copied.
+CRC, and never inflated past the size it declares; the file is mapped once, not copied.
 Its ``.npy`` array is read as a view of those bytes, with no pickles; its header is capped
 (``session_format.MAX_NPY_HEADER``). ``reader`` reads launches through these.
 """
@@ -51,38 +51,45 @@ def reason(error: BaseException) -> str:
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
 
 
-MAP_BYTES = 1 << 24  # stored members at least this large are mapped, not read
-
-
 def read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
-    """The bytes of one zip member, checked against its CRC. A large stored (uncompressed)
-    member is mapped from the file rather than copied: the decoder reads it where it lies."""
-    with open(path, "rb") as file:
-        start = _data_start(file, member)
-        if start + member.compress_size > os.fstat(file.fileno()).st_size:
-            raise EOFError(f"the file ends inside {member.filename}")
-        mapped = member.compress_type == zipfile.ZIP_STORED and member.compress_size >= MAP_BYTES
-        if not mapped:
-            file.seek(start)
-            stored = file.read(member.compress_size)
+    """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
+    the file's own bytes, mapped, not copied: the decoder reads it where it lies; a deflated one
+    is inflated from them."""
+    whole = mapped_file(path)
+    start = _data_start(whole, member)
+    if start + member.compress_size > whole.size:
+        raise EOFError(f"the file ends inside {member.filename}")
+    stored = whole[start : start + member.compress_size]
     data: np.ndarray
-    if mapped:
-        data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(member.compress_size,))
-        data = data.view(np.ndarray)
-    elif member.compress_type == zipfile.ZIP_DEFLATED:
+    if member.compress_type == zipfile.ZIP_DEFLATED:
         data = np.frombuffer(_inflate(stored, member), dtype=np.uint8)
     else:
-        data = np.frombuffer(stored, dtype=np.uint8)
+        data = stored
     if data.size != member.file_size or checksum.crc32(data) != member.CRC:
         raise zipfile.BadZipFile(f"{member.filename} fails its CRC check")
     return data
 
 
-def _inflate(stored: bytes, member: zipfile.ZipInfo) -> bytes:
+def mapped_file(path: Path) -> np.ndarray:
+    """The whole file, mapped read-only: a session's launches are read from one map rather than
+    by opening the file once for each (which cost a session of 20,000 small launches a tenth of
+    its render). Kept per file as it is now (its inode, size and time), for the few last read."""
+    status = os.stat(path)
+    return _mapped(str(path), status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _mapped(path: str, inode: int, size: int, mtime_ns: int) -> np.ndarray:
+    if size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)).view(np.ndarray)
+
+
+def _inflate(stored: np.ndarray, member: zipfile.ZipInfo) -> bytes:
     """A deflated member's bytes, never more than it declares: a member that inflates further
     is refused before its surplus is held."""
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-    data = inflater.decompress(stored, member.file_size + 1)
+    data = inflater.decompress(stored.data, member.file_size + 1)
     if len(data) > member.file_size or inflater.unconsumed_tail:
         raise zipfile.BadZipFile(
             f"{member.filename} inflates to more than its declared {member.file_size} bytes"
@@ -108,10 +115,14 @@ def _read_member_front(path: Path, member: zipfile.ZipInfo, size: int) -> np.nda
     return np.frombuffer(b"".join(out)[:size], dtype=np.uint8)
 
 
-def _data_start(file: BinaryIO, member: zipfile.ZipInfo) -> int:
-    """Where a member's data starts in the zip, past its local header."""
-    file.seek(member.header_offset)
-    header = file.read(_LOCAL_HEADER.size)
+def _data_start(file: BinaryIO | np.ndarray, member: zipfile.ZipInfo) -> int:
+    """Where a member's data starts in the zip (an open file, or the file mapped), past its
+    local header."""
+    if isinstance(file, np.ndarray):
+        header = file[member.header_offset : member.header_offset + _LOCAL_HEADER.size].tobytes()
+    else:
+        file.seek(member.header_offset)
+        header = file.read(_LOCAL_HEADER.size)
     if len(header) < _LOCAL_HEADER.size:
         raise EOFError("the file ends inside a zip header")
     signature, name_length, extra_length = _LOCAL_HEADER.unpack(header)
