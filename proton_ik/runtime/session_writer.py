@@ -94,7 +94,6 @@ class SessionWriter:
             raise ValueError(f"session file {self.path} is already closed; start a new session")
         check_required_meta(meta)
         meta = dict(meta)
-        _to_json(meta, f"metadata of launch {meta['launch']}")
         array = np.asarray(buffer)
         if array.dtype != np.uint8:
             raise ValueError(f"launch {meta['launch']}: the profile buffer must be uint8, got {array.dtype}")
@@ -107,9 +106,10 @@ class SessionWriter:
             if not layout.aggregate:  # an aggregate launch's statistics fill its buffer: kept whole
                 meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
                 array = trim_buffer(array, layout)
+        text = _to_json(meta, f"metadata of launch {meta['launch']}")  # before anything is written
         entry = launch_member(len(self._entries))
         self._member(entry, npy_parts(np.ascontiguousarray(array).reshape(-1)))
-        self._member(launch_meta_member(entry), [json.dumps(meta).encode()])
+        self._member(launch_meta_member(entry), [text.encode()])
         self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
         self._flush()
 
@@ -122,7 +122,8 @@ class SessionWriter:
         """Write the manifest and close the file; closing twice is harmless."""
         if self._archive is None:
             return self.path
-        self._member(MANIFEST, [json.dumps(manifest(self.info, self._entries), indent=1).encode()])
+        # Compact: an indented dump takes the json module's pure-Python path (0.5 s for 20,000 launches)
+        self._member(MANIFEST, [json.dumps(manifest(self.info, self._entries)).encode()])
         self._archive.close()
         self._archive = None
         self._file.close()
