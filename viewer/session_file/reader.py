@@ -29,6 +29,7 @@ from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.session_file.manifest import ManifestError, Shape, check_manifest
 from proton_ik.viewer.session_file.recover import recover
 from proton_ik.viewer.session_file.zip_members import (
+    mapped_file,
     member_problem,
     read_member,
     read_npy,
@@ -55,6 +56,20 @@ class LaunchCapture:
     buffer: np.ndarray
 
 
+class MappedFile:
+    """A session file mapped once, at its first launch read, for all its launches: a launch's
+    read is then a slice of the map (``zip_members.mapped_file``), with no call on the file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._array: np.ndarray | None = None
+
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            self._array = mapped_file(self.path)
+        return self._array
+
+
 class StoredLaunch:
     """A launch inside a session file; its buffer is read from the zip each time it is asked for,
     so that iterating over a long session holds one buffer at a time.
@@ -64,11 +79,19 @@ class StoredLaunch:
     each time, which grows with the number of launches.
     """
 
-    def __init__(self, path: Path, member: zipfile.ZipInfo, meta: Mapping[str, Any], shape: Shape):
+    def __init__(
+        self,
+        path: Path,
+        member: zipfile.ZipInfo,
+        meta: Mapping[str, Any],
+        shape: Shape,
+        file: MappedFile | None = None,
+    ):
         self.path = path
         self.member = member
         self.meta = meta
         self.shape = shape
+        self._file = file or MappedFile(path)
 
     @property
     def entry(self) -> str:
@@ -99,7 +122,7 @@ class StoredLaunch:
 
     def _stored(self) -> np.ndarray:
         """The launch's array as stored, checked against its CRC."""
-        array = self._reading(lambda: read_npy(read_member(self.path, self.member)))
+        array = self._reading(lambda: read_npy(read_member(self.path, self.member, self._file.array())))
         if array.dtype != np.uint8 or array.ndim != 1:
             raise SessionFileError(
                 f"{self.path}: {self.entry} holds a {array.dtype} array of shape {array.shape}, not "
@@ -196,8 +219,9 @@ def read_session(path: str | Path) -> StoredSession:
             f"{path} is not a session file this proton_ik can read: {error}. The file is damaged or "
             "was not written by proton_ik: capture the session again"
         ) from None
+    file = MappedFile(path)
     launches = [
-        StoredLaunch(path, members[item["entry"]], item["meta"], shape)
+        StoredLaunch(path, members[item["entry"]], item["meta"], shape, file)
         for item, shape in zip(manifest.get("launches", []), shapes, strict=True)
     ]
     return StoredSession(path, manifest.get("info", {}), launches)

@@ -51,11 +51,12 @@ def reason(error: BaseException) -> str:
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
 
 
-def read_member(path: Path, member: zipfile.ZipInfo) -> np.ndarray:
+def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = None) -> np.ndarray:
     """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
     the file's own bytes, mapped, not copied: the decoder reads it where it lies; a deflated one
-    is inflated from them."""
-    whole = mapped_file(path)
+    is inflated from them. ``whole``: the file as ``mapped_file`` gave it already."""
+    if whole is None:
+        whole = mapped_file(path)
     start = _data_start(whole, member)
     if start + member.compress_size > whole.size:
         raise EOFError(f"the file ends inside {member.filename}")
