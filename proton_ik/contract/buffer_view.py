@@ -6,6 +6,7 @@ entries as strided numpy arrays over its bytes, with no copy and no decoding. A 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,11 +59,6 @@ def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
             "CTA regions: the buffer and the kernel metadata do not belong together"
         )
     num_ctas = raw.size // layout.cta_bytes
-    # Headers and entries all start on 16-byte boundaries (layout.py), so the whole buffer is an
-    # array of entries, and each unit's slot 0 is an index into it.
-    units = np.arange(layout.units, dtype=np.int64)
-    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // ENTRY_BYTES
-    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // ENTRY_BYTES)
     return BufferView(
         cta_headers=_view(raw, (num_ctas,), CTA_HEADER_DTYPE, 0, (layout.cta_bytes,)),
         unit_headers=_view(
@@ -73,8 +69,22 @@ def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
             (layout.cta_bytes, layout.unit_bytes),
         ),
         entries=raw.view(ENTRY_DTYPE),
-        slot0=ctas + first,
+        slot0=_raw_slot0(num_ctas, layout),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _raw_slot0(num_ctas: int, layout: BufferLayout) -> np.ndarray:
+    """Each unit's slot 0 in a raw buffer of ``num_ctas`` CTAs, read-only: the launches of a
+    kernel share one (a session of many small launches made it anew twice a launch)."""
+    # Headers and entries all start on 16-byte boundaries (layout.py), so the whole buffer is an
+    # array of entries, and each unit's slot 0 is an index into it.
+    units = np.arange(layout.units, dtype=np.int64)
+    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // ENTRY_BYTES
+    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // ENTRY_BYTES)
+    slot0 = ctas + first
+    slot0.flags.writeable = False
+    return slot0
 
 
 def _view(
