@@ -72,15 +72,11 @@ def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = 
 
 
 def mapped_file(path: Path) -> np.ndarray:
-    """The whole file, mapped read-only: a session's launches are read from one map rather than
-    by opening the file once for each (which cost a session of 20,000 small launches a tenth of
-    its render). Kept per file as it is now (its inode, size and time), for the few last read."""
-    status = os.stat(path)
-    return _mapped(str(path), status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=8)
-def _mapped(path: str, inode: int, size: int, mtime_ns: int) -> np.ndarray:
+    """The whole file, mapped read-only: a session's launches are read from one map
+    (``reader.MappedFile`` keeps it for the session) rather than by opening the file once for
+    each, which cost a session of 20,000 small launches a tenth of its render. Not kept here: a
+    map outlives the file's deletion, and would hold a deleted session's disk space."""
+    size = os.stat(path).st_size
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)).view(np.ndarray)
