@@ -33,7 +33,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["bundle_without_recording", "recording_kernels", "records"]
+__all__ = ["bundle_without_recording", "recording_kernels", "records", "without_fast_launcher"]
 
 # What the static launcher's __init__ reads of Triton's knobs: the launch hooks, as none.
 _NO_HOOKS = types.SimpleNamespace(
@@ -165,6 +165,27 @@ def records(autotuner: Any) -> bool:
     return any(
         getattr(getattr(result, "kernel", None), "records_into_profile_buffer", False) for result in results
     )
+
+
+def launches_records(launcher: Any) -> bool:
+    """Whether an Inductor launcher (the function its compile result made) runs a
+    ``RecordingStaticKernel``."""
+    runner = (getattr(launcher, "__globals__", None) or {}).get("runner")
+    return bool(getattr(getattr(runner, "__self__", None), "records_into_profile_buffer", False))
+
+
+def without_fast_launcher(original):
+    """Wrap ``CachingAutotuner._build_fast_launcher`` (torch 2.13 on): Inductor caches, for a
+    statically launched kernel, a C launcher built from the kernel's CUfunction and argument
+    types, which passes no profile buffer: a recording kernel would write its records through a
+    null pointer. A launcher that ``launches_records`` keeps its own (through our ``run``)."""
+
+    def _build_fast_launcher(self, launcher: Any) -> Any:
+        if launches_records(launcher):
+            return None
+        return original(self, launcher)
+
+    return _build_fast_launcher
 
 
 def bundle_without_recording(original):

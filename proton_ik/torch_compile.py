@@ -30,8 +30,9 @@ says why each is where it is):
 - *Compile workers* never see the mode: what they compile comes back plain and ``run`` switches
   it. Under ``unscoped=kernel`` every kernel records, so compiles stay in this process
   (``AsyncCompile.use_process_pool``), each kernel compiled once rather than twice.
-- *Launch paths*: kernels that record keep the static launcher (``inductor_static``), and stay
-  out of the FX graph cache's bundle. The C++ wrapper (``cpp_wrapper``, AOTInductor) would give
+- *Launch paths*: kernels that record keep the static launcher (``inductor_static``), never
+  get the C launcher that torch 2.13 on caches for a static kernel (it passes no profile
+  buffer), and stay out of the FX graph cache's bundle. The C++ wrapper (``cpp_wrapper``, AOTInductor) would give
   a whole grid one CTA's buffer: its kernels compile plain, with a warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
   their pool, which a captured profile buffer fails: one recorded in a session is refused,
   saying what to do.
@@ -358,6 +359,10 @@ def _patch_heuristics(module: types.ModuleType) -> None:
     if _state.installed and not _missing(module, *names):
         _replace(module, "CachingAutotuner", "_precompile_config", _precompile_config)
         _replace(module, "CachingAutotuner", "run", _run)
+        if "_build_fast_launcher" in vars(module.CachingAutotuner):  # torch 2.13 on
+            _replace(
+                module, "CachingAutotuner", "_build_fast_launcher", inductor_static.without_fast_launcher
+            )
         static = sys.modules.get(_STATIC_LAUNCHER)
         if static is not None and getattr(module, "statically_launched_kernel_by_device", None) is not None:
             _replace(

@@ -330,3 +330,29 @@ def test_another_profile_allocator_sends_the_launch_through_tritons_hooks(sessio
         assert hooks.direct_recorder() is None
     finally:
         _allocation.set_profile_allocator(session_recorder.allocator)
+
+
+def _launcher(*args):
+    """What Inductor's launcher code does with its kernel: call ``runner`` from its globals."""
+    return runner(*args)  # noqa: F821 (each launcher's own globals hold it)
+
+
+def test_a_recording_launcher_never_gets_inductors_fast_c_launcher(binaries):
+    """torch 2.13 on caches a C launcher built from a static kernel's function, which passes no
+    profile buffer: not for a kernel that records."""
+    kernel, _ = _by_device()
+    recording = kernel(binaries["recording"], "cuda")
+    built: list = []
+
+    def original(self, launcher):
+        built.append(launcher)
+        return "fast"
+
+    wrapped = inductor_static.without_fast_launcher(original)
+
+    def launcher_of(runner):
+        return types.FunctionType(_launcher.__code__, {"runner": runner})
+
+    assert wrapped(None, launcher_of(recording.run)) is None and not built
+    plain = launcher_of(types.SimpleNamespace(run=lambda *args: None).run)  # no __self__: not ours
+    assert wrapped(None, plain) == "fast" and built == [plain]

@@ -213,11 +213,16 @@ def test_the_patches_come_with_the_mode_and_go_with_it():
 
     from proton_ik import compile_mode
 
-    run = triton_heuristics.CachingAutotuner.__dict__["run"]
+    patched = ["run"] + ["_build_fast_launcher"] * (
+        "_build_fast_launcher" in vars(triton_heuristics.CachingAutotuner)
+    )
+    before = {name: triton_heuristics.CachingAutotuner.__dict__[name] for name in patched}
     with proton_ik.instrumented():
         assert compile_mode.active_mode() is not None
-        assert triton_heuristics.CachingAutotuner.__dict__["run"] is not run
-    assert triton_heuristics.CachingAutotuner.__dict__["run"] is run
+        for name in patched:
+            assert triton_heuristics.CachingAutotuner.__dict__[name] is not before[name], name
+    for name in patched:
+        assert triton_heuristics.CachingAutotuner.__dict__[name] is before[name], name
 
 
 class _FakeDriver:
