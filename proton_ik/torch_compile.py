@@ -2,17 +2,13 @@
 compiled program launches is recorded inside a session and plain outside it.
 
 Everything that patches PyTorch's internals lives here (with ``inductor_static``, the launcher
-it installs) and checks what it patches first (``_missing``): where the internals moved, it
+it installs, and ``inductor_source``, the imports it adds to a kernel's copy) and checks what it patches first (``_missing``): where the internals moved, it
 warns once, naming the torch version, and the compiled program runs plain.
 
-**Permanent: Inductor's copy of a user kernel's source.** Inductor compiles a user's
-``@triton.jit`` kernel from source it writes anew (``codegen.wrapper.
-user_defined_triton_kernel_transitive_closure_source_code``), with Triton's imports only: the
-kernel's ``import proton_ik.language as pl`` (any alias), ``from proton_ik.language import
-scope`` and event handles held in globals are lost, and the kernel fails with ``NameError``.
-The patch adds the imports the kernel and its ``@triton.jit`` helpers use, right after the
-kernel. It must hold whether or not a session runs (outside one the kernel compiles plain, but
-it must compile), so it is installed when Inductor's module is imported and never removed.
+**Permanent: Inductor's copy of a user kernel's source** gets the imports of proton_ik the
+kernel uses (``inductor_source`` says why). It must hold whether or not a session runs (outside
+one the kernel compiles plain, but it must compile), so it is installed when Inductor's module
+is imported and never removed.
 
 **With the mode** (installed when a mode is set, removed when none is; docs/ARCHITECTURE.md
 says why each is where it is):
@@ -40,7 +36,6 @@ says why each is where it is):
 
 from __future__ import annotations
 
-import ast
 import sys
 import threading
 import types
@@ -49,10 +44,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik import after_import, compile_mode, inductor_static
+from proton_ik import after_import, compile_mode, inductor_source, inductor_static
 from proton_ik.mode import Mode
 
-__all__ = ["follow", "proton_ik_imports"]
+__all__ = ["follow"]
 
 TESTED_TORCH = ("2.11", "2.13")  # what this module was checked against, on a GPU or in CI
 _WRAPPER = "torch._inductor.codegen.wrapper"
@@ -101,79 +96,11 @@ def _missing(module: types.ModuleType, *names: str, then: str = _NOT_RECORDED) -
 # --- permanent: the imports of a user kernel's source as Inductor writes it ------------------
 
 
-def _is_ours(value: object) -> bool:
-    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-    return isinstance(module, str) and (module == _PACKAGE or module.startswith(_PACKAGE + "."))
-
-
-def _import_line(name: str, value: object) -> str | None:
-    """The statement that binds ``name`` to ``value`` in a new module, if ``value`` is ours."""
-    from triton.language import constexpr
-
-    if isinstance(value, constexpr):
-        # Inductor writes the global itself from the value's repr (pl.Event's names its module).
-        return "import proton_ik.language" if _is_ours(value.value) else None
-    if not _is_ours(value):
-        return None
-    if isinstance(value, types.ModuleType):
-        return f"import {value.__name__} as {name}"
-    owner, attribute = getattr(value, "__module__", ""), getattr(value, "__name__", None)
-    if attribute and getattr(sys.modules.get(owner), attribute, None) is value:
-        return f"from {owner} import {attribute} as {name}"
-    return None
-
-
-def proton_ik_imports(kernel) -> list[str]:
-    """The import statements that a copy of ``kernel``'s source, and of the ``@triton.jit``
-    functions it calls, needs for the names of proton_ik it uses (as Inductor finds names: the
-    functions' global names, followed through the JIT functions among them)."""
-    from triton.runtime.jit import JITFunction
-
-    lines = ["import proton_ik.language"]  # binds `proton_ik`, which pl.Event's repr names
-    seen: set[int] = set()
-    pending = [kernel]
-    while pending:
-        function = pending.pop()
-        if id(function) in seen or getattr(function, "fn", None) is None:
-            continue
-        seen.add(id(function))
-        scope = function.fn.__globals__
-        for name in function.fn.__code__.co_names:
-            value = scope.get(name)
-            if isinstance(value, JITFunction):
-                pending.append(value)
-            elif (line := _import_line(name, value)) is not None and line not in lines:
-                lines.append(line)
-    return lines if len(lines) > 1 else []
-
-
-def _with_imports(source: str, imports: list[str]) -> str:
-    """``source`` (the kernel's definition first) with ``imports`` right after the kernel, before
-    the globals Inductor writes after it."""
-    if not imports:
-        return source
-    try:
-        first = ast.parse(source).body[0]
-    except (SyntaxError, IndexError):
-        return source + "\n" + "\n".join(imports) + "\n"
-    lines = source.splitlines()
-    end = first.end_lineno or len(lines)
-    return "\n".join([*lines[:end], *imports, *lines[end:]]) + "\n"
-
-
 def _patch_kernel_source(wrapper: types.ModuleType) -> None:
     name = "user_defined_triton_kernel_transitive_closure_source_code"
     if _missing(wrapper, name, then=_NOT_COMPILED):
         return
-    write_source = getattr(wrapper, name)
-    if getattr(write_source, "_proton_ik", False):
-        return
-
-    def source_with_imports(kernel, *args, **kwargs):
-        return _with_imports(write_source(kernel, *args, **kwargs), proton_ik_imports(kernel))
-
-    source_with_imports._proton_ik = True  # type: ignore[attr-defined]
-    setattr(wrapper, name, source_with_imports)
+    setattr(wrapper, name, inductor_source.with_imports(getattr(wrapper, name)))
 
 
 # --- with the mode: which binary each compiled kernel runs -----------------------------------

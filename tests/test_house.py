@@ -47,6 +47,7 @@ FORBIDDEN = {
     ],
     # Triton's surfaces, as Triton's launcher, and the recorder's direct entry (ALLOWED)
     "proton_ik.inductor_static": ["proton_ik."],
+    "proton_ik.inductor_source": ["proton_ik."],  # Inductor's source text: nothing else of ours
     "proton_ik.after_import": ["proton_ik."],
     "proton_ik.session_files": ["proton_ik."],  # file names and claims: nothing else of ours
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],

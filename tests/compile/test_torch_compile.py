@@ -19,7 +19,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 
 import proton_ik
-from proton_ik import after_import, torch_compile
+from proton_ik import after_import, inductor_source, torch_compile
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(Path(__file__).parents[1] / "gpu"))
@@ -58,7 +58,7 @@ def test_a_kernel_that_uses_nothing_of_ours_is_copied_as_inductor_copies_it():
     source = _inductor_source(compiled_kernels.autotuned_kernel.fn)
     assert source.count("proton_ik") == 3  # pl.scope, and the two imports it needs
     plain = types.SimpleNamespace(fn=None)
-    assert torch_compile.proton_ik_imports(plain) == []
+    assert inductor_source.proton_ik_imports(plain) == []
 
 
 def test_the_copy_compiles_instrumented_in_a_session_and_plain_outside():

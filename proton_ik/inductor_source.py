@@ -1,0 +1,95 @@
+"""Inductor's copy of a user kernel's source, with the imports of proton_ik it needs: part of
+the torch.compile integration (``torch_compile`` installs ``with_imports`` on Inductor's
+``codegen.wrapper.user_defined_triton_kernel_transitive_closure_source_code``, for good).
+
+Why: Inductor compiles a user's ``@triton.jit`` kernel from source it writes anew, with
+Triton's imports only, so the kernel's ``import proton_ik.language as pl`` (any alias),
+``from proton_ik.language import scope`` and event handles held in globals are lost, and the
+kernel fails with ``NameError``. ``with_imports`` adds the imports the kernel and its
+``@triton.jit`` helpers use, right after the kernel.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["proton_ik_imports", "with_imports"]
+
+_PACKAGE = "proton_ik"
+
+
+def _is_ours(value: object) -> bool:
+    module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    return isinstance(module, str) and (module == _PACKAGE or module.startswith(_PACKAGE + "."))
+
+
+def _import_line(name: str, value: object) -> str | None:
+    """The statement that binds ``name`` to ``value`` in a new module, if ``value`` is ours."""
+    from triton.language import constexpr
+
+    if isinstance(value, constexpr):
+        # Inductor writes the global itself from the value's repr (pl.Event's names its module).
+        return "import proton_ik.language" if _is_ours(value.value) else None
+    if not _is_ours(value):
+        return None
+    if isinstance(value, types.ModuleType):
+        return f"import {value.__name__} as {name}"
+    owner, attribute = getattr(value, "__module__", ""), getattr(value, "__name__", None)
+    if attribute and getattr(sys.modules.get(owner), attribute, None) is value:
+        return f"from {owner} import {attribute} as {name}"
+    return None
+
+
+def proton_ik_imports(kernel) -> list[str]:
+    """The import statements that a copy of ``kernel``'s source, and of the ``@triton.jit``
+    functions it calls, needs for the names of proton_ik it uses (as Inductor finds names: the
+    functions' global names, followed through the JIT functions among them)."""
+    from triton.runtime.jit import JITFunction
+
+    lines = ["import proton_ik.language"]  # binds `proton_ik`, which pl.Event's repr names
+    seen: set[int] = set()
+    pending = [kernel]
+    while pending:
+        function = pending.pop()
+        if id(function) in seen or getattr(function, "fn", None) is None:
+            continue
+        seen.add(id(function))
+        scope = function.fn.__globals__
+        for name in function.fn.__code__.co_names:
+            value = scope.get(name)
+            if isinstance(value, JITFunction):
+                pending.append(value)
+            elif (line := _import_line(name, value)) is not None and line not in lines:
+                lines.append(line)
+    return lines if len(lines) > 1 else []
+
+
+def _with_imports(source: str, imports: list[str]) -> str:
+    """``source`` (the kernel's definition first) with ``imports`` right after the kernel, before
+    the globals Inductor writes after it."""
+    if not imports:
+        return source
+    try:
+        first = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return source + "\n" + "\n".join(imports) + "\n"
+    lines = source.splitlines()
+    end = first.end_lineno or len(lines)
+    return "\n".join([*lines[:end], *imports, *lines[end:]]) + "\n"
+
+
+def with_imports(write_source: Callable[..., str]) -> Callable[..., str]:
+    """Wrap Inductor's writer of a user kernel's source: the source it writes, with
+    ``proton_ik_imports`` right after the kernel. Wrapping a wrapped writer changes nothing."""
+    if getattr(write_source, "_proton_ik", False):
+        return write_source
+
+    def source_with_imports(kernel: Any, *args: Any, **kwargs: Any) -> str:
+        return _with_imports(write_source(kernel, *args, **kwargs), proton_ik_imports(kernel))
+
+    source_with_imports._proton_ik = True  # type: ignore[attr-defined]
+    return source_with_imports
