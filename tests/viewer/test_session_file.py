@@ -28,6 +28,20 @@ def test_launches_round_trip_in_order(tmp_path, busy_launch):
         assert np.array_equal(launch.buffer, capture.buffer)
 
 
+def test_launches_of_one_kernel_share_its_metadata_and_its_reading(tmp_path, busy_launch):
+    """The reader gives equal kernel metadata one dict, and the tables read it once."""
+    from proton_ik.viewer.tables.runs import prepare
+
+    captures = [busy_launch(launch=n, num_ctas=1 + n % 2) for n in range(4)]
+    session = read_session(write_session(tmp_path / "s.pik", INFO, captures))
+    profiles = {id(launch.meta["profile"]) for launch in session}
+    assert len(profiles) == 1
+    assert [launch.meta for launch in session] == [capture.meta for capture in captures]
+    launches = prepare(session.launches)
+    by_kernel = {(launch.meta["kernel"], id(launch.kernel)) for launch in launches}
+    assert len(by_kernel) == len({launch.meta["kernel"] for launch in launches}) == 2  # kernel0, kernel1
+
+
 def test_a_truncated_file_with_no_session_info_says_so(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
     with zipfile.ZipFile(path) as archive:  # as a session of format 1 was: no session.json

@@ -70,7 +70,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
     if not isinstance(launches, list):
         raise ManifestError(f"'launches' is a {type(launches).__name__}, not a list")
     shapes, seen = [], set()
-    profiles: dict[str, KernelMetadata] = {}  # every launch of a kernel carries its metadata
+    profiles: dict[str, tuple[dict, KernelMetadata]] = {}  # every launch of a kernel carries its own
     for number, item in enumerate(launches):
         where = f"launch #{number}"
         item = mapping(item, where)
@@ -111,11 +111,13 @@ def check_info(info: Mapping[str, Any]) -> None:
 
 
 def check_meta(
-    meta: Mapping[str, Any], where: str, profiles: dict[str, KernelMetadata] | None = None
+    meta: Mapping[str, Any], where: str, profiles: dict[str, tuple[dict, KernelMetadata]] | None = None
 ) -> Shape:
     """One launch's metadata; returns the byte sizes its stored array may have. ``profiles``:
     the kernel metadata already checked in this file, by its JSON text (each launch carries its
-    kernel's, and checking it again costs more than the rest of the launch's checks)."""
+    kernel's, and checking it again costs more than the rest of the launch's checks); a launch
+    whose kernel metadata equals an earlier one's is given that one's dict, so that the launches
+    of one kernel share it (and what reads them can tell so by identity)."""
     integer(meta, "launch", where, 0, MAX_INT64)
     kernel = text(meta, "kernel", where)
     if not kernel:
@@ -134,7 +136,10 @@ def check_meta(
     ):
         raise ManifestError(f"{where}: grid is {reprlib.repr(grid)}, not a list of 1 to 3 whole numbers >= 0")
     _config(meta.get("config"), where)
-    layout = _checked_profile(meta.get("profile"), where, profiles).layout
+    profile, kernel_metadata = _checked_profile(meta.get("profile"), where, profiles)
+    if profile is not meta.get("profile") and isinstance(meta, dict):
+        meta["profile"] = profile
+    layout = kernel_metadata.layout
     stored = meta.get(STORED_KEY)
     if stored is not None and stored != TRIMMED:
         raise ManifestError(
@@ -158,18 +163,19 @@ def check_profile(profile: object, where: str) -> KernelMetadata:
 
 
 def _checked_profile(
-    profile: object, where: str, profiles: dict[str, KernelMetadata] | None
-) -> KernelMetadata:
-    """``check_profile``, once per distinct kernel metadata of a file (by its canonical JSON)."""
+    profile: object, where: str, profiles: dict[str, tuple[dict, KernelMetadata]] | None
+) -> tuple[object, KernelMetadata]:
+    """``check_profile``, once per distinct kernel metadata of a file (by its canonical JSON):
+    the first launch's dict of that metadata, and the metadata read."""
     if profiles is None or not isinstance(profile, dict):
-        return check_profile(profile, where)
+        return profile, check_profile(profile, where)
     try:
         key = json.dumps(profile, sort_keys=True)
     except (TypeError, ValueError):  # not JSON's own values: the check says what is wrong
-        return check_profile(profile, where)
+        return profile, check_profile(profile, where)
     checked = profiles.get(key)
     if checked is None:
-        checked = profiles[key] = check_profile(profile, where)
+        checked = profiles[key] = (profile, check_profile(profile, where))
     return checked
 
 

@@ -60,16 +60,23 @@ def prepare(captures: Sequence[Capture]) -> list[Launch]:
     launches = []
     # One copy of each key and its kernel metadata, however many launches share them.
     kernels: dict[tuple[str, str], tuple[tuple[str, str], KernelMetadata]] = {}
+    # The key of each kernel metadata dict seen, by identity: launches of one kernel often share
+    # one (the runtime's, or a session file's, whose reader gives equal ones one dict).
+    keyed: dict[int, str] = {}
     for index, capture in enumerate(captures):
         meta = capture.meta
         check_required_meta(meta)
         where = f"launch {meta['launch']} ({meta['kernel']})"
-        try:
-            key = (str(meta["kernel"]), json.dumps(meta["profile"], sort_keys=True))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: {error}") from None
+        profile = meta["profile"]
+        text = keyed.get(id(profile))
+        if text is None:
+            try:
+                text = keyed[id(profile)] = json.dumps(profile, sort_keys=True)
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"{where}: {error}") from None
+        key = (str(meta["kernel"]), text)
         if key not in kernels:
-            kernels[key] = key, KernelMetadata.from_dict(meta["profile"], where, "profile")
+            kernels[key] = key, KernelMetadata.from_dict(profile, where, "profile")
         launches.append(Launch(index, capture, *kernels[key]))
     return launches
 
