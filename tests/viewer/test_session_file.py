@@ -42,6 +42,24 @@ def test_launches_of_one_kernel_share_its_metadata_and_its_reading(tmp_path, bus
     assert len(by_kernel) == len({launch.meta["kernel"] for launch in launches}) == 2  # kernel0, kernel1
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_file_system_that_cannot_map_the_file_is_read_member_by_member(
+    tmp_path, busy_launch, monkeypatch, compress
+):
+    captures = [busy_launch(launch=n) for n in range(3)]
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO, compress=compress) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
+
+    def refuse(*args, **kwargs):
+        raise OSError("mmap: no such device")  # as a FUSE mount without mmap says
+
+    monkeypatch.setattr(np, "memmap", refuse)
+    for launch, capture in zip(read_session(path), captures, strict=True):
+        assert np.array_equal(launch.buffer, capture.buffer)
+
+
 def test_a_truncated_file_with_no_session_info_says_so(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
     with zipfile.ZipFile(path) as archive:  # as a session of format 1 was: no session.json

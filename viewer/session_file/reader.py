@@ -63,10 +63,12 @@ class MappedFile:
     def __init__(self, path: Path):
         self.path = path
         self._array: np.ndarray | None = None
+        self._mapped = False
 
-    def array(self) -> np.ndarray:
-        if self._array is None:
-            self._array = mapped_file(self.path)
+    def array(self) -> np.ndarray | None:
+        """The map; None where the file system cannot map the file (then each read opens it)."""
+        if not self._mapped:
+            self._array, self._mapped = mapped_file(self.path), True
         return self._array
 
 

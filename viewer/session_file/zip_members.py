@@ -54,13 +54,11 @@ _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-
 def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = None) -> np.ndarray:
     """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
     the file's own bytes, mapped, not copied: the decoder reads it where it lies; a deflated one
-    is inflated from them. ``whole``: the file as ``mapped_file`` gave it already."""
+    is inflated from them. ``whole``: the file as ``mapped_file`` gave it already. A file that
+    cannot be mapped (some network or FUSE file systems) is read member by member instead."""
     if whole is None:
         whole = mapped_file(path)
-    start = _data_start(whole, member)
-    if start + member.compress_size > whole.size:
-        raise EOFError(f"the file ends inside {member.filename}")
-    stored = whole[start : start + member.compress_size]
+    stored = _stored_bytes(path, member, whole)
     data: np.ndarray
     if member.compress_type == zipfile.ZIP_DEFLATED:
         data = np.frombuffer(_inflate(stored, member), dtype=np.uint8)
@@ -71,15 +69,36 @@ def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = 
     return data
 
 
-def mapped_file(path: Path) -> np.ndarray:
+def _stored_bytes(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None) -> np.ndarray:
+    """A member's bytes as stored: a slice of the mapped file, or read from the file where it
+    could not be mapped."""
+    if whole is not None:
+        start = _data_start(whole, member)
+        if start + member.compress_size > whole.size:
+            raise EOFError(f"the file ends inside {member.filename}")
+        return whole[start : start + member.compress_size]
+    with open(path, "rb") as file:
+        start = _data_start(file, member)
+        file.seek(start)
+        stored = np.frombuffer(file.read(member.compress_size), dtype=np.uint8)
+    if stored.size < member.compress_size:
+        raise EOFError(f"the file ends inside {member.filename}")
+    return stored
+
+
+def mapped_file(path: Path) -> np.ndarray | None:
     """The whole file, mapped read-only: a session's launches are read from one map
     (``reader.MappedFile`` keeps it for the session) rather than by opening the file once for
     each, which cost a session of 20,000 small launches a tenth of its render. Not kept here: a
-    map outlives the file's deletion, and would hold a deleted session's disk space."""
+    map outlives the file's deletion, and would hold a deleted session's disk space. None where
+    the file system cannot map it."""
     size = os.stat(path).st_size
     if size == 0:
         return np.zeros(0, dtype=np.uint8)
-    return np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)).view(np.ndarray)
+    try:
+        return np.memmap(path, dtype=np.uint8, mode="r", shape=(size,)).view(np.ndarray)
+    except (OSError, ValueError):
+        return None
 
 
 def _inflate(stored: np.ndarray, member: zipfile.ZipInfo) -> bytes:
