@@ -220,13 +220,7 @@ def test_selective_sampling_keeps_one_warp_on_the_device_clock(tmp_path):
     @triton.jit
     def wide_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         pl.enter_scope("add")
-        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        tl.store(
-            out_ptr + offsets,
-            tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
-            mask=mask,
-        )
+        add_block(x_ptr, y_ptr, out_ptr, n, BLOCK)
         pl.exit_scope("add")
 
     n = 1024 * 2000
@@ -267,7 +261,8 @@ def test_the_plain_and_the_instrumented_binary_are_cached_apart(tmp_path):
 
 
 @triton.jit
-def plain_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def add_block(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out = x + y over this program's block (inlined where it is called)."""
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(
@@ -275,6 +270,11 @@ def plain_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask),
         mask=mask,
     )
+
+
+@triton.jit
+def plain_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    add_block(x_ptr, y_ptr, out_ptr, n, BLOCK)
 
 
 def _records_inserted(ttgir: str) -> str:
