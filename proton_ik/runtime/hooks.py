@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from triton import knobs
 from triton.compiler.compiler import CompiledKernel
 from triton.runtime import _allocation
-from triton.runtime._allocation import set_profile_allocator
 
 from proton_ik import host_scopes
 from proton_ik.runtime import launch_sizing
@@ -403,7 +402,7 @@ class LaunchRecorder:
     def install(self) -> None:
         knobs.runtime.kernel_load_end_hook.add(on_kernel_load)
         knobs.runtime.launch_exit_hook.add(self.exit_hook)
-        set_profile_allocator(self.allocator)
+        _allocation.set_profile_allocator(self.allocator)
         _announcing.launching, _announcing.recorder = self._launching, self
         CompiledKernel.launch_metadata = _announced_launch_metadata
         self.recording = True
@@ -415,7 +414,7 @@ class LaunchRecorder:
             CompiledKernel.launch_metadata = _plain_launch_metadata
         knobs.runtime.kernel_load_end_hook.remove(on_kernel_load)
         knobs.runtime.launch_exit_hook.remove(self.exit_hook)
-        set_profile_allocator(None)
+        _allocation.set_profile_allocator(None)
 
     def pool_stalls(self) -> list[PoolStall]:
         """The devices whose pool filled, so that a launch waited for room."""
