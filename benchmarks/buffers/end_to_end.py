@@ -17,6 +17,7 @@ from benchmarks.buffers.settings import STEP_BUDGET_S, Settings, median, out_of_
 from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
 from benchmarks.kernels.problem import Launch, Problem
+from proton_ik import DEFAULT_POOL_BYTES
 from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
 
 
@@ -37,12 +38,14 @@ def end_to_end(settings: Settings) -> dict[str, Any]:
         profiled = profiled_loop(problem, launch, n, directory)
         shutil.rmtree(directory, ignore_errors=True)
         copy = copy_ms(profiled["written_bytes_per_launch"])
-        write = write_ms(int(profiled["copied_bytes_per_launch"]), directory.parent)
-        rounds.append({"plain_ms": plain_ms, **profiled, "copy_ms": copy, "write_ms": write})
+        write, write_one = write_ms(int(profiled["copied_bytes_per_launch"]), n, directory.parent)
+        rounds.append(
+            {"plain_ms": plain_ms, **profiled, "copy_ms": copy, "write_ms": write, "write_one_ms": write_one}
+        )
         settings.log(
             f"  end to end round {index + 1}: plain {plain_ms:.3f} ms, profiled "
             f"{profiled['flushed_ms']:.3f} ms (loop {profiled['loop_ms']:.3f}), copy {copy:.3f} ms, "
-            f"file write {write:.3f} ms per launch; "
+            f"file write {write:.3f} ms per launch (one window again and again: {write_one:.3f} ms); "
             f"finalize {profiled['finalize_s']:.1f} s"
         )
     return summarize_e2e(problem, rounds, n)
@@ -115,23 +118,40 @@ def copy_ms(nbytes: int, repeats: int = 20) -> float:
     return start.elapsed_time(end) / repeats
 
 
-def write_ms(nbytes: int, directory: Path, repeats: int = 20) -> float:
-    """Milliseconds of one sequential write of ``nbytes`` from pinned host memory into a file in
-    ``directory`` (the session's folder), flushed to the operating system as the session file is
-    (no fsync): the median of ``repeats`` writes, one after the other, into one file."""
-    source = torch.empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=True).numpy()
+def write_ms(nbytes: int, launches: int, directory: Path) -> tuple[float, float]:
+    """Milliseconds per launch of a sequential write of what the profiled loop wrote, into a file
+    in ``directory`` (the session's folder), flushed to the operating system as the session file
+    is (no fsync): ``launches`` writes of ``nbytes``, one after the other into one file, each from
+    the next window of a pinned source as large as the drain's pool, the total over
+    ``launches``. The drain's windows are new bytes from the device, never in the CPU's cache,
+    and its file grows by all of them, so this write does both (docs/PERFORMANCE.md, "The
+    drain's file write, measured as the drain writes").
+
+    Also, for comparison, the median of 20 writes of one window, the same bytes each time into a
+    file that grows by 20 windows only (the measure before: a source in the CPU's cache, and
+    fewer dirty pages waiting for the disk)."""
+    window = max(nbytes, 1)
+    windows = max(1, DEFAULT_POOL_BYTES // window)
+    source = torch.empty(window * windows, dtype=torch.uint8, pin_memory=True).numpy()
+    source[:] = 1  # touched, as the pool's mirror is
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "write_bandwidth.bin"
-    times = []
     try:
         with open(path, "wb", buffering=0) as file:
-            for _ in range(repeats):
+            start = time.perf_counter()
+            for index in range(launches):
+                at = (index % windows) * window
+                file.write(memoryview(source[at : at + window]))
+            walked = 1e3 * (time.perf_counter() - start) / launches
+        times = []
+        with open(path, "wb", buffering=0) as file:
+            for _ in range(20):
                 start = time.perf_counter()
-                file.write(memoryview(source))
+                file.write(memoryview(source[:window]))
                 times.append(1e3 * (time.perf_counter() - start))
     finally:
         path.unlink(missing_ok=True)
-    return median(times)
+    return walked, median(times)
 
 
 def summarize_e2e(problem: Problem, rounds: list[dict[str, Any]], launches: int) -> dict[str, Any]:
@@ -157,6 +177,7 @@ def summarize_e2e(problem: Problem, rounds: list[dict[str, Any]], launches: int)
         "flushed_ms": rounds_summary(column("flushed_ms")),
         "copy_ms": rounds_summary(column("copy_ms")),
         "write_ms": rounds_summary(column("write_ms")),
+        "write_one_ms": rounds_summary(column("write_one_ms")),
         "written_bytes_per_launch": written,
         "copied_bytes_per_launch": copied,
         "device_bytes_per_launch": rounds[0]["device_bytes_per_launch"] if rounds else 0,

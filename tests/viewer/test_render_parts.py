@@ -4,6 +4,9 @@ launch boundaries by stored size."""
 
 from __future__ import annotations
 
+import subprocess
+import warnings
+
 import pandas as pd
 import pytest
 
@@ -102,3 +105,55 @@ def test_the_ranks_of_a_job_on_one_host_share_its_cores(monkeypatch):
     assert render_parts.default_workers() == 1
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
     assert render_parts.default_workers() == 16
+
+
+def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_path, monkeypatch):
+    """A worker unpickles the session this process read (its directory and manifest checked
+    once), where reading the file again took a worker longer than its part."""
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    handed: list[str] = []
+
+    def worker(tasks, started=None):
+        if started is not None:
+            started.communicate("\n")  # a worker started ahead, told there is nothing for it
+        handed.extend(task.session_pickle for task in tasks)
+        return render_parts.render_some(tasks)  # as the worker process runs them
+
+    def read_again(path):
+        raise AssertionError(f"{path} read again for a worker")
+
+    monkeypatch.setattr(render_parts, "_in_a_process", worker)
+    monkeypatch.setattr(render_parts, "read_session", read_again)
+    spread = tmp_path / "spread.pftrace"
+    render_session(session, {"pftrace": spread}, workers=2)
+    assert handed and all(handed)
+    assert spread.read_bytes() == here.read_bytes()
+
+
+def test_workers_started_ahead_render_the_parts_and_the_others_end(session, tmp_path, monkeypatch):
+    """Workers start importing before the session is read and take the parts (no worker is
+    started after the read); the ones no part needs exit when the render is done."""
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    def no_new_worker(*args, **kwargs):
+        raise AssertionError("a worker started after the session was read")
+
+    monkeypatch.setattr(render_parts.subprocess, "Popen", popen)
+    monkeypatch.setattr(render_parts.subprocess, "run", no_new_worker)
+    spread = tmp_path / "spread.pftrace"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no part fell back to this process
+        stats = render_session(session, {"pftrace": spread}, workers=8)  # 6 launches: 6 parts
+    assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
+    assert len(started) == 8
+    assert all(process.poll() == 0 for process in started)  # the 2 unused ones ended too

@@ -1,4 +1,5 @@
 import json
+import pickle
 import struct
 import zipfile
 
@@ -40,6 +41,36 @@ def test_launches_of_one_kernel_share_its_metadata_and_its_reading(tmp_path, bus
     launches = prepare(session.launches)
     by_kernel = {(launch.meta["kernel"], id(launch.kernel)) for launch in launches}
     assert len(by_kernel) == len({launch.meta["kernel"] for launch in launches}) == 2  # kernel0, kernel1
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_session_pickled_for_a_worker_reads_the_same_launches(tmp_path, busy_launch, compress):
+    """The form a session travels in to a worker process (``render.parts``): the same info,
+    metadata (one dict a kernel still), places and buffers, the buffers still checked on read."""
+    captures = [busy_launch(launch=n, num_ctas=1 + n % 2) for n in range(4)]
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO, compress=compress) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
+    session = read_session(path)
+    assert session.launches[0].buffer.size  # a map made here does not travel: the worker maps the file itself
+    copy = pickle.loads(pickle.dumps(session))
+    assert copy.path == path and copy.info == session.info
+    assert [launch.meta for launch in copy] == [launch.meta for launch in session]
+    assert len({id(launch.meta["profile"]) for launch in copy}) == 1
+    for ours, theirs in zip(session, copy, strict=True):
+        assert (theirs.entry, theirs.member.file_size, theirs.shape) == (
+            ours.entry,
+            ours.member.file_size,
+            ours.shape,
+        )
+        assert np.array_equal(theirs.buffer, ours.buffer)
+    damaged = bytearray(path.read_bytes())
+    at = session.launches[1].member.header_offset + 200
+    damaged[at] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(SessionFileError, match=r"the buffer of launch 1 \(launches/000001.npy\) is corrupt"):
+        _ = pickle.loads(pickle.dumps(session)).launches[1].buffer
 
 
 @pytest.mark.parametrize("compress", [False, True])

@@ -13,9 +13,11 @@ same, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -85,6 +87,9 @@ class _Part:
     merge_index: int
     part: int
     parts: int
+    # The session as this process read it, pickled into the parts' scratch folder (its form for
+    # worker processes: ``StoredSession``), or "" to read the file again.
+    session_pickle: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,10 +140,12 @@ def render_parts(
     host_offset_ns: int,
     workers: int | None,
     session: StoredSession | None = None,
+    started: Workers | None = None,
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
-    file as the caller read it, for parts rendered in this process (else it is read again)."""
+    file as the caller read it (else it is read again); ``started``: workers started ahead
+    (``start_workers``), taken before new ones are started."""
     count = len(parts) + 1  # the last part number: the host scopes' track
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
         tasks = [
@@ -156,7 +163,7 @@ def render_parts(
             )
             for index, (first, past) in enumerate(parts)
         ]
-        done = _run(tasks, workers, session)
+        done = _run(tasks, workers, session, Path(scratch), started)
         host = Path(scratch) / "host.pftrace"
         with PerfettoWriter(
             host, title, timeline=timeline, merge_index=merge_index, part=len(parts), parts=count
@@ -184,44 +191,124 @@ def default_workers() -> int:
     return max(1, cores // ranks)
 
 
-def _run(tasks: list[_Part], workers: int | None, session: StoredSession | None = None) -> list[PartDone]:
+class Workers:
+    """Worker processes started before the session is read (``start_workers``): each imports
+    what a part's render needs (about a second on a GPU host) while this process reads and
+    checks the session, then waits for its parts on its standard input. ``close`` ends those
+    not used."""
+
+    def __init__(self, count: int):
+        self._idle: list[subprocess.Popen[str]] = []
+        for _ in range(count):
+            try:
+                self._idle.append(
+                    subprocess.Popen(
+                        [*_worker_command(), "--wait"],
+                        env=_worker_environment(),
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+            except OSError:
+                break  # no Python to start: the parts start their own workers, or render here
+
+    def take(self) -> subprocess.Popen[str] | None:
+        return self._idle.pop() if self._idle else None
+
+    def close(self) -> None:
+        for process in self._idle:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                process.communicate("\n", timeout=30)  # an empty line: no parts, exit
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        self._idle.clear()
+
+
+def start_workers(session_path: Path, workers: int | None) -> Workers | None:
+    """Workers started ahead for a session whose file may hold several parts (at least two
+    parts' bytes), where the parts would render on worker processes (``_run``); else None."""
+    wanted = min(workers or default_workers(), MAX_WORKERS)
+    if (workers is None and wanted < FEWEST_WORKERS) or wanted <= 1:
+        return None
+    try:
+        size = session_path.stat().st_size
+    except OSError:
+        return None
+    return Workers(wanted) if size >= 2 * PART_BYTES else None
+
+
+def _worker_command() -> list[str]:
+    return [sys.executable, "-m", "proton_ik.viewer.render.parts"]
+
+
+def _worker_environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+
+
+def _run(
+    tasks: list[_Part],
+    workers: int | None,
+    session: StoredSession | None = None,
+    scratch: Path | None = None,
+    started: Workers | None = None,
+) -> list[PartDone]:
     wanted = min(workers or default_workers(), len(tasks), MAX_WORKERS)
     if workers is None and wanted < FEWEST_WORKERS:
         wanted = 1  # a worker's start and its own read of the session cost more than it saves here
     if wanted <= 1:
         return render_some(tasks, session)
+    if session is not None and scratch is not None:
+        # Each worker unpickles the session read here rather than reading the file again: its
+        # zip directory and manifest, checked again, took a worker longer than its part.
+        pickled = scratch / "session.pickle"
+        with open(pickled, "wb") as file:
+            pickle.dump(session, file, protocol=pickle.HIGHEST_PROTOCOL)
+        tasks = [dataclasses.replace(task, session_pickle=str(pickled)) for task in tasks]
     # Each worker process takes every wanted-th part: one start and one read of the session each.
-    shares = [tasks[first::wanted] for first in range(wanted)]
+    shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
-        done = list(pool.map(_in_a_process_or_here, shares))
+        done = list(pool.map(lambda share: _in_a_process_or_here(*share), shares))
     by_part = {part.part: part for share in done for part in share}
     return [by_part[task.part] for task in tasks]
 
 
-def _in_a_process_or_here(tasks: list[_Part]) -> list[PartDone]:
+def _in_a_process_or_here(tasks: list[_Part], worker: subprocess.Popen[str] | None = None) -> list[PartDone]:
     """``_in_a_process``, or, where the worker could not run them (no Python to start, a worker
     killed for memory), ``render_some`` in this process, with a warning: the trace is written
     either way, and a fault of the session itself is raised here as the serial render raises it."""
     try:
-        return _in_a_process(tasks)
+        return _in_a_process(tasks, worker)
     except (RuntimeError, OSError, ValueError, KeyError, TypeError) as error:
         warnings.warn(f"proton_ik: {error}; rendering them in this process instead", stacklevel=2)
         return render_some(tasks)
 
 
-def _in_a_process(tasks: list[_Part]) -> list[PartDone]:
-    """``render_some`` in a new Python process running this module. Not multiprocessing: a fork
-    copies a process that holds CUDA and other libraries' threads badly, and a spawned child
-    imports the user's main script again, running a script with no ``__main__`` guard twice."""
+def _in_a_process(tasks: list[_Part], worker: subprocess.Popen[str] | None = None) -> list[PartDone]:
+    """``render_some`` in ``worker`` (started ahead, ``Workers``) or in a new Python process
+    running this module. Not multiprocessing: a fork copies a process that holds CUDA and other
+    libraries' threads badly, and a spawned child imports the user's main script again, running
+    a script with no ``__main__`` guard twice."""
     job, done = tasks[0].output.with_suffix(".task"), tasks[0].output.with_suffix(".done")
     job.write_text(json.dumps([task.to_json() for task in tasks]))
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-    command = [sys.executable, "-m", "proton_ik.viewer.render.parts", str(job), str(done)]
-    ran = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
-    if ran.returncode != 0:
+    if worker is not None:
+        try:
+            _, stderr = worker.communicate(json.dumps([str(job), str(done)]) + "\n")
+        except BaseException:
+            worker.kill()
+            worker.wait()
+            raise
+        returncode = worker.returncode
+    else:
+        command = [*_worker_command(), str(job), str(done)]
+        ran = subprocess.run(command, env=_worker_environment(), capture_output=True, text=True, check=False)
+        returncode, stderr = ran.returncode, ran.stderr
+    if returncode != 0:
         which = ", ".join(f"{t.part} (launches {t.launches[0]} to {t.launches[1] - 1})" for t in tasks)
         raise RuntimeError(
-            f"rendering parts {which} of the trace failed in their worker process:\n{ran.stderr[-3000:]}"
+            f"rendering parts {which} of the trace failed in their worker process:\n{stderr[-3000:]}"
         )
     return [PartDone.from_json(part) for part in json.loads(done.read_text())]
 
@@ -231,6 +318,10 @@ def render_some(tasks: list[_Part], session: StoredSession | None = None) -> lis
     where the caller may have read the session already)."""
     if not tasks:
         return []
+    if session is None and tasks[0].session_pickle:
+        # Written by the process that started this one, into a folder of its own (``_run``).
+        with open(tasks[0].session_pickle, "rb") as file:
+            session = pickle.load(file)
     if session is None:
         session = read_session(tasks[0].session_path)
     prepared = prepare(session.launches)
@@ -273,5 +364,17 @@ def _work(job: Path, done: Path) -> None:
     done.write_text(json.dumps([dataclasses.asdict(part) for part in render_some(tasks)]))
 
 
+def _wait_for_work() -> None:
+    """A worker started ahead (``Workers``): its job and done paths as one JSON line on its
+    standard input, or an empty line when no part came to it."""
+    line = sys.stdin.readline()
+    if line.strip():
+        job, done = json.loads(line)
+        _work(Path(job), Path(done))
+
+
 if __name__ == "__main__":
-    _work(Path(sys.argv[1]), Path(sys.argv[2]))
+    if sys.argv[1:] == ["--wait"]:
+        _wait_for_work()
+    else:
+        _work(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
-from proton_ik.viewer.render.parts import plan_parts, render_parts, stored_sizes
+from proton_ik.viewer.render.parts import Workers, plan_parts, render_parts, start_workers, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline
@@ -84,16 +84,22 @@ def render_session(
     if unknown:
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
     timeline = check_timeline(timeline)
-    session = read_session(session_path)
-    warnings = unrecorded_warnings(session.info)
-    title = title or root_name(str(session.info.get("name", "proton_ik")))
-    parts = plan_parts(stored_sizes(session))
-    if "pftrace" in outputs and len(parts) > 1:
-        return _render_in_parts(
-            Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
-            progress=progress, merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
-            session=session,
-        )  # fmt: skip
+    # Worker processes import while this one reads the session; those no part needs end here.
+    started = start_workers(Path(session_path), workers) if "pftrace" in outputs else None
+    try:
+        session = read_session(session_path)
+        warnings = unrecorded_warnings(session.info)
+        title = title or root_name(str(session.info.get("name", "proton_ik")))
+        parts = plan_parts(stored_sizes(session))
+        if "pftrace" in outputs and len(parts) > 1:
+            return _render_in_parts(
+                Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
+                progress=progress, merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
+                session=session, started=started,
+            )  # fmt: skip
+    finally:
+        if started is not None:
+            started.close()
     pipeline = Pipeline(session.launches, time_shift_cycles(session.info), host_offset_ns)
     with ExitStack() as stack:
         writers = _writers(stack, outputs, session.info, timeline, title, warnings, merge_index)
@@ -113,6 +119,7 @@ def _render_in_parts(
     host_offset_ns: int,
     workers: int | None,
     session: StoredSession,
+    started: Workers | None,
 ) -> RenderStats:
     """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats.
     ``session``: the file as read already, for the parts rendered in this process."""
@@ -127,6 +134,7 @@ def _render_in_parts(
         host_offset_ns=host_offset_ns,
         workers=workers,
         session=session,
+        started=started,
     )
     rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
     if rest:  # decoded again, serially: the other formats are not written in parts

@@ -17,7 +17,7 @@ import zipfile
 import zlib
 from pathlib import Path
 from tokenize import TokenError
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -25,6 +25,33 @@ from proton_ik.contract import checksum
 from proton_ik.contract.session_format import MAX_NPY_HEADER
 
 DEFLATE_RATIO = 1032  # the most that deflate can expand its input
+
+
+class MemberPlace(NamedTuple):
+    """Where a member lies in the zip and what it holds, as the reads below use them: the fields
+    of a ``zipfile.ZipInfo`` of the same names, kept where a session travels to a worker process
+    (``reader.StoredSession``'s pickled form), which rebuilds no ZipInfo."""
+
+    filename: str
+    header_offset: int
+    compress_size: int
+    file_size: int
+    compress_type: int
+    CRC: int
+
+    @classmethod
+    def of(cls, member: Member) -> MemberPlace:
+        return cls(
+            member.filename,
+            member.header_offset,
+            member.compress_size,
+            member.file_size,
+            member.compress_type,
+            member.CRC,
+        )
+
+
+Member = zipfile.ZipInfo | MemberPlace  # a member as the reads take it
 
 
 def member_problem(member: zipfile.ZipInfo, file_size: int) -> str | None:
@@ -51,7 +78,7 @@ def reason(error: BaseException) -> str:
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, then the name and extra-field lengths
 
 
-def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = None) -> np.ndarray:
+def read_member(path: Path, member: Member, whole: np.ndarray | None = None) -> np.ndarray:
     """The bytes of one zip member, checked against its CRC. A stored (uncompressed) member is
     the file's own bytes, mapped, not copied: the decoder reads it where it lies; a deflated one
     is inflated from them. ``whole``: the file as ``mapped_file`` gave it already. A file that
@@ -69,7 +96,7 @@ def read_member(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None = 
     return data
 
 
-def _stored_bytes(path: Path, member: zipfile.ZipInfo, whole: np.ndarray | None) -> np.ndarray:
+def _stored_bytes(path: Path, member: Member, whole: np.ndarray | None) -> np.ndarray:
     """A member's bytes as stored: a slice of the mapped file, or read from the file where it
     could not be mapped."""
     if whole is not None:
@@ -101,7 +128,7 @@ def mapped_file(path: Path) -> np.ndarray | None:
         return None
 
 
-def _inflate(stored: np.ndarray, member: zipfile.ZipInfo) -> bytes:
+def _inflate(stored: np.ndarray, member: Member) -> bytes:
     """A deflated member's bytes, never more than it declares: a member that inflates further
     is refused before its surplus is held."""
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)
@@ -113,7 +140,7 @@ def _inflate(stored: np.ndarray, member: zipfile.ZipInfo) -> bytes:
     return data
 
 
-def _read_member_front(path: Path, member: zipfile.ZipInfo, size: int) -> np.ndarray:
+def _read_member_front(path: Path, member: Member, size: int) -> np.ndarray:
     """Up to the first ``size`` bytes of one zip member."""
     with open(path, "rb") as file:
         file.seek(_data_start(file, member))
@@ -131,7 +158,7 @@ def _read_member_front(path: Path, member: zipfile.ZipInfo, size: int) -> np.nda
     return np.frombuffer(b"".join(out)[:size], dtype=np.uint8)
 
 
-def _data_start(file: BinaryIO | np.ndarray, member: zipfile.ZipInfo) -> int:
+def _data_start(file: BinaryIO | np.ndarray, member: Member) -> int:
     """Where a member's data starts in the zip (an open file, or the file mapped), past its
     local header."""
     if isinstance(file, np.ndarray):
@@ -188,7 +215,7 @@ def _npy_layout(data: np.ndarray) -> tuple[int, tuple[int, ...], bool, np.dtype]
 _NPY_FRONT = 1024  # bytes read for an .npy header; a longer one is read again in full
 
 
-def read_npy_front(path: Path, member: zipfile.ZipInfo, wanted: int) -> np.ndarray:
+def read_npy_front(path: Path, member: Member, wanted: int) -> np.ndarray:
     """The first ``wanted`` bytes of the 1-D uint8 array in a member, without reading the rest
     (and so without its CRC check: the full read checks it)."""
     front = _read_member_front(path, member, _NPY_FRONT + wanted)
