@@ -14,6 +14,7 @@ from proton_ik.contract.layout import BufferLayout, next_power_of_two
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
+from proton_ik.dialect.markers import MARKER_PREFIX
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, staging, ttir_text
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
@@ -110,6 +111,12 @@ def instrument(
         capacity,
         launch_bound=bound.launch if capacity.source == "launch" else None,
     )
+
+
+def may_instrument(ptx: str, mode: Mode) -> bool:
+    """Whether ``instrument`` may instrument ``ptx`` (False: it surely compiles plain), read
+    without parsing it: a marker in it, or ``unscoped=kernel``."""
+    return MARKER_PREFIX in ptx or mode.unscoped == "kernel"
 
 
 def _collected(ptx: str, mode: Mode, ttir: str | None) -> tuple[str, ModuleOp] | None:

@@ -5,9 +5,11 @@ At compile time the plain kernel's PTX (the markers are comments in it) goes thr
 once more, with the flags Triton's own run uses, for its register count. From that count, the
 kernel's warps and its shared memory, the SM's limits give the resident CTAs per SM; the
 instrumented PTX gets ``.maxnreg`` = the most registers that keep them. ptxas spills what does
-not fit under the cap: spills against a lost CTA is the trade this option makes (it is not the
-default). A kernel whose PTX already has a ``.maxnreg`` (Triton's ``maxnreg`` option) keeps the
-lower of the two.
+not fit under the cap: spills against a lost CTA is the trade it makes, the default since it
+won the suite (docs/PERFORMANCE.md). The plain PTX's ``ptxas`` runs beside the instrumentation
+(``Ptxas.start``). A kernel whose PTX already has a ``.maxnreg`` (Triton's ``maxnreg`` option)
+keeps the lower of the two; one that moves registers between its warp groups (``setmaxnreg``)
+gets no cap.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,7 @@ MAX_REGISTERS = 255  # per thread
 _USED = re.compile(r"Used (?P<registers>\d+) registers")
 _SPILLS = re.compile(r"(?P<bytes>\d+) bytes spill stores")
 _MAXNREG = re.compile(r"^\s*\.maxnreg\s+(?P<count>\d+)\s*$", re.MULTILINE)
+_SETMAXNREG = re.compile(r"^\s*(@\S+\s+)?setmaxnreg\.", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -127,27 +130,72 @@ class Ptxas:
 
     def registers(self, ptx: str) -> tuple[int, int]:
         """Registers per thread and bytes of spill stores of ``ptx``'s kernel."""
-        with tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_") as folder:
-            source = Path(folder) / "plain.ptx"
-            source.write_text(ptx)
-            done = subprocess.run(
-                [
-                    self.path,
-                    *self.flags,
-                    "-v",
-                    f"--gpu-name={self.arch}",
-                    str(source),
-                    "-o",
-                    str(source) + ".o",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
+        return self.start(ptx).result()
+
+    def start(self, ptx: str) -> PtxasRun:
+        """``registers`` of ``ptx``, begun in a process of its own: ``result`` waits for it."""
+        return PtxasRun(self, ptx)
+
+
+class PtxasRun:
+    """One ``ptxas -v`` of a kernel's PTX, running while the caller does other work."""
+
+    _process: subprocess.Popen[str] | None
+    _error: OSError | None
+
+    @classmethod
+    def failed(cls, error: OSError) -> PtxasRun:
+        """A run that could not begin: ``result`` raises ``error``."""
+        run = cls.__new__(cls)
+        run._folder = tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_")
+        run._folder.cleanup()
+        run._process, run._error = None, error
+        return run
+
+    def __init__(self, ptxas: Ptxas, ptx: str):
+        self._folder = tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_")
+        source = Path(self._folder.name) / "plain.ptx"
+        source.write_text(ptx)
+        command = [
+            ptxas.path,
+            *ptxas.flags,
+            "-v",
+            f"--gpu-name={ptxas.arch}",
+            str(source),
+            "-o",
+            f"{source}.o",
+        ]
+        try:
+            self._process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
             )
-        used, spills = _USED.search(done.stderr), _SPILLS.search(done.stderr)
-        if done.returncode or used is None:
-            raise RuntimeError(f"ptxas on the plain PTX failed ({done.returncode}): {done.stderr[-500:]}")
+            self._error = None
+        except OSError as error:  # no ptxas there: ``result`` says so
+            self._process, self._error = None, error
+            self._folder.cleanup()
+
+    def result(self) -> tuple[int, int]:
+        """Registers per thread and bytes of spill stores; OSError or RuntimeError where ptxas
+        could not run or failed."""
+        if self._process is None:
+            assert self._error is not None
+            raise self._error
+        try:
+            _, stderr = self._process.communicate()
+        finally:
+            self._folder.cleanup()
+        used, spills = _USED.search(stderr), _SPILLS.search(stderr)
+        if self._process.returncode or used is None:
+            raise RuntimeError(f"ptxas on the plain PTX failed ({self._process.returncode}): {stderr[-500:]}")
         return int(used.group("registers")), int(spills.group("bytes")) if spills else 0
+
+    def cancel(self) -> None:
+        """Stop it where it still runs, and remove its files: its count is not wanted (the
+        kernel compiles plain, or gets no cap). Nothing to do once ``result`` has returned."""
+        if self._process is not None and self._process.returncode is None:
+            self._process.kill()
+            self._process.communicate()
+        self._folder.cleanup()
 
 
 def keep(
@@ -155,12 +203,23 @@ def keep(
 ) -> tuple[str, Occupancy]:
     """``ptx`` with the register cap that keeps the plain kernel's resident CTAs, and what was
     found; ``ptx`` unchanged where no cap can be computed (the reason says why)."""
+    return keep_measured(lambda: ptxas.registers(plain_ptx), ptx, capability, num_warps, shared)
+
+
+def keep_measured(
+    plain_registers: Callable[[], tuple[int, int]], ptx: str, capability: int, num_warps: int, shared: int
+) -> tuple[str, Occupancy]:
+    """``keep``, with the plain kernel's registers and spills from ``plain_registers`` (a
+    ``PtxasRun``'s ``result``, begun before the instrumentation)."""
     limits = SM_LIMITS.get(capability)
     if limits is None:
         reason = f"no table of SM limits for sm_{capability} (known: {sorted(SM_LIMITS)}): no cap"
         return ptx, Occupancy(None, None, None, reason)
+    if _SETMAXNREG.search(ptx):
+        reason = "the kernel sets its warp groups' registers itself (setmaxnreg): no cap"
+        return ptx, Occupancy(None, None, None, reason)
     try:
-        registers, spills = ptxas.registers(plain_ptx)
+        registers, spills = plain_registers()
     except (OSError, RuntimeError) as error:
         return ptx, Occupancy(None, None, None, f"{error}; no cap")
     ctas = resident_ctas(registers, num_warps, shared, limits)
@@ -184,6 +243,16 @@ def with_maxnreg(ptx: str, cap: int) -> str:
     entry, _ = ptx_text.entry_params([line.rstrip("\n") for line in lines])
     end = next(i for i in range(entry, len(lines)) if lines[i].strip().startswith(")"))
     return "".join([*lines[: end + 1], f".maxnreg {cap}\n", *lines[end + 1 :]])
+
+
+def start_plain(ptx: str, options: object, capability: int) -> PtxasRun:
+    """``ptxas`` of the plain PTX, begun with Triton's flags; a run whose ``result`` says why
+    where Triton's ptxas cannot be found (its internals moved: the kernel then gets no cap)."""
+    try:
+        ptxas = triton_ptxas(options, capability)
+    except (ImportError, AttributeError, TypeError, ValueError, RuntimeError) as error:
+        return PtxasRun.failed(OSError(f"Triton's ptxas for sm_{capability} was not found ({error})"))
+    return ptxas.start(ptx)
 
 
 def triton_ptxas(options: object, capability: int) -> Ptxas:

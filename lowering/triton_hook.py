@@ -34,7 +34,7 @@ import triton.compiler.compiler as compiler_module
 from triton import knobs
 
 from proton_ik.lowering import occupancy, staging
-from proton_ik.lowering.instrument import instrument, update_metadata
+from proton_ik.lowering.instrument import instrument, may_instrument, update_metadata
 from proton_ik.lowering.proton_records import TranslatedCopies
 from proton_ik.mode import Mode
 
@@ -139,14 +139,21 @@ def _stages_hook(backend, stages, options, language, capability) -> None:
         num_warps = int(metadata.get("num_warps") or options.num_warps)
         shared = int(metadata.get("shared") or 0)
         fits = (lambda units: staging.fits(shared, num_warps, units, capability)) if mode.stage else None
-        result = instrument(ptx, mode, num_warps, ttir, fits)
-        if result is None:
-            return ptx
-        if mode.occupancy == "keep":
-            ptxas = occupancy.triton_ptxas(options, capability)
-            result.ptx, result.occupancy = occupancy.keep(
-                ptx, result.ptx, ptxas, capability, num_warps, shared
-            )
+        # occupancy=keep: the plain PTX's ptxas runs while the PTX is instrumented
+        plain = None
+        if mode.occupancy == "keep" and may_instrument(ptx, mode):
+            plain = occupancy.start_plain(ptx, options, capability)
+        try:
+            result = instrument(ptx, mode, num_warps, ttir, fits)
+            if result is None:
+                return ptx
+            if plain is not None:
+                result.ptx, result.occupancy = occupancy.keep_measured(
+                    plain.result, result.ptx, capability, num_warps, shared
+                )
+        finally:
+            if plain is not None:
+                plain.cancel()  # where its count was not needed; nothing once it is read
         update_metadata(metadata, result, mode, num_warps)
         return result.ptx
 

@@ -122,9 +122,10 @@ class Mode:
     (one unit per CTA: sample CTAs instead). Other CTAs and units write nothing and take no
     room in what is copied and stored (``contract.sampling``). Not with aggregate=on yet.
 
-    ``occupancy=keep`` caps the instrumented kernel's registers (``.maxnreg``) at the most that
-    keep the plain kernel's resident CTAs per SM, from one more ``ptxas`` run of the plain PTX
-    at compile time; ptxas spills what does not fit. ``occupancy=free`` (the default) sets no cap.
+    ``occupancy=keep`` (the default) caps the instrumented kernel's registers (``.maxnreg``) at
+    the most that keep the plain kernel's resident CTAs per SM, from one more ``ptxas`` run of
+    the plain PTX at compile time; ptxas spills what does not fit. ``occupancy=free`` sets no
+    cap (a kernel may lose a resident CTA per SM to the records' registers).
 
     ``stage=on`` (the default): in a kernel whose code lets a unit write at most 8 entries, all of
     them scope pairs, each unit stores them into 128 bytes of shared memory and copies them to
@@ -144,7 +145,7 @@ class Mode:
     aggregate: bool = False  # per-scope statistics per unit instead of a trace of records
     ctas: int | tuple[int, ...] = 1  # a stride over linear CTA ids, or the CTAs that record
     warps: tuple[int, ...] = ()  # the warps whose units record; all when empty
-    occupancy: Literal["free", "keep"] = "free"
+    occupancy: Literal["free", "keep"] = "keep"  # issue 28: it won the suite (docs/PERFORMANCE.md)
     stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
     unscoped: Literal["plain", "kernel"] = "plain"  # kernels with no scope: plain, or one scope
 
@@ -222,7 +223,7 @@ class Mode:
             text += f":ctas={self.ctas}"
         if self.warps:
             text += f":warps={_ids_text(self.warps)}"
-        if self.occupancy != "free":
+        if self.occupancy != "keep":
             text += f":occupancy={self.occupancy}"
         if not self.stage:
             text += ":stage=off"

@@ -47,10 +47,11 @@ def test_a_list_of_one_cta_and_a_stride_print_apart():
 
 def test_defaults_leave_the_string_and_the_cache_key_as_they_were():
     assert (
-        str(Mode(ctas=1, warps=(), occupancy="free"))
+        str(Mode(ctas=1, warps=(), occupancy="keep"))
         == "instrumentation:granularity=warp:capacity=auto:pairs=on"
     )
-    assert Mode.parse("instrumentation:ctas=1:occupancy=free") == Mode()
+    assert Mode.parse("instrumentation:ctas=1:occupancy=keep") == Mode()
+    assert str(Mode(occupancy="free")).endswith(":pairs=on:occupancy=free")  # the default before issue 28
     assert not Mode().sampled and Mode(ctas=2).sampled and Mode(warps=(0,)).sampled
 
 
@@ -61,7 +62,7 @@ def test_every_option_makes_its_own_cache_key():
         Mode(ctas=(4,)),
         Mode(ctas=(0, 4)),
         Mode(warps=(0,)),
-        Mode(occupancy="keep"),
+        Mode(occupancy="free"),
     ]
     assert len({mode.knob for mode in modes}) == len(modes)
 

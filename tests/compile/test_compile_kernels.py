@@ -506,6 +506,9 @@ def test_metadata_carries_the_scope_table(case: Case):
     capacity = metadata.pop("capacity")
     launch_bound = metadata.pop("launch_bound", None)
     assert (launch_bound is not None) == (case.source == "launch")
+    kept = metadata.pop("occupancy", None)  # occupancy=keep, the default: what the cap found
+    assert (kept is not None) == (case.mode.occupancy == "keep")
+    assert kept is None or kept["cap"] is not None or "setmaxnreg" in kept["reason"], kept
     assert metadata == {
         "mode": str(case.mode),
         "num_warps": case.num_warps,

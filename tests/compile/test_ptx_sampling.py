@@ -172,7 +172,7 @@ def test_a_warp_the_kernel_lacks_is_refused_with_the_kernel_named(compile_kernel
 
 def test_triton_keys_sampled_and_plain_compiles_apart():
     """The mode string is Triton's instrumentation_mode, part of its cache key."""
-    modes = [Mode(), Mode(ctas=4), Mode(ctas=(4,)), Mode(warps=(0,)), Mode(occupancy="keep")]
+    modes = [Mode(), Mode(ctas=4), Mode(ctas=(4,)), Mode(warps=(0,)), Mode(occupancy="free")]
     assert len({mode.knob for mode in modes}) == len(modes)
     assert all(Mode.from_knob(mode.knob) == mode for mode in modes)
 

@@ -53,6 +53,8 @@ def test_the_stage_instruments_and_fills_the_metadata(kernel_ptx: str):
     assert metadata["profile_scratch_align"] == CTA_ALIGN
     # "load" is entered, the kernel may return, then "load" is exited: two single records.
     bound = 2
+    found = metadata[METADATA_KEY].pop("occupancy")  # no capability here, so no SM limits
+    assert found["cap"] is None and "no table of SM limits" in found["reason"]
     assert metadata[METADATA_KEY] == {
         "mode": str(mode),
         "num_warps": 8,
