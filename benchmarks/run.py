@@ -194,7 +194,7 @@ def merge_kept_sections(results: dict[str, Any], earlier: dict[str, Any], measur
             continue
         results[name] = earlier[name]
         kept[name] = earlier.get("kept_sections", {}).get(name, provenance)
-    if "overhead" in kept or "sampling" in kept:  # their tables are labelled by the variants compared
+    if "overhead" in kept:  # its table is labelled by the variants compared (sampling's by its own)
         results["variants"] = earlier["variants"]
 
 

@@ -124,3 +124,37 @@ def test_each_target_is_judged_from_its_numbers_and_the_section_renders():
     measured = COMMITTED.get("kept_sections", {}).get("overhead") or COMMITTED["environment"]
     assert "overhead" in out["merged_keys"] and out["kept"]["overhead"]["device"] == measured["device"]
     assert f"- Kept from the run of {measured['date_utc']} on {measured['device']}" in out["merged_text"]
+
+
+def test_a_merge_that_measures_the_overhead_keeps_its_own_variants_whatever_else_it_keeps():
+    """The overhead table is labelled by this run's variants; the sampling section, kept from an
+    earlier run, labels its own rows, so it brings no variants with it."""
+    script = """
+import json, sys
+from benchmarks import run
+earlier, fresh = json.load(sys.stdin)
+run.merge_kept_sections(fresh, earlier, ["overhead"])
+print(json.dumps(fresh["variants"]))
+"""
+    earlier = {**COMMITTED, "variants": [{"label": "proton_ik[occupancy=keep]"}]}
+    fresh = {"environment": COMMITTED["environment"], "variants": [{"label": "proton_ik[occupancy=free]"}]}
+    assert "sampling" in earlier
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps([earlier, fresh]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [{"label": "proton_ik[occupancy=free]"}]
+    fresh = {"environment": COMMITTED["environment"], "variants": [{"label": "x"}]}
+    done = subprocess.run(
+        [sys.executable, "-c", script.replace('["overhead"]', '["compiled"]')],
+        input=json.dumps([earlier, fresh]),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [{"label": "proton_ik[occupancy=keep]"}]  # overhead kept: its variants
