@@ -194,8 +194,8 @@ def default_workers() -> int:
 class Workers:
     """Worker processes started before the session is read (``start_workers``): each imports
     what a part's render needs (about a second on a GPU host) while this process reads and
-    checks the session, then waits for its parts on its standard input. ``close`` ends those
-    not used."""
+    checks the session, then waits for its parts on its standard input (an empty line, or its
+    input closed: none). ``close`` ends those not used."""
 
     def __init__(self, count: int):
         self._idle: list[subprocess.Popen[str]] = []
@@ -218,12 +218,12 @@ class Workers:
         return self._idle.pop() if self._idle else None
 
     def close(self) -> None:
+        """End the workers no part came to, at once: waiting for them to finish their imports
+        first would keep the render waiting that long."""
         for process in self._idle:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                process.communicate("\n", timeout=30)  # an empty line: no parts, exit
-            if process.poll() is None:
+            with contextlib.suppress(OSError):
                 process.kill()
-                process.wait()
+            process.communicate()
         self._idle.clear()
 
 
