@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is 
     from proton_ik.runtime.graphs import GraphFollower
     from proton_ik.runtime.hooks import LaunchRecorder
     from proton_ik.runtime.session_writer import SessionWriter
+    from proton_ik.viewer.render import Workers  # the viewer is imported at finalize
 
 DEFAULT_POOL_BYTES = 512 << 20
 # The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
@@ -310,6 +311,15 @@ class Session:
         self._autotune.uninstall()
         self._graphs.uninstall()
         self._recorder.uninstall()
+        workers = self._workers_ahead()  # they import while the drains' last flush runs
+        try:
+            return self._finish(result, began, workers)
+        finally:
+            if workers is not None:
+                workers.close()
+
+    def _finish(self, result: Result, began: float, workers: Workers | None) -> Result:
+        assert self._recorder is not None
         failure: RuntimeError | None = None
         try:
             self._recorder.close()
@@ -336,11 +346,26 @@ class Session:
         result.session_path = self.session_path
         try:
             if result.launches and self.formats:
-                result.records = self._render(claim, result.paths)
+                result.records = self._render(claim, result.paths, workers)
         finally:
             claim.release()
         result.finalize_seconds = time.perf_counter() - began
         return result
+
+    def _workers_ahead(self) -> Workers | None:
+        """Render workers for the trace (``viewer.render.start_workers_for``), started before the
+        drains' last flush from what the session holds so far: its file and its launches still in
+        the device pools. None where the trace will not be rendered in parts on workers."""
+        if "pftrace" not in self.formats or self._recorder is None or self._recorder.launches == 0:
+            return None
+        from proton_ik.viewer.render import start_workers_for
+
+        pending = sum(drain.pool.used for drain in self._recorder.drains.values())
+        try:
+            written = self.session_path.stat().st_size
+        except OSError:  # nothing written yet
+            written = 0
+        return start_workers_for(written + pending)
 
     def _place_session_file(self) -> session_files.Claim | None:
         """Claim the final names of the session file and its traces, and move the session file
@@ -361,7 +386,9 @@ class Session:
         self.session_path = claim.place(SESSION_SUFFIX, self.session_path)
         return claim
 
-    def _render(self, claim: session_files.Claim, paths: dict[str, str]) -> int:
+    def _render(
+        self, claim: session_files.Claim, paths: dict[str, str], workers: Workers | None = None
+    ) -> int:
         """Write the traces beside the session file, each moved onto its claimed name once
         whole; the records rendered."""
         from proton_ik import viewer
@@ -372,7 +399,9 @@ class Session:
         try:
             # The report links to the trace by its final name, not the name it is written under.
             link = f"{claim.stem}.pftrace" if "pftrace" in outputs else None
-            stats = viewer.render_session(self.session_path, outputs, timeline=self.timeline, trace_link=link)
+            stats = viewer.render_session(
+                self.session_path, outputs, timeline=self.timeline, trace_link=link, started=workers
+            )
         except BaseException:
             for written in outputs.values():
                 written.unlink(missing_ok=True)

@@ -38,6 +38,7 @@ class _DrainedRecorder:
 
     launches = 0
     refused: list[str] = []
+    drains: dict = {}  # nothing left on a device: all of it is in the file
 
     def uninstall(self) -> None: ...
 

@@ -109,3 +109,34 @@ def test_processes_with_one_name_in_one_folder_never_share_a_file(tmp_path, proc
     assert writers == set(range(processes))
     names = {p.name for p in folder.iterdir()} - {"go"} - {f"ready{i}" for i in range(processes)}
     assert names == {Path(p).name for p in placed}  # no partial file left, no empty name reserved
+
+
+def test_finalize_starts_the_render_workers_before_the_last_flush(tmp_path, drained_session, monkeypatch):
+    """Workers import while the drains' last flush runs; they render the trace's parts (the
+    same bytes as a render in this process) and none is left running."""
+    from proton_ik.viewer import render_session
+    from proton_ik.viewer.render import parts as render_parts
+
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    monkeypatch.setattr(render_parts, "default_workers", lambda: 4)
+    session = drained_session(tmp_path / "ahead", "ahead")
+    order: list[str] = []
+    made: list[render_parts.Workers] = []
+    real_workers, real_close = render_parts.Workers, session._recorder.close
+
+    def workers(count):
+        order.append("workers")
+        made.append(real_workers(count))
+        return made[-1]
+
+    def close():
+        order.append("flush")
+        real_close()
+
+    monkeypatch.setattr(render_parts, "Workers", workers)
+    monkeypatch.setattr(session._recorder, "close", close)
+    result = session.finalize()
+    assert order[:2] == ["workers", "flush"] and len(made) == 1
+    here = tmp_path / "here.pftrace"
+    render_session(result.paths["session"], {"pftrace": here}, workers=1)
+    assert Path(result.paths["pftrace"]).read_bytes() == here.read_bytes()

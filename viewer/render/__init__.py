@@ -8,6 +8,7 @@ here.
 
 from __future__ import annotations
 
+from proton_ik.viewer.render.parts import Workers, start_workers_for
 from proton_ik.viewer.render.session import RenderStats, render_session
 
-__all__ = ["RenderStats", "render_session"]
+__all__ = ["RenderStats", "Workers", "render_session", "start_workers_for"]

@@ -59,6 +59,7 @@ def render_session(
     host_offset_ns: int = 0,
     workers: int | None = None,
     trace_link: str | None = None,
+    started: Workers | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -69,14 +70,15 @@ def render_session(
     ``merge_index`` numbers its tracks apart from other sessions' (``ranks.merge_sessions``), and
     ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
     part's stored data (``parts.PART_BYTES``) has its Perfetto trace written in parts, on
-    up to ``workers`` processes (None: one per core; 1: in this one): the same file either way.
+    up to ``workers`` processes (None: one per core; 1: in this one): the same file either way;
+    ``started``: workers started ahead (``parts.start_workers_for``), ended here when done.
     "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
     trace by ``trace_link`` (default: the "pftrace" output's name, where it is written beside)."""
     if "html" in outputs:
         traces = {fmt: path for fmt, path in outputs.items() if fmt != "html"}
         stats = render_session(
             session_path, traces, timeline=timeline, progress=progress, title=title,
-            merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers,
+            merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers, started=started,
         )  # fmt: skip
         _write_report(session_path, outputs["html"], traces.get("pftrace"), trace_link)
         return stats
@@ -85,7 +87,8 @@ def render_session(
         raise ValueError(f"cannot render {unknown}: the trace formats are {list(OUTPUTS)}")
     timeline = check_timeline(timeline)
     # Worker processes import while this one reads the session; those no part needs end here.
-    started = start_workers(Path(session_path), workers) if "pftrace" in outputs else None
+    if started is None and "pftrace" in outputs:
+        started = start_workers(Path(session_path), workers)
     try:
         session = read_session(session_path)
         warnings = unrecorded_warnings(session.info)
