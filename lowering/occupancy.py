@@ -140,19 +140,14 @@ class Ptxas:
 class PtxasRun:
     """One ``ptxas -v`` of a kernel's PTX, running while the caller does other work."""
 
-    _process: subprocess.Popen[str] | None
-    _error: OSError | None
-
-    @classmethod
-    def failed(cls, error: OSError) -> PtxasRun:
-        """A run that could not begin: ``result`` raises ``error``."""
-        run = cls.__new__(cls)
-        run._folder = tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_")
-        run._folder.cleanup()
-        run._process, run._error = None, error
-        return run
-
-    def __init__(self, ptxas: Ptxas, ptx: str):
+    def __init__(self, ptxas: Ptxas | None, ptx: str, error: OSError | None = None):
+        """``ptxas`` run on ``ptx``; with no ``ptxas``, a run that could not begin, whose
+        ``result`` raises ``error``."""
+        self._process: subprocess.Popen[str] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._error = error
+        if ptxas is None:
+            return
         self._folder = tempfile.TemporaryDirectory(prefix="proton_ik_ptxas_")
         source = Path(self._folder.name) / "plain.ptx"
         source.write_text(ptx)
@@ -169,21 +164,19 @@ class PtxasRun:
             self._process = subprocess.Popen(
                 command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
             )
-            self._error = None
         except OSError as error:  # no ptxas there: ``result`` says so
-            self._process, self._error = None, error
-            self._folder.cleanup()
+            self._error = error
+            self._clean()
 
     def result(self) -> tuple[int, int]:
         """Registers per thread and bytes of spill stores; OSError or RuntimeError where ptxas
         could not run or failed."""
         if self._process is None:
-            assert self._error is not None
-            raise self._error
+            raise self._error or OSError("ptxas did not run")
         try:
             _, stderr = self._process.communicate()
         finally:
-            self._folder.cleanup()
+            self._clean()
         used, spills = _USED.search(stderr), _SPILLS.search(stderr)
         if self._process.returncode or used is None:
             raise RuntimeError(f"ptxas on the plain PTX failed ({self._process.returncode}): {stderr[-500:]}")
@@ -195,7 +188,12 @@ class PtxasRun:
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
             self._process.communicate()
-        self._folder.cleanup()
+        self._clean()
+
+    def _clean(self) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
 
 def keep(
@@ -251,7 +249,7 @@ def start_plain(ptx: str, options: object, capability: int) -> PtxasRun:
     try:
         ptxas = triton_ptxas(options, capability)
     except (ImportError, AttributeError, TypeError, ValueError, RuntimeError) as error:
-        return PtxasRun.failed(OSError(f"Triton's ptxas for sm_{capability} was not found ({error})"))
+        return PtxasRun(None, ptx, OSError(f"Triton's ptxas for sm_{capability} was not found ({error})"))
     return ptxas.start(ptx)
 
 
