@@ -17,3 +17,29 @@ def test_the_viewer_imports_neither_triton_nor_torch():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_render_worker_imports_only_what_its_part_needs():
+    """A worker process (``render.parts``) starts by importing its modules, about a second on a
+    GPU host; pandas, the summaries and the other formats' writers were half of it."""
+    probe = (
+        "import json, sys, proton_ik.viewer.render.parts;"
+        "print(json.dumps(sorted(m for m in ('pandas', 'proton_ik.viewer.chrome', 'proton_ik.viewer.summary',"
+        " 'proton_ik.viewer.trace', 'proton_ik.viewer.render.session') if m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_viewer_exports_still_resolve_and_render_is_the_function():
+    probe = (
+        "import json, proton_ik.viewer as v, proton_ik.viewer.render.session;"
+        "from proton_ik.viewer import Trace, load, render_session, Summary, read_session;"
+        "print(json.dumps([callable(v.render), v.render.__module__, all(hasattr(v, n) for n in v.__all__)]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, "proton_ik.viewer", True]

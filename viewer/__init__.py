@@ -42,17 +42,47 @@ or unit, so a session of millions of records finalizes in seconds;
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from proton_ik.viewer.render import RenderStats, render_session
-from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
-from proton_ik.viewer.summary import Summary
-from proton_ik.viewer.tables import cluster_table
-from proton_ik.viewer.trace import Trace, load, load_for_summary
+# The subpackage first (it imports nothing heavy itself): the function ``render`` defined below
+# must replace the attribute that loading a subpackage sets on its parent, not be replaced by it.
+import proton_ik.viewer.render as _render_package  # noqa: F401
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from proton_ik.viewer.render import RenderStats, render_session
+    from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
+    from proton_ik.viewer.summary import Summary
+    from proton_ik.viewer.tables import cluster_table
+    from proton_ik.viewer.trace import Trace, load, load_for_summary
+
+# Imported when first asked for (PEP 562): a render worker process (``render.parts``) imports
+# the modules its part needs, not the summaries, tables and writers of every format (nor pandas).
+_EXPORTED_FROM = {
+    "RenderStats": "proton_ik.viewer.render",
+    "render_session": "proton_ik.viewer.render",
+    "LaunchCapture": "proton_ik.viewer.session_file",
+    "SessionFileError": "proton_ik.viewer.session_file",
+    "read_session": "proton_ik.viewer.session_file",
+    "Summary": "proton_ik.viewer.summary",
+    "cluster_table": "proton_ik.viewer.tables",
+    "Trace": "proton_ik.viewer.trace",
+    "load": "proton_ik.viewer.trace",
+    "load_for_summary": "proton_ik.viewer.trace",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTED_FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'proton_ik.viewer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "LaunchCapture",

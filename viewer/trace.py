@@ -11,10 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.session_format import Capture
@@ -41,9 +40,12 @@ from proton_ik.viewer.tables import (
     frame,
     frames,
     parts_of,
+    time_shift_cycles,
 )
 
-TIME_SHIFT_KEY = "time_shift_cycles"
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
+
 _NO_LAUNCH = {"launch": 0, "kernel": "", "profile": {"layout": BufferLayout(units=1, capacity=1).to_dict()}}
 EVENT_TABLE = [*EVENT_COLUMNS, "begin_rel_ns", "end_rel_ns"]
 UNIT_TABLE = [*UNIT_COLUMNS, "start_rel_ns", "end_rel_ns"]
@@ -221,21 +223,6 @@ def load_for_summary(path: str | Path) -> Trace:
     return Trace.from_captures(session.info, session.launches, only=SUMMARY_COLUMNS)
 
 
-def time_shift_cycles(info: Mapping[str, Any]) -> TimeShift:
-    """The session's calibrated cost of an empty scope, for single records and for pairs: one
-    number for both, or ``{"single": s, "pair": p}`` (0 in files from before it was measured)."""
-    shift = info.get(TIME_SHIFT_KEY, 0)
-    values = shift if isinstance(shift, Mapping) else {"single": shift, "pair": shift}
-    for kind in ("single", "pair"):
-        value = values.get(kind)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(
-                f"the session info's {TIME_SHIFT_KEY} is {shift!r}, not a whole number of cycles >= 0 "
-                "for single records and pairs; the runtime that wrote the session is broken: capture again"
-            )
-    return TimeShift(single=values["single"], pair=values["pair"])
-
-
 def _kept(chunk: Chunk, only: Mapping[str, list[str]] | None) -> Chunk:
     """``chunk`` with only the ``only`` columns of its events and units (their masks and the
     ``order`` they are sorted by kept too)."""
@@ -254,6 +241,8 @@ def _tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The events, units, unmatched and launches tables of a session's chunks (in launch order);
     ``only``: the columns of the events and units tables to build."""
+    import pandas as pd
+
     last = chunks[-1]
     kernel_names, kernel_remap = categories(last.kernels)
     scope_names, scope_remap = categories(last.scopes)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from tqdm import tqdm
 
@@ -38,6 +38,9 @@ from proton_ik.viewer.tracks import (
     launch_name,
     track_tree,
 )
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 __all__ = [
     "HOST_TRACK",

@@ -8,7 +8,29 @@ here.
 
 from __future__ import annotations
 
-from proton_ik.viewer.render.parts import Workers, start_workers_for
-from proton_ik.viewer.render.session import RenderStats, render_session
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from proton_ik.viewer.render.parts import Workers, start_workers_for
+    from proton_ik.viewer.render.session import RenderStats, render_session
 
 __all__ = ["RenderStats", "Workers", "render_session", "start_workers_for"]
+
+# Imported when first asked for (PEP 562): a worker process runs ``parts`` alone, without the
+# writers of the other formats that ``session`` imports.
+_EXPORTED_FROM = {
+    "Workers": "proton_ik.viewer.render.parts",
+    "start_workers_for": "proton_ik.viewer.render.parts",
+    "RenderStats": "proton_ik.viewer.render.session",
+    "render_session": "proton_ik.viewer.render.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTED_FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'proton_ik.viewer.render' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -31,8 +31,7 @@ from typing import Any
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
 from proton_ik.viewer.session_file import StoredSession, read_session
-from proton_ik.viewer.tables import Launch, Pipeline, prepare
-from proton_ik.viewer.trace import time_shift_cycles
+from proton_ik.viewer.tables import Launch, Pipeline, prepare, time_shift_cycles
 
 PART_BYTES = 8 << 20  # stored bytes a part holds at least (its last launch may take it over)
 # What a launch costs to render beyond its records, as the stored bytes that cost as much: a

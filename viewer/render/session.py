@@ -23,8 +23,7 @@ from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render.parts import Workers, plan_parts, render_parts, start_workers, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
-from proton_ik.viewer.tables import Pipeline
-from proton_ik.viewer.trace import time_shift_cycles
+from proton_ik.viewer.tables import Pipeline, time_shift_cycles
 from proton_ik.viewer.tracks import check_timeline, root_name
 
 # Perfetto, Chrome JSON (also under Proton's name for it), Proton's tree for proton-viewer, and

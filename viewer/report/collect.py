@@ -25,8 +25,9 @@ from proton_ik.viewer.tables import (
     categories,
     frame,
     frames,
+    time_shift_cycles,
 )
-from proton_ik.viewer.trace import Trace, time_shift_cycles
+from proton_ik.viewer.trace import Trace
 
 EVENT_NAMES = [
     "kernel", "launch", "cta", "sm", "scope", "line", "file", "dur_ns", "dur_cycles", "begin_rel_ns", "end_rel_ns",

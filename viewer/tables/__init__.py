@@ -39,6 +39,7 @@ from proton_ik.viewer.tables.table import (
     categories,
     config_text,
     frame,
+    time_shift_cycles,
 )
 
 __all__ = [
@@ -73,4 +74,5 @@ __all__ = [
     "launch_spans",
     "parts_of",
     "prepare",
+    "time_shift_cycles",
 ]

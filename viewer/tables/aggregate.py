@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.contract.buffer_view import BufferView
 from proton_ik.contract.layout import (
@@ -39,6 +39,9 @@ from proton_ik.viewer.decode import CtaTable, UnitTable, decode_headers
 from proton_ik.viewer.tables.runs import Launch
 from proton_ik.viewer.tables.table import HOST_SCOPE_SEPARATOR, TimeShift, host_scopes, launch_name
 from proton_ik.viewer.tables.timebase import SmClocks
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 HIST_COLUMNS = tuple(f"hist_{b}" for b in range(HISTOGRAM_BINS))
 AGGREGATE_COLUMNS = (
@@ -105,6 +108,8 @@ def decode_stats(
 def aggregate_frame(launches: Sequence[Launch], clocks: SmClocks, shift: TimeShift) -> pd.DataFrame:
     """The table of every aggregate launch among ``launches`` (the module docstring's columns);
     ``clocks``: the session's fitted SM clocks, by launch index."""
+    import pandas as pd
+
     parts = [_columns(launch, clocks, shift.pair) for launch in launches if launch.layout.aggregate]
     if not parts:
         return empty_frame()
@@ -125,6 +130,8 @@ def aggregate_frame(launches: Sequence[Launch], clocks: SmClocks, shift: TimeShi
 
 def empty_frame() -> pd.DataFrame:
     """The table of a session without aggregate launches: every column, no rows."""
+    import pandas as pd
+
     empty = pd.DataFrame({name: pd.Series(dtype=np.int64) for name in AGGREGATE_COLUMNS})
     return empty.astype({name: "category" for name in _LABELS})
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.viewer.tables.table import HOST_SCOPE_SEPARATOR
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 Columns = dict[str, np.ndarray]
 BATCH_ROWS = 1 << 15  # rows a writer encodes at once (packets or JSON lines): about one bundle
@@ -151,6 +153,8 @@ def _ints(column: pd.Series) -> np.ndarray:
 
 def _labels(column: pd.Series | list) -> list[str]:
     """The distinct values of a column of names, as strings, sorted."""
+    import pandas as pd
+
     if isinstance(column, pd.Series) and isinstance(column.dtype, pd.CategoricalDtype):
         return sorted(str(c) for c in column.cat.categories)
     return sorted({str(c) for c in column})
@@ -158,6 +162,8 @@ def _labels(column: pd.Series | list) -> list[str]:
 
 def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
     """Each value's index in ``labels``."""
+    import pandas as pd
+
     position = {label: i for i, label in enumerate(labels)}
     if isinstance(column.dtype, pd.CategoricalDtype):
         lookup = np.array([position[str(c)] for c in column.cat.categories] or [0], dtype=np.int64)
@@ -167,6 +173,8 @@ def _codes(column: pd.Series, labels: Sequence[str]) -> np.ndarray:
 
 def _file_codes(events: pd.DataFrame, files: Sequence[str]) -> np.ndarray:
     """Each event's file's index in ``files``; -1 where it has none (or the table has no files)."""
+    import pandas as pd
+
     if "file" not in events:
         return np.full(len(events), -1, np.int64)
     return pd.Categorical(events["file"], categories=list(files)).codes.astype(np.int64)

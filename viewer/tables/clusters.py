@@ -17,11 +17,14 @@ each cluster's list of CTAs and SMs is made per cluster.
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.viewer.arrays import groups
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 Columns = dict[str, np.ndarray]
 CLUSTER_COLUMNS = [
@@ -106,6 +109,8 @@ def _tuples(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 def cluster_table(units: pd.DataFrame) -> pd.DataFrame:
     """The clusters of a session's units table (``Trace.units``): ``CLUSTER_COLUMNS``, one row per
     launch and cluster; empty where no cluster was recorded."""
+    import pandas as pd
+
     needed = ("kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "start_ns", "end_ns", "finished")
     if any(name not in units for name in needed) or not len(units):
         return _empty()
@@ -137,6 +142,8 @@ def _ints(column: pd.Series) -> np.ndarray:
 
 
 def _empty() -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(
         {name: pd.Series(dtype=object if name in ("ctas", "sms") else np.int64) for name in CLUSTER_COLUMNS}
     )
@@ -145,6 +152,8 @@ def _empty() -> pd.DataFrame:
 def cluster_lines(clusters: pd.DataFrame) -> list[str]:
     """``show``'s section: per launch with clusters of more than one CTA, the worst start and end
     skews, the worst launches first (at most ``_SHOWN``); none where there are no such clusters."""
+    import pandas as pd
+
     if not len(clusters):
         return []
     per_launch = clusters.groupby("launch", sort=True).agg(

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.contract.layout import ValueType
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.viewer.decode import RecordTable, UnitTable
 from proton_ik.viewer.pairing import MATCHED, STATUSES, Marks, Spans, marks, pair_events
 from proton_ik.viewer.tables.timebase import SmClocks
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 Columns = dict[str, np.ndarray]
 ASYNC_EVENT_COLUMNS = [
@@ -107,6 +110,8 @@ def parts_of(async_events: pd.DataFrame, marks: pd.DataFrame, values: pd.DataFra
 
 
 def _columns(table: pd.DataFrame) -> Columns:
+    import pandas as pd
+
     columns: Columns = {}
     for name in table.columns:
         column = table[name]
@@ -249,6 +254,8 @@ def _value_columns(found: Marks, timing: _Timing, names: dict, lines: dict) -> C
 
 
 def _frame(parts: list[Columns], names: list[str], time: str) -> pd.DataFrame:
+    import pandas as pd
+
     keys = {*names, time, *(key for part in parts for key in part if key.endswith("_missing"))}
     columns = {
         name: np.concatenate([part[name] for part in parts]) if parts else np.zeros(0, np.int64)

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from proton_ik.contract.layout import MAX_SCOPES
 from proton_ik.contract.metadata import KernelMetadata
@@ -48,6 +47,9 @@ from proton_ik.viewer.pairing import (
 )
 from proton_ik.viewer.tables.sampled import sampled_text
 from proton_ik.viewer.tables.timebase import SmClocks
+
+if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
+    import pandas as pd
 
 EVENT_COLUMNS = [
     "kernel", "launch", "host_scope", "cta", "sm", "cluster", "cluster_rank", "warp", "unit", "lane", "scope",
@@ -170,6 +172,24 @@ class TimeShift:
         if self.single == self.pair:
             return f"{self.single} cycles"
         return f"{self.single} cycles ({self.pair} for paired scopes)"
+
+
+TIME_SHIFT_KEY = "time_shift_cycles"  # the session info's calibration, read by ``time_shift_cycles``
+
+
+def time_shift_cycles(info: Mapping[str, Any]) -> TimeShift:
+    """The session's calibrated cost of an empty scope, for single records and for pairs: one
+    number for both, or ``{"single": s, "pair": p}`` (0 in files from before it was measured)."""
+    shift = info.get(TIME_SHIFT_KEY, 0)
+    values = shift if isinstance(shift, Mapping) else {"single": shift, "pair": shift}
+    for kind in ("single", "pair"):
+        value = values.get(kind)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(
+                f"the session info's {TIME_SHIFT_KEY} is {shift!r}, not a whole number of cycles >= 0 "
+                "for single records and pairs; the runtime that wrote the session is broken: capture again"
+            )
+    return TimeShift(single=values["single"], pair=values["pair"])
 
 
 def _where(group: LaunchGroup, row: np.ndarray) -> dict[str, np.ndarray]:
@@ -411,6 +431,8 @@ def frame(
 ) -> pd.DataFrame:
     """A DataFrame of the named columns: ``<name>_missing`` masks make nullable Int64 columns,
     ``categories`` make categoricals of codes, and ``kind`` is the unmatched kind."""
+    import pandas as pd
+
     data = {}
     for name in names:
         values = columns[name]
