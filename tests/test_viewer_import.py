@@ -37,9 +37,10 @@ def test_the_viewer_exports_still_resolve_and_render_is_the_function():
     probe = (
         "import json, proton_ik.viewer as v, proton_ik.viewer.render.session;"
         "from proton_ik.viewer import Trace, load, render_session, Summary, read_session;"
-        "print(json.dumps([callable(v.render), v.render.__module__, all(hasattr(v, n) for n in v.__all__)]))"
+        "print(json.dumps([callable(v.render), v.render.__module__, all(hasattr(v, n) for n in v.__all__),"
+        " set(v.__all__) <= set(dir(v))]))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, "proton_ik.viewer", True]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, "proton_ik.viewer", True, True]

@@ -84,6 +84,10 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTED_FROM})
+
+
 __all__ = [
     "LaunchCapture",
     "RenderStats",
