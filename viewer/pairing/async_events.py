@@ -27,16 +27,12 @@ batches after the j-th are ``j + min(0, running min of (starts before it - j))``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from proton_ik.contract.layout import RecordKind
 from proton_ik.viewer.arrays import run_starts, segment_cummin, segment_cumsum
 from proton_ik.viewer.decode import RecordTable, UnitTable
-
-if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
-    pass
 
 MATCHED, NO_END, NO_START = 0, 1, 2
 CLOCK_SKEW_CYCLES = 32  # how far apart two warps of one SM may read the same instant
@@ -115,7 +111,7 @@ def _skew_tolerant_time(
     """Each record's place in time, in half cycles: a start counts ``CLOCK_SKEW_CYCLES`` early,
     then each unit's records of a group are raised where needed to follow each other in the
     order the unit wrote them (by at least half a cycle)."""
-    import pandas as pd
+    import pandas as pd  # here, not at the top: a render worker imports this module, not pandas
 
     when = 2 * clock - 2 * CLOCK_SKEW_CYCLES * (~is_end)
     if not len(when):
