@@ -8,15 +8,20 @@ import subprocess
 import sys
 
 
+def _probe(code: str) -> object:
+    """What a fresh interpreter prints (JSON, its last line) after running ``code``."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_the_viewer_imports_neither_triton_nor_torch():
     probe = (
         "import json, sys, proton_ik.viewer, proton_ik.viewer.report;"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'triton', 'torch'})))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert _probe(probe) == []
 
 
 def test_a_render_worker_imports_only_what_its_part_needs():
@@ -27,10 +32,7 @@ def test_a_render_worker_imports_only_what_its_part_needs():
         "print(json.dumps(sorted(m for m in ('pandas', 'proton_ik.viewer.chrome', 'proton_ik.viewer.summary',"
         " 'proton_ik.viewer.trace', 'proton_ik.viewer.render.session') if m in sys.modules)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert _probe(probe) == []
 
 
 def test_the_viewer_exports_still_resolve_and_render_is_the_function():
@@ -40,7 +42,4 @@ def test_the_viewer_exports_still_resolve_and_render_is_the_function():
         "print(json.dumps([callable(v.render), v.render.__module__, all(hasattr(v, n) for n in v.__all__),"
         " set(v.__all__) <= set(dir(v))]))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [True, "proton_ik.viewer", True, True]
+    assert _probe(probe) == [True, "proton_ik.viewer", True, True]

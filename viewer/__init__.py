@@ -42,13 +42,13 @@ or unit, so a session of millions of records finalizes in seconds;
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 # The subpackage first (it imports nothing heavy itself): the function ``render`` defined below
 # must replace the attribute that loading a subpackage sets on its parent, not be replaced by it.
 import proton_ik.viewer.render as _render_package  # noqa: F401
+from proton_ik.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,17 +75,7 @@ _EXPORTED_FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTED_FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module 'proton_ik.viewer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTED_FROM})
+__getattr__, __dir__ = lazy_exports("proton_ik.viewer", globals(), _EXPORTED_FROM)
 
 
 __all__ = [

@@ -8,8 +8,9 @@ here.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from proton_ik.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from proton_ik.viewer.render.parts import Workers, start_workers_for
@@ -27,14 +28,4 @@ _EXPORTED_FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTED_FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module 'proton_ik.viewer.render' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTED_FROM})
+__getattr__, __dir__ = lazy_exports("proton_ik.viewer.render", globals(), _EXPORTED_FROM)
