@@ -108,7 +108,7 @@ def test_the_ranks_of_a_job_on_one_host_share_its_cores(monkeypatch):
 
 
 def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_path, monkeypatch):
-    """A worker unpickles the session this process read (its directory and manifest checked
+    """A worker takes the session this process read, as plain JSON (its directory and manifest checked
     once), where reading the file again took a worker longer than its part."""
     monkeypatch.setattr(render_parts, "PART_BYTES", 1)
     here = tmp_path / "here.pftrace"
@@ -118,7 +118,7 @@ def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_pa
     def worker(tasks, started=None):
         if started is not None:
             started.communicate("\n")  # a worker started ahead, told there is nothing for it
-        handed.extend(task.session_pickle for task in tasks)
+        handed.extend(task.session_json for task in tasks)
         return render_parts.render_some(tasks)  # as the worker process runs them
 
     def read_again(path):

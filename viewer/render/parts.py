@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
-from proton_ik.viewer.session_file import StoredSession, read_session
+from proton_ik.viewer.session_file import StoredSession, read_session, session_from_portable
 from proton_ik.viewer.tables import Launch, Pipeline, prepare, time_shift_cycles
 
 PART_BYTES = 8 << 20  # stored bytes a part holds at least (its last launch may take it over)
@@ -86,9 +85,9 @@ class _Part:
     merge_index: int
     part: int
     parts: int
-    # The session as this process read it, pickled into the parts' scratch folder (its form for
-    # worker processes: ``StoredSession``), or "" to read the file again.
-    session_pickle: str = ""
+    # The session as this process read it, as JSON in the parts' scratch folder (its form for
+    # worker processes: ``StoredSession.portable``), or "" to read the file again.
+    session_json: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -271,12 +270,11 @@ def _run(
     if wanted <= 1:
         return render_some(tasks, session)
     if session is not None and scratch is not None:
-        # Each worker unpickles the session read here rather than reading the file again: its
-        # zip directory and manifest, checked again, took a worker longer than its part.
-        pickled = scratch / "session.pickle"
-        with open(pickled, "wb") as file:
-            pickle.dump(session, file, protocol=pickle.HIGHEST_PROTOCOL)
-        tasks = [dataclasses.replace(task, session_pickle=str(pickled)) for task in tasks]
+        # Each worker takes the session read here rather than reading the file again: its zip
+        # directory and manifest, checked again, took a worker longer than its part.
+        portable = scratch / "session.json"
+        portable.write_text(json.dumps(session.portable()))
+        tasks = [dataclasses.replace(task, session_json=str(portable)) for task in tasks]
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
@@ -328,10 +326,9 @@ def render_some(tasks: list[_Part], session: StoredSession | None = None) -> lis
     where the caller may have read the session already)."""
     if not tasks:
         return []
-    if session is None and tasks[0].session_pickle:
+    if session is None and tasks[0].session_json:
         # Written by the process that started this one, into a folder of its own (``_run``).
-        with open(tasks[0].session_pickle, "rb") as file:
-            session = pickle.load(file)
+        session = session_from_portable(json.loads(Path(tasks[0].session_json).read_text()))
     if session is None:
         session = read_session(tasks[0].session_path)
     prepared = prepare(session.launches)

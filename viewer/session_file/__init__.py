@@ -16,6 +16,7 @@ from proton_ik.viewer.session_file.reader import (
     StoredLaunch,
     StoredSession,
     read_session,
+    session_from_portable,
 )
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "StoredSession",
     "check_info",
     "read_session",
+    "session_from_portable",
 ]

@@ -67,9 +67,6 @@ class MappedFile:
         self._array: np.ndarray | None = None
         self._mapped = False
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return MappedFile, (self.path,)  # mapped again where it is unpickled
-
     def array(self) -> np.ndarray | None:
         """The map; None where the file system cannot map the file (then each read opens it)."""
         if not self._mapped:
@@ -181,38 +178,42 @@ class StoredSession:
     def __iter__(self) -> Iterator[StoredLaunch]:
         return iter(self.launches)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as columns of plain values, for a worker process of the same program
-        (``render.parts``): unpickled in a fraction of the time that reading and checking the
-        file again takes (a ZipInfo a launch, and its metadata checked), as the file was checked
-        when it was read here. The buffers are still read, and checked against their CRCs, where
-        they are used."""
-        launches = self.launches
-        return _session_from_columns, (
-            self.path,
-            self.info,
-            [tuple(MemberPlace.of(launch.member)) for launch in launches],
-            [launch.meta for launch in launches],
-            [(launch.shape.low, launch.shape.high, launch.shape.multiple) for launch in launches],
-        )
+    def portable(self) -> dict[str, Any]:
+        """The session as read and checked here, in JSON's values, for a render worker process
+        (``render.parts``): rebuilt there by ``session_from_portable`` in a fraction of the time
+        that reading and checking the file again takes (a ZipInfo a launch, and its metadata
+        checked). Each launch's place in the file, its metadata with its kernel metadata as an
+        index into ``profiles`` (one per distinct dict), and its shape. Plain data: reading it
+        runs no code. The buffers are still read, and checked against their CRCs, where used."""
+        profiles: list[Any] = []
+        numbered: dict[int, int] = {}
+        launches = []
+        for launch in self.launches:
+            meta = dict(launch.meta)
+            profile = meta["profile"]
+            number = numbered.get(id(profile))
+            if number is None:
+                number = numbered[id(profile)] = len(profiles)
+                profiles.append(profile)
+            meta["profile"] = number
+            shape = launch.shape
+            launches.append(
+                [list(MemberPlace.of(launch.member)), meta, [shape.low, shape.high, shape.multiple]]
+            )
+        return {"path": str(self.path), "info": dict(self.info), "profiles": profiles, "launches": launches}
 
 
-def _session_from_columns(
-    path: Path,
-    info: Mapping[str, Any],
-    places: list[tuple[str, int, int, int, int, int]],
-    metas: list[Mapping[str, Any]],
-    shapes: list[tuple[int, int | None, int]],
-) -> StoredSession:
+def session_from_portable(data: Mapping[str, Any]) -> StoredSession:
+    """The session ``StoredSession.portable`` gave, its launches sharing their kernel metadata
+    dicts as they did where it was read."""
+    path = Path(data["path"])
     file = MappedFile(path)
-    return StoredSession(
-        path,
-        info,
-        [
-            StoredLaunch(path, MemberPlace._make(place), meta, Shape(*shape), file)
-            for place, meta, shape in zip(places, metas, shapes, strict=True)
-        ],
-    )
+    profiles = data["profiles"]
+    launches = []
+    for place, meta, shape in data["launches"]:
+        meta["profile"] = profiles[meta["profile"]]  # in place: the keys keep their order
+        launches.append(StoredLaunch(path, MemberPlace._make(place), meta, Shape(*shape), file))
+    return StoredSession(path, data["info"], launches)
 
 
 def read_session(path: str | Path) -> StoredSession:

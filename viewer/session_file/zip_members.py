@@ -30,7 +30,7 @@ DEFLATE_RATIO = 1032  # the most that deflate can expand its input
 class MemberPlace(NamedTuple):
     """Where a member lies in the zip and what it holds, as the reads below use them: the fields
     of a ``zipfile.ZipInfo`` of the same names, kept where a session travels to a worker process
-    (``reader.StoredSession``'s pickled form), which rebuilds no ZipInfo."""
+    (``reader.StoredSession.portable``), which rebuilds no ZipInfo."""
 
     filename: str
     header_offset: int
