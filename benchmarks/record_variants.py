@@ -73,7 +73,7 @@ def _kept_alive(ptx: str, clocks: re.Pattern[str], replacement: str) -> str:
     edited, stores = clocks.subn(replacement, ptx)
     declared = edited.replace(".reg .b32 \t%pik_n,", ".reg .b32 \t%pik_sum, %pik_n,", 1)
     zeroed = declared.replace("\tmov.u32 \t%pik_n, 0;", "\tmov.u32 \t%pik_n, 0;\n\tmov.u32 \t%pik_sum, 0;", 1)
-    result = zeroed.replace("%pik_singles, 0};", "%pik_singles, %pik_sum};")
+    result = zeroed.replace("%pik_tally, 0};", "%pik_tally, %pik_sum};")
     if not stores or zeroed == declared or result == zeroed:
         raise RuntimeError("the emitted PTX no longer holds the stores, registers or epilogue this edits")
     return result

@@ -33,9 +33,9 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import MAX_EVENT_INSTANCES, MAX_SCOPES, RecordKind, ValueType
 from proton_ik.contract.metadata import NAME_KINDS
 from proton_ik.contract.names import scope_name_problem
+from proton_ik.contract.tags import MAX_EVENT_INSTANCES, MAX_SCOPES, RecordKind, ValueType
 
 SCOPE_KINDS = ("begin", "end")
 EVENT_KINDS = ("event_start", "event_end")

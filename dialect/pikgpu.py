@@ -6,7 +6,7 @@ end in one straight-line block become two clock reads and one ``pikgpu.store_pai
 
     builtin.module attributes {pik.kernel = "add"} {
       pikgpu.segment_setup {capacity = 1024 : i64, cta_bytes = 65792 : i64,
-                            granularity = "warp", layout_version = 2 : i64, units = 4 : i64}
+                            granularity = "warp", layout_version = 3 : i64, units = 4 : i64}
       %0 = pikgpu.read_clock {site = 80 : i64} : i32
       pikgpu.store_record %0 tag 0 {site = 80 : i64}
       %1 = pikgpu.read_clock {site = 90 : i64} : i32
@@ -40,18 +40,9 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import (
-    TAG_SCOPE_MASK,
-    VERSION,
-    BufferLayout,
-    Granularity,
-    RecordKind,
-    tag_is_end,
-    tag_kind,
-    tag_name_id,
-    tag_paired,
-)
+from proton_ik.contract.layout import READ_VERSIONS, BufferLayout, Granularity
 from proton_ik.contract.sampling import Sampling
+from proton_ik.contract.tags import TAG_SCOPE_MASK, RecordKind, tag_is_end, tag_kind, tag_name_id, tag_paired
 from proton_ik.dialect.pikgpu_operands import OPERAND_OPS
 
 
@@ -100,7 +91,7 @@ class SegmentSetupOp(IRDLOperation):
             "units": IntegerAttr(layout.units, i64),
             "capacity": IntegerAttr(layout.capacity, i64),
             "cta_bytes": IntegerAttr(layout.cta_bytes, i64),
-            "layout_version": IntegerAttr(VERSION, i64),
+            "layout_version": IntegerAttr(layout.version, i64),
         }
         if layout.aggregate:
             properties["aggregate_scopes"] = IntegerAttr(layout.aggregate_scopes, i64)
@@ -131,6 +122,7 @@ class SegmentSetupOp(IRDLOperation):
             capacity=self.capacity.value.data,
             aggregate_scopes=scopes,
             sampling=sampling,
+            version=self.layout_version.value.data,
         )
 
     @property
@@ -138,10 +130,10 @@ class SegmentSetupOp(IRDLOperation):
         return Granularity(self.granularity.data)
 
     def verify_(self) -> None:
-        if self.layout_version.value.data != VERSION:
+        if self.layout_version.value.data not in READ_VERSIONS:
             raise VerifyException(
                 f"segment_setup was built for layout version {self.layout_version.value.data}, "
-                f"this lowering writes version {VERSION}"
+                f"this lowering writes versions {', '.join(map(str, READ_VERSIONS))}"
             )
         try:
             Granularity(self.granularity.data)
@@ -201,7 +193,7 @@ class ReadClockOp(IRDLOperation):
 
 @irdl_op_definition
 class StoreRecordOp(IRDLOperation):
-    """One lane of the unit stores ``{tag, clock}`` as entry ``count % capacity``, then counts it.
+    """One lane of the unit stores ``{tag, clock}`` in slot ``count % capacity``, then counts it.
 
     pikgpu.store_record %0 tag 2147483648 {site = 97 : i64}
     """
@@ -238,7 +230,8 @@ class StoreRecordOp(IRDLOperation):
 
 @irdl_op_definition
 class StorePairOp(IRDLOperation):
-    """Store a scope's begin and end as one 16-byte entry, at its end; then count the entry.
+    """Store a scope's begin and end at its end, as one 16-byte entry (layout version 2) or as
+    one 8-byte slot where the duration and scope id fit it, else two (version 3); then count them.
 
     pikgpu.store_pair %1, %2 tags 134217729, 2147483649 {site = 97 : i64}
     """
@@ -284,8 +277,8 @@ class StorePairOp(IRDLOperation):
 
 @irdl_op_definition
 class FinalizeOp(IRDLOperation):
-    """Before every return: write the unit's end clock64, %globaltimer and its entry and
-    single-record counts.
+    """Before every return: write the unit's end clock64, %globaltimer, its slot count and its
+    records' tally.
 
     pikgpu.finalize
     """

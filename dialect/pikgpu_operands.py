@@ -35,14 +35,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import (
-    RecordKind,
-    ValueType,
-    tag_index,
-    tag_is_end,
-    tag_kind,
-    tag_paired,
-)
+from proton_ik.contract.tags import RecordKind, ValueType, tag_index, tag_is_end, tag_kind, tag_paired
 
 VALUE_TYPE_NAMES = {"i32": ValueType.INT32, "u32": ValueType.UINT32, "f32": ValueType.FLOAT32}
 _PTX_REGISTER = re.compile(r"^%[A-Za-z_][\w$]*$")

@@ -1,16 +1,18 @@
-"""How many entries one recording unit writes in one run of a kernel, at most, and why.
+"""How many ring slots one recording unit writes in one run of a kernel, at most, and why.
 
-An entry is what ``convert-pik-to-pikgpu`` stores: a single record is one entry, and a begin
-and its end in one straight-line block (``find_pairs``) are one entry, stored at the end. Two
-analyses complement each other:
+A slot (an "entry" below) is what ``convert-pik-to-pikgpu`` stores (``contract.layout``). In
+layout version 3 a single record takes one slot, a value mark two, and a begin and its end in
+one straight-line block (``find_pairs``) one or two, stored at the end: two at most. In
+version 2 each of them is one entry. Two analyses complement each other:
 
-- on the PTX, exact in entries: the entry function's control-flow graph, each block weighted
-  by the entries stored in it. If no weighted block lies on a cycle, the bound is the heaviest
+- on the PTX, exact: the entry function's control-flow graph, each block weighted by the
+  most slots stored in it. If no weighted block lies on a cycle, the bound is the heaviest
   path from the entry; otherwise the PTX gives none, since it does not show trip counts;
 - on Triton's TTIR, in records: markers are non-pure ``tt.elementwise_inline_asm`` ops, and a
   ``scf.for`` with constant bounds runs its body a known number of times, an ``scf.if`` one of
-  its branches. Triton and LLVM keep how often a non-pure op runs, and an entry holds at least
-  one record, so a bound on records bounds the entries too. A ``scf.for`` whose bounds are
+  its branches. Triton and LLVM keep how often a non-pure op runs. In version 3 every record
+  counts a slot and a mark two (it may carry a value); in version 2 a paired begin counts
+  none, as its end stores the pair. A ``scf.for`` whose bounds are
   computed from the kernel's integer arguments, program ids and grid (a persistent loop over
   tiles, a K loop of ``cdiv(K, BLOCK_K)``) gives a bound that each launch evaluates
   (``contract.launch_bound``).
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.launch_bound import LaunchBound
+from proton_ik.contract.layout import VERSION
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, ttir_text
 from proton_ik.lowering.pik_to_pikgpu import find_pairs
@@ -44,37 +47,59 @@ class EntryBound:
     launch: LaunchBound | None = None
 
 
-def entry_records(module: ModuleOp, pair_scopes: bool) -> list[RecordOp]:
-    """The records of a ``pik`` module (scope ids assigned) that store an entry: every record
-    but the begins that ``convert-pik-to-pikgpu`` pairs with their end."""
+@dataclass(frozen=True)
+class EntryRecord:
+    """A record of the kernel that stores, and the most slots its store takes."""
+
+    record: RecordOp
+    slots: int
+
+
+def entry_records(module: ModuleOp, pair_scopes: bool, version: int = VERSION) -> list[EntryRecord]:
+    """The records of a ``pik`` module (scope ids assigned) that store, in layout ``version``:
+    every record but the begins that ``convert-pik-to-pikgpu`` pairs with their end, each with
+    the most slots it takes."""
     records = [o for o in module.walk() if isinstance(o, RecordOp)]
     begins = find_pairs(records) if pair_scopes else {}
-    return [record for record in records if record not in begins]
+    paired_ends = set(begins.values())
+
+    def slots(record: RecordOp) -> int:
+        two = record in paired_ends or record.value is not None
+        return 2 if version >= 3 and two else 1
+
+    return [EntryRecord(record, slots(record)) for record in records if record not in begins]
 
 
-def entry_bound(ptx: str, entries: Sequence[RecordOp], ttir: str | None = None) -> EntryBound:
-    """The PTX's exact bound where it has one, else the TTIR's (when the compile had a TTIR), in
-    which a begin that the PTX pairs with its end stores nothing (the end stores the pair)."""
+def entry_bound(
+    ptx: str, entries: Sequence[EntryRecord], ttir: str | None = None, version: int = VERSION
+) -> EntryBound:
+    """The PTX's exact bound where it has one, else the TTIR's (when the compile had a TTIR)."""
     exact = ptx_bound(ptx, entries)
     if exact.entries is not None or ttir is None:
         return exact
-    single_begins = {record.scope.data for record in entries if record.kind.data == "begin"}
+    if version >= 3:
+        return ttir_bound(ttir, mark_slots=2)
+    single_begins = {entry.record.scope.data for entry in entries if entry.record.kind.data == "begin"}
     return ttir_bound(ttir, lambda name: name in single_begins)
 
 
 # --- on the PTX --------------------------------------------------------------------------------
 
 
-def ptx_bound(ptx: str, entries: Sequence[RecordOp]) -> EntryBound:
-    """The most entries on any path through the kernel, if no entry is stored inside a loop."""
+def ptx_bound(ptx: str, entries: Sequence[EntryRecord]) -> EntryBound:
+    """The most slots on any path through the kernel, if no record is stored inside a loop."""
     lines = ptx.splitlines()
     flow = ptx_text.control_flow(lines, *ptx_text.entry_body(lines))
-    weights = Counter(flow.blocks[record.site.value.data] for record in entries if record.site is not None)
+    weights: Counter[int] = Counter()
+    for entry in entries:
+        if entry.record.site is not None:
+            weights[flow.blocks[entry.record.site.value.data]] += entry.slots
+    records = [entry.record for entry in entries]
     components = _components(flow.entry, flow.successors)
     loops = [c for c in components if len(c) > 1 or c[0] in flow.successors[c[0]]]
     locations = ptx_text.line_locations(lines)
     loop_of = {block: loop for loop in loops for block in loop}
-    for record in entries:
+    for record in records:
         loop = None if record.site is None else loop_of.get(flow.blocks[record.site.value.data])
         if loop is not None:
             return EntryBound(
@@ -161,7 +186,7 @@ def _loop_name(location: str | None) -> str:
 
 
 def _entries(count: int) -> str:
-    return "1 entry" if count == 1 else f"{count} entries"
+    return "1 slot" if count == 1 else f"{count} slots"
 
 
 def _times(count: int) -> str:
@@ -245,8 +270,15 @@ class _RecordCounter:
     A loop whose trip count is a function of the kernel's integer arguments and grid gives a
     count that the launch evaluates (``contract.launch_bound``)."""
 
-    def __init__(self, function: ttir_text.Op, aliases: dict[str, str], stores_begin: Callable[[str], bool]):
+    def __init__(
+        self,
+        function: ttir_text.Op,
+        aliases: dict[str, str],
+        stores_begin: Callable[[str], bool],
+        mark_slots: int,
+    ):
         self.stores_begin = stores_begin
+        self.mark_slots = mark_slots
         self.constants = ttir_text.integer_constants(function)
         self.arguments = ttir_text.integer_arguments(function)
         self.definitions = ttir_text.definitions(function)
@@ -265,7 +297,10 @@ class _RecordCounter:
     def op(self, op: ttir_text.Op) -> Count:
         name = ttir_text.marker_name(op)
         if name is not None:
-            return 0 if ttir_text.marker_kind(op) == "begin" and not self.stores_begin(name) else 1
+            kind = ttir_text.marker_kind(op)
+            if kind == "begin" and not self.stores_begin(name):
+                return 0
+            return self.mark_slots if kind == "mark" else 1
         if not op.regions:
             return 0
         if op.name == "scf.for":
@@ -361,10 +396,13 @@ def _first_scope(op: ttir_text.Op) -> str:
     return next((name for inner in op.walk() if (name := ttir_text.marker_name(inner)) is not None), "?")
 
 
-def ttir_bound(ttir: str, stores_begin: Callable[[str], bool] = lambda name: True) -> EntryBound:
-    """The most entries the kernel's TTIR function writes per run, fixed at compile time, or
-    computed at each launch (``EntryBound.launch``): a record each, but the begins of the scopes
-    for which ``stores_begin`` is false (the PTX pairs each with its end, which stores both)."""
+def ttir_bound(
+    ttir: str, stores_begin: Callable[[str], bool] = lambda name: True, mark_slots: int = 1
+) -> EntryBound:
+    """The most slots the kernel's TTIR function writes per run, fixed at compile time, or
+    computed at each launch (``EntryBound.launch``): a record each, ``mark_slots`` a mark, but
+    none for the begins of the scopes for which ``stores_begin`` is false (the PTX pairs each
+    with its end, which stores both)."""
     functions = [
         op
         for top in ttir_text.parse_ops(ttir)
@@ -373,7 +411,7 @@ def ttir_bound(ttir: str, stores_begin: Callable[[str], bool] = lambda name: Tru
     ]
     if len(functions) != 1:
         return EntryBound(None, f"the TTIR has {len(functions)} public functions, not one kernel")
-    counter = _RecordCounter(functions[0], ttir_text.loc_aliases(ttir), stores_begin)
+    counter = _RecordCounter(functions[0], ttir_text.loc_aliases(ttir), stores_begin, mark_slots)
     try:
         records = counter.region(functions[0].regions[0])
     except _Unbounded as unbounded:

@@ -19,7 +19,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from proton_ik.contract.layout import MAX_SCOPES
+from proton_ik.contract.tags import MAX_SCOPES
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering.collect import kernel_of
 from proton_ik.lowering.errors import ScopeError

@@ -21,7 +21,7 @@ import warnings
 
 from xdsl.ir import Operation
 
-from proton_ik.contract.layout import RecordKind, make_tag
+from proton_ik.contract.tags import RecordKind, make_tag
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.dialect.pikgpu import ReadClockOp, StoreRecordOp
 from proton_ik.dialect.pikgpu_operands import GuardOp, RegisterOp, StoreEventOp, StoreValueOp

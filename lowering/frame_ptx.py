@@ -21,17 +21,15 @@ from proton_ik.contract.layout import (
     CTA_ALIGN,
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
-    ENTRY_BYTES,
     MAGIC,
     THREADS_PER_WARP,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
-    VERSION,
+    min_capacity,
 )
 from proton_ik.dialect.pikgpu import SegmentSetupOp
 from proton_ik.lowering import sampling_ptx, staging
 from proton_ik.lowering.registers import (
-    ADDRESS,
     CAPACITY,
     CAPACITY_SHIFT,
     CLUSTER,
@@ -55,13 +53,13 @@ from proton_ik.lowering.registers import (
     LANE,
     RECORDS,
     SCRATCH,
-    SINGLES,
     SLOT_MASK,
     SM,
     START_CLOCK,
     START_CLOCK64,
     START_TIME,
     START_TIME64,
+    TALLY,
     TEMP,
     TID,
     UNIT,
@@ -82,23 +80,18 @@ def slot_mask(setup: SegmentSetupOp) -> str:
     return SLOT_MASK if setup.sized_at_launch else str(setup.layout.capacity - 1)
 
 
-def slot(mask: str) -> list[str]:
-    """The address (``ADDRESS``) of the entry that count ``COUNT`` goes to: never outside the ring."""
-    return [
-        f"\tand.b32 \t{TEMP}, {COUNT}, {mask};",
-        f"\tmad.wide.u32 \t{ADDRESS}, {TEMP}, {ENTRY_BYTES}, {RECORDS};",
-    ]
-
-
-def _launch_sizes(units: int) -> list[str]:
+def _launch_sizes(units: int, slot_bytes: int, least_shift: int) -> list[str]:
     """A launch-sized kernel's unit and CTA strides, from the capacity's log2 in the buffer
     pointer's low bits (``contract.layout.CAPACITY_SHIFT_MASK``), which are then cleared: as
     ``BufferLayout`` computes them."""
     return [
         f"\tcvt.u32.u64 \t{CAPACITY_SHIFT}, {SCRATCH};",
         f"\tand.b32 \t{CAPACITY_SHIFT}, {CAPACITY_SHIFT}, {CAPACITY_SHIFT_MASK};",
+        # an address that carries no capacity (a launch the allocator was not told of) reads
+        # the smallest ring the layout allows, as the runtime reads it (``min_capacity``)
+        *([f"\tmax.u32 \t{CAPACITY_SHIFT}, {CAPACITY_SHIFT}, {least_shift};"] if least_shift else []),
         f"\tand.b64 \t{SCRATCH}, {SCRATCH}, {0xFFFFFFFFFFFFFFFF ^ (CTA_ALIGN - 1):#x};",
-        f"\tmov.u32 \t{UNIT_BYTES}, {ENTRY_BYTES};",
+        f"\tmov.u32 \t{UNIT_BYTES}, {slot_bytes};",
         f"\tshl.b32 \t{UNIT_BYTES}, {UNIT_BYTES}, {CAPACITY_SHIFT};",
         f"\tadd.s32 \t{UNIT_BYTES}, {UNIT_BYTES}, {UNIT_HEADER_BYTES};",
         f"\tmad.lo.u32 \t{CTA_BYTES}, {UNIT_BYTES}, {units}, {CTA_HEADER_BYTES + CTA_ALIGN - 1};",
@@ -125,11 +118,16 @@ def has_clusters(target_sm: int | None) -> bool:
 def _cta_region(setup: SegmentSetupOp, scratch_param: str) -> list[str]:
     """This CTA's region (``CTA_BASE``) and, for its header, the linear CTA id and the grid,
     from the kernel's parameter and special registers."""
-    cta_lines, cta_slot = sampling_ptx.cta_slot(setup.layout.sampling, CTA)
+    layout = setup.layout
+    cta_lines, cta_slot = sampling_ptx.cta_slot(layout.sampling, CTA)
     sized = setup.sized_at_launch
     return [
         f"\tld.param.u64 \t{SCRATCH}, [{scratch_param}];",
-        *(_launch_sizes(setup.layout.units) if sized else []),
+        *(
+            _launch_sizes(layout.units, layout.slot_bytes, log2(min_capacity(layout.version)))
+            if sized
+            else []
+        ),
         f"\tmov.u32 \t{TID}, %tid.x;",
         f"\tmov.u32 \t{CTA_X}, %ctaid.x;",
         f"\tmov.u32 \t{CTA_Y}, %ctaid.y;",
@@ -193,7 +191,7 @@ def prologue(setup: SegmentSetupOp, scratch_param: str, staged: bool, policy: bo
         *_entries(setup, scratch_param),
         *(_mask() if setup.sized_at_launch else []),
         f"\tmov.u32 \t{COUNT}, 0;",
-        f"\tmov.u32 \t{SINGLES}, 0;",
+        f"\tmov.u32 \t{TALLY}, 0;",
         *([POLICY] if policy else []),  # the L2 policy of the records' stores (``stores_ptx``)
         *(staging.prologue(_writer(setup)[1]) if staged else []),
         f"\tmov.u32 \t{START_CLOCK}, %clock;",
@@ -232,7 +230,7 @@ def _unit_exit(setup: SegmentSetupOp, scratch_param: str, staged: bool) -> list[
         return [*starts, *_cta_region(setup, scratch_param), *_writer(setup)[0], *_unit_header()]
     return [
         *_entries(setup, scratch_param),
-        *staging.epilogue(),
+        *staging.epilogue(setup.layout.slot_bytes),
         *starts,
         *_unit_header(),
         # The CTA's region again, rather than kept from above, so that none of it lives across
@@ -259,7 +257,7 @@ def _cta_header(setup: SegmentSetupOp, clusters: bool) -> list[str]:
         *(_cluster() if clusters else []),
         *(_capacity(CAPACITY) if sized else []),
         header_store(
-            HEADER_WRITER, CTA_BASE, cta, {"magic": MAGIC, "version": VERSION, "cta": CTA, "smid": SM}
+            HEADER_WRITER, CTA_BASE, cta, {"magic": MAGIC, "version": layout.version, "cta": CTA, "smid": SM}
         ),
         header_store(
             HEADER_WRITER,
@@ -300,7 +298,7 @@ def _unit_header() -> list[str]:
             WRITER,
             UNIT_BASE,
             unit,
-            {"entries": COUNT, "end_magic": MAGIC, "singles": SINGLES, "reserved": 0},
+            {"entries": COUNT, "end_magic": MAGIC, "tally": TALLY, "reserved": 0},
         ),
     ]
 

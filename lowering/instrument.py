@@ -10,7 +10,7 @@ from typing import Any, cast
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.launch_bound import LaunchBound
-from proton_ik.contract.layout import BufferLayout, next_power_of_two
+from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
@@ -29,11 +29,11 @@ from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
 
 
 def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
-    """Entries per unit under ``mode``, for a kernel whose units write at most ``bound``.
+    """Ring slots per unit under ``mode``, for a kernel whose units write at most ``bound``.
 
     With capacity=auto a segment holds the bound rounded up to a power of two, since the PTX
     finds a slot with one AND (``count & (capacity - 1)``): at most twice the bound, and no
-    entry is ever overwritten."""
+    slot is ever overwritten."""
     if mode.aggregate:
         reason = "aggregate=on: per-scope statistics per unit, sized by the scope count, not by trip counts"
         return Capacity(0, "aggregate", None, reason)
@@ -41,7 +41,7 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
         return Capacity(
             mode.capacity, "option", bound.entries, f"capacity={mode.capacity} is set in the mode"
         )
-    ring = f"a ring of {DEFAULT_RING_CAPACITY} entries keeps the newest"
+    ring = f"a ring of {DEFAULT_RING_CAPACITY} slots keeps the newest"
     if bound.entries is None and bound.launch is not None:
         return Capacity(
             DEFAULT_RING_CAPACITY,
@@ -52,9 +52,9 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
         )
     if bound.entries is None:
         return Capacity(DEFAULT_RING_CAPACITY, "ring", None, f"{bound.reason}; {ring}")
-    entries = next_power_of_two(bound.entries)
+    entries = ring_capacity(bound.entries, mode.layout)
     try:
-        BufferLayout(units=units, capacity=entries)
+        BufferLayout(units=units, capacity=entries, version=mode.layout)
     except ValueError as error:
         # The layout is the one place that knows its limits (the 32-bit CTA stride).
         return Capacity(DEFAULT_RING_CAPACITY, "ring", bound.entries, f"{bound.reason}, but {error}; {ring}")
@@ -97,14 +97,14 @@ def instrument(
     scopes = tuple(Scope(**cast(dict[str, Any], scope)) for scope in scope_table(module))
     pik_text = module.clone()
     sampling = _sampling(ptx, mode, num_warps)
-    bound = entry_bound(ptx, entry_records(module, mode.pairs), ttir)
+    bound = entry_bound(ptx, entry_records(module, mode.pairs, mode.layout), ttir, mode.layout)
     units = len(sampling.unit_ids) or unit_count(mode.granularity, num_warps)
     capacity = choose_capacity(mode, bound, units)
     convert = _converter(mode, module, num_warps, sampling, capacity)
     convert.apply(context, module)
     module.verify()
     return Instrumented(
-        lower_to_ptx(module, ptx, _staged(capacity, units, staging_fits)),
+        lower_to_ptx(module, ptx, _staged(capacity, units, mode.layout, staging_fits)),
         convert.layout(),
         scopes,
         pik_text,
@@ -151,17 +151,18 @@ def _converter(
         cta_ids=sampling.cta_ids,
         unit_ids=sampling.unit_ids,
         launch_sized=capacity.source == "launch",
+        layout_version=mode.layout,
     )
 
 
-def _staged(capacity: Capacity, units: int, staging_fits: Callable[[int], bool] | None) -> bool:
-    """Whether the pairs go through shared memory: every entry the code lets a unit write fits
+def _staged(capacity: Capacity, units: int, version: int, staging_fits: Callable[[int], bool] | None) -> bool:
+    """Whether the pairs go through shared memory: every slot the code lets a unit write fits
     its stage and its ring, and the stages fit the kernel's shared memory."""
-    most = capacity.bound  # the most entries the code lets a unit write
+    most = capacity.bound  # the most slots the code lets a unit write
     return (
         staging_fits is not None
         and most is not None
-        and staging.stages(most)
+        and staging.stages(most, version)
         and most <= capacity.entries
         and staging_fits(units)
     )

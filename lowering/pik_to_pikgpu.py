@@ -19,8 +19,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from proton_ik.contract.layout import BufferLayout, Granularity, make_tag
+from proton_ik.contract.layout import VERSION, BufferLayout, Granularity
 from proton_ik.contract.sampling import Sampling
+from proton_ik.contract.tags import make_tag
 from proton_ik.dialect.pik import RecordOp, ScopeOp
 from proton_ik.dialect.pikgpu import (
     AggregateBeginOp,
@@ -78,12 +79,17 @@ class ConvertPikToPikGPU(ModulePass):
     cta_ids: tuple[int, ...] = ()
     unit_ids: tuple[int, ...] = ()
     launch_sized: bool = False  # the capacity comes from the buffer pointer (``contract.layout``)
+    layout_version: int = VERSION  # the buffer layout written (``contract.layout``)
 
     def layout(self) -> BufferLayout:
         sampling = Sampling(self.cta_stride, self.cta_ids, self.unit_ids)
         units = len(self.unit_ids) or unit_count(Granularity(self.granularity), self.num_warps)
         return BufferLayout(
-            units=units, capacity=self.capacity, aggregate_scopes=self.aggregate_scopes, sampling=sampling
+            units=units,
+            capacity=self.capacity,
+            aggregate_scopes=self.aggregate_scopes,
+            sampling=sampling,
+            version=self.layout_version,
         )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

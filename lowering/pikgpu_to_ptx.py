@@ -7,11 +7,12 @@ across loops and branches with no SSA plumbing. The pass emits:
 - the frame (``frame_ptx``): a prologue that stores nothing, and an epilogue that every
   ``ret`` branches to and that writes the unit and CTA headers;
 - at each single record (``pikgpu.read_clock`` + ``pikgpu.store_record``): a clock read and one
-  8-byte store by the unit's writer lane into entry ``count & (capacity - 1)`` (``frame_ptx.slot``), which never
-  leaves the segment;
+  store by the unit's writer lane into slot ``count & (capacity - 1)``, which never leaves the
+  segment (``slots_ptx``);
 - at a paired begin, only a clock read into a register of its own (a begin goes above the pure
-  arithmetic before its marker: ``placement``); at its end
-  (``pikgpu.store_pair``), a clock read and one 16-byte store of both records;
+  arithmetic before its marker: ``placement``); at its end (``pikgpu.store_pair``), a clock
+  read and the store of both records: one 8-byte slot where the duration fits it, two where it
+  does not (layout version 3), or one 16-byte entry (version 2);
 - in a short kernel of pairs, the pairs' stores go to shared memory instead, and the
   epilogue copies them (``staging``).
 
@@ -25,15 +26,13 @@ every vector store: each names the layout fields it writes (``stores_ptx.vector`
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation
 
-from proton_ik.contract.layout import (
-    ENTRY_DTYPE,
-)
 from proton_ik.dialect.pikgpu import (
     AggregateBeginOp,
     AggregateEndOp,
@@ -51,10 +50,11 @@ from proton_ik.lowering import (
     ptx_text,
     registers,
     sampling_ptx,
+    slots_ptx,
     staging,
     stores_ptx,
 )
-from proton_ik.lowering.registers import CLOCK, COUNT, PAIR_BEGIN, SINGLES
+from proton_ik.lowering.registers import PAIR_BEGIN
 
 PASS_NAME = "convert-pikgpu-to-ptx"
 EXIT_LABEL = frame_ptx.EXIT_LABEL
@@ -76,42 +76,17 @@ class PtxPlan:
     module: list[str] = field(default_factory=list)  # module-scope lines, before the entry
 
 
-def _single(store: StoreRecordOp, mask: str, policy: bool) -> list[str]:
-    clock = [f"\tmov.u32 \t{CLOCK}, %clock;"]
-    values = {"first.tag": store.tag.value.data, "first.clock": CLOCK}
-    store_lines = [
-        stores_ptx.entry_store(ENTRY_DTYPE, values, policy),
-        f"\tadd.s32 \t{COUNT}, {COUNT}, 1;",
-        f"\tadd.s32 \t{SINGLES}, {SINGLES}, 1;",
-    ]
-    # The clock is read as late as possible for a begin and as early as possible for an end,
-    # so that the record's own address arithmetic is outside the measured scope.
-    body = clock + frame_ptx.slot(mask) if store.is_end else frame_ptx.slot(mask) + clock
-    return ["\t// pik record", *body, *store_lines]
+def _single(store: StoreRecordOp, ring: slots_ptx.Ring) -> list[str]:
+    return ["\t// pik record", *slots_ptx.single(ring, store.tag.value.data, store.is_end)]
 
 
 def _pair_begin(pair: int) -> list[str]:
     return ["\t// pik pair begin", f"\tmov.u32 \t{PAIR_BEGIN[pair]}, %clock;"]
 
 
-def _pair_end(store: StorePairOp, mask: str, pair: int, policy: bool) -> list[str]:
+def _pair_end(store: StorePairOp, ring: slots_ptx.Ring, pair: int) -> list[str]:
     tags = store.begin_tag.value.data, store.end_tag.value.data
-    return [
-        "\t// pik pair end",
-        f"\tmov.u32 \t{CLOCK}, %clock;",
-        *frame_ptx.slot(mask),
-        stores_ptx.entry_store(
-            ENTRY_DTYPE,
-            {
-                "first.tag": tags[0],
-                "first.clock": PAIR_BEGIN[pair],
-                "second.tag": tags[1],
-                "second.clock": CLOCK,
-            },
-            policy,
-        ),
-        f"\tadd.s32 \t{COUNT}, {COUNT}, 1;",
-    ]
+    return ["\t// pik pair end", *slots_ptx.pair_end(ring, *tags, PAIR_BEGIN[pair])]
 
 
 def plan_ptx(
@@ -125,22 +100,23 @@ def plan_ptx(
     ops = list(module.body.block.ops)
     setup = _segment_setup(ops)
     layout = setup.layout
-    mask = frame_ptx.slot_mask(setup)
     pairs = [o for o in ops if isinstance(o, StorePairOp)]
     pair_of_begin = {store.begin_clock.owner: index for index, store in enumerate(pairs)}
     staged = staged and bool(pairs) and not layout.aggregate and not any(_is_entry_but_a_pair(o) for o in ops)
     policy = stores_ptx.has_policy(target_sm)
+    ring = slots_ptx.Ring(layout.version, frame_ptx.slot_mask(setup), policy)
     plan = PtxPlan(
         prologue=[
             *frame_ptx.prologue(setup, scratch_param, staged, policy),
             *(aggregate_to_ptx.prologue(setup) if layout.aggregate else []),
         ],
         epilogue=frame_ptx.epilogue(setup, scratch_param, staged, frame_ptx.has_clusters(target_sm)),
-        sites=_sites(ops, pair_of_begin, mask, policy),
+        sites=_sites(ops, pair_of_begin, ring, dataclasses.replace(ring, staged=True) if staged else ring),
     )
-    events = events_to_ptx.plan_sites(ops, plan.sites, mask, policy)
+    events = events_to_ptx.plan_sites(ops, plan.sites, ring)
     plan.declarations = registers.declarations(
         pairs=len(pairs),
+        compact_pairs=layout.version >= 3,
         sampled=sampling_ptx.sampled(layout.sampling),
         launch_sized=setup.sized_at_launch,
         aggregate_scopes=layout.aggregate_scopes,
@@ -153,7 +129,6 @@ def plan_ptx(
     }
     if staged:
         plan.module = staging.shared_array(layout.units)
-        plan.sites = {site: staging.staged_pair(lines, site) for site, lines in plan.sites.items()}
     return plan
 
 
@@ -171,20 +146,23 @@ def _site_of(op) -> int:
 
 
 def _sites(
-    ops: list[Operation], pair_of_begin: dict[Operation | Block, int], mask: str, policy: bool
+    ops: list[Operation],
+    pair_of_begin: dict[Operation | Block, int],
+    ring: slots_ptx.Ring,
+    pair_ring: slots_ptx.Ring,
 ) -> dict[int, list[str]]:
     """The lines of each site of a record, a pair or an aggregate scope (``events_to_ptx`` plans
-    the rest)."""
+    the rest); the pairs store into ``pair_ring`` (the stage, in a staged kernel)."""
     sites: dict[int, list[str]] = {}
     for op in ops:
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
             sites[_site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            sites[_site_of(op)] = _pair_end(op, mask, pair_of_begin[op.begin_clock.owner], policy)
+            sites[_site_of(op)] = _pair_end(op, pair_ring, pair_of_begin[op.begin_clock.owner])
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
-            sites[_site_of(op)] = _single(op, mask, policy)
+            sites[_site_of(op)] = _single(op, ring)
         elif isinstance(op, AggregateBeginOp):
             sites[_site_of(op)] = aggregate_to_ptx.begin(op)
         elif isinstance(op, AggregateEndOp):

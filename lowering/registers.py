@@ -43,10 +43,10 @@ class NumberedRegister:
 
 # The frame (``frame_ptx``), declared in every instrumented kernel.
 # .b32
-COUNT = "%pik_n"  # the unit's entries so far: the next goes to slot ``COUNT & mask``
+COUNT = "%pik_n"  # the unit's slots so far: the next goes to ring position ``COUNT & mask``
 START_CLOCK = "%pik_start_clock"  # the low 32 bits of %clock at the unit's start
 START_TIME = "%pik_start_time"  # the low 32 bits of %globaltimer at the unit's start
-SINGLES = "%pik_singles"  # the unit's entries that are not a scope pair
+TALLY = "%pik_tally"  # v3: the unit's records less its slots; v2: its entries of one record
 TEMP = "%pik_t"  # short-lived: a slot, a distance, a loop counter
 CLOCK = "%pik_c"  # a record's clock read
 TID = "%pik_tid"
@@ -67,8 +67,8 @@ CLUSTER_DIM = "%pik_cluster_n"  # one dimension of %nclusterid at a time
 SCRATCH = "%pik_scratch"  # the profile_scratch parameter: the buffer
 CTA_BASE = "%pik_base"  # the CTA's region (its header first)
 UNIT_BASE = "%pik_unit_base"  # the unit's header
-RECORDS = "%pik_rec"  # the unit's first entry
-ADDRESS = "%pik_a"  # the entry a record goes to
+RECORDS = "%pik_rec"  # the unit's first slot
+ADDRESS = "%pik_a"  # the slot a record goes to
 RECORD_POLICY = "%pik_pol"  # the L2 eviction policy of the records' stores (``stores_ptx``)
 END_CLOCK64 = "%pik_clk64"  # %clock64 at the unit's exit
 END_TIME64 = "%pik_gtime"  # %globaltimer at the unit's exit
@@ -81,7 +81,7 @@ FRAME = (
     Group(
         ".b32",
         (
-            *(COUNT, START_CLOCK, START_TIME, SINGLES, TEMP, CLOCK, TID, WARP, LANE, UNIT),
+            *(COUNT, START_CLOCK, START_TIME, TALLY, TEMP, CLOCK, TID, WARP, LANE, UNIT),
             *(CTA_X, CTA_Y, CTA_Z, GRID_X, GRID_Y, GRID_Z, CTA, SM),
             *(CLUSTER, CLUSTER_RANK, CLUSTER_CTAS, CLUSTER_COORD, CLUSTER_DIM),
         ),
@@ -98,6 +98,11 @@ FRAME = (
 
 # One per scope pair of the kernel: its begin's clock (nested pairs in one block need several).
 PAIR_BEGIN = NumberedRegister("%pik_b", ".b32")
+# A kernel with scope pairs in layout version 3 (``slots_ptx.pair_end``).
+PAIR_WORD = "%pik_pw"  # the pair's duration, then its compact tag
+SHORT_PAIR = "%pik_ps"  # the writer lane, and the pair fits one slot
+LONG_PAIR = "%pik_pl"  # the writer lane, and the pair takes two slots
+COMPACT_PAIRS = (Group(".b32", (PAIR_WORD,)), Group(".pred", (SHORT_PAIR, LONG_PAIR)))
 
 # A kernel sized at launch (``frame_ptx``): its sizes, from the buffer pointer's low bits.
 CAPACITY_SHIFT = "%pik_shift"  # log2 of the entries per unit
@@ -138,13 +143,14 @@ EVENTS = (Group(".b32", (EVENT_TAG,)), Group(".pred", (EVENT_ON,)))
 # A kernel whose pairs are staged in shared memory (``staging``).
 STAGE = "%pik_sh"  # the unit's stage
 STAGE_SLOT = "%pik_ss"  # a pair's slot in it; at the exit, the bytes to copy
-STAGE_COPY = "%pik_sq"  # the writer lane has entries to copy
+STAGE_COPY = "%pik_sq"  # the writer lane has slots to copy
 STAGING = (Group(".b32", (STAGE, STAGE_SLOT)), Group(".pred", (STAGE_COPY,)))
 
 
 def declarations(
     *,
     pairs: int = 0,
+    compact_pairs: bool = False,
     sampled: bool = False,
     launch_sized: bool = False,
     aggregate_scopes: int = 0,
@@ -156,6 +162,8 @@ def declarations(
     lines = [group.declaration() for group in FRAME]
     if pairs:
         lines.append(PAIR_BEGIN.declaration(pairs))
+    if pairs and compact_pairs:
+        lines += [group.declaration() for group in COMPACT_PAIRS]
     if sampled:
         lines += [group.declaration() for group in SAMPLING]
     if launch_sized:

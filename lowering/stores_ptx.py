@@ -1,5 +1,6 @@
-"""The stores of ``convert-pikgpu-to-ptx``: one vector store per entry or header field group,
-its operands in the layout's order (``contract.layout``), and the L2 policy of the records'.
+"""The stores of ``convert-pikgpu-to-ptx``: one vector store per slot or header field group,
+its operands in the layout's order (``contract.layout``), and the L2 policy of the records'
+(the records' own stores: ``slots_ptx.Ring.store``).
 
 Every record's store keeps its line in L2 ahead of the kernel's own lines (``evict_last``).
 In a loop of a memory-bound kernel, the entries of one line are written one at a time. The
@@ -7,7 +8,7 @@ kernel's stream can evict the line between them, and a record's cost is then its
 With the policy, the line reaches DRAM once, after the kernel's stream has passed
 (docs/PERFORMANCE.md, issue 10). ptxas keeps the policy in the store's memory descriptor, a
 uniform register, so it costs the kernel no register. Targets before sm_80 have no policy and
-no cache hints: there the records' stores are plain (``entry_store``'s ``policy``), and the
+no cache hints: there the records' stores are plain (``slots_ptx.Ring``'s ``policy``), and the
 prologue makes no policy (``frame_ptx``).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from proton_ik.contract.layout import scalar_fields, vector_fields
-from proton_ik.lowering.registers import ADDRESS, RECORD_POLICY, WRITER
+from proton_ik.lowering.registers import RECORD_POLICY
 
 # The records' L2 eviction policy, set once in the prologue; ``createpolicy`` and cache hints
 # need sm_80 and later.
@@ -38,17 +39,6 @@ def has_policy(target_sm: int | None) -> bool:
     """Whether PTX for ``target_sm`` (None: a module without ``.target``, taken as the newest)
     has ``createpolicy`` and cache hints."""
     return target_sm is None or target_sm >= POLICY_MIN_SM
-
-
-def entry_store(dtype: np.dtype, values: dict[str, object], policy: bool = True) -> str:
-    """The writer lane's store of ``values`` into the entry at ``ADDRESS`` (fields named by
-    ``dtype``: ``ENTRY_DTYPE``, ``VALUE_ENTRY_DTYPE``); with ``policy``, its line kept in L2
-    ahead of the kernel's own (``RECORD_POLICY``, set by ``POLICY``)."""
-    offset, shape, operands = vector(dtype, values)
-    address = f"{ADDRESS}+{offset}" if offset else ADDRESS
-    if not policy:
-        return f"\t@{WRITER} st.global.{shape} \t[{address}], {operands};"
-    return f"\t@{WRITER} st.global.L2::cache_hint.{shape} \t[{address}], {operands}, {RECORD_POLICY};"
 
 
 def header_store(guard: str, base: str, dtype: np.dtype, values: dict[str, object]) -> str:

@@ -29,8 +29,8 @@ import sys
 from triton.language import core as tl
 
 from proton_ik import compile_mode
-from proton_ik.contract.layout import MAX_EVENT_INSTANCES
 from proton_ik.contract.names import name_error
+from proton_ik.contract.tags import MAX_EVENT_INSTANCES
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp, scope_name_problem
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from proton_ik.contract.layout import Granularity
+from proton_ik.contract.layout import READ_VERSIONS, VERSION, Granularity, min_capacity
 from proton_ik.contract.sampling import MAX_CTA_ID, MAX_LISTED_CTAS, MAX_UNIT_ID
 from proton_ik.proton_modes import Default, proton_mode
 
@@ -35,6 +35,9 @@ _UNSCOPED_HELP = (
     "use unscoped=kernel to record one scope per warp, named after the kernel, in every kernel "
     "that has no scope of its own (Inductor's, a library's), or unscoped=plain (the default) to "
     "leave those kernels plain"
+)
+_LAYOUT_HELP = (
+    "use layout=2 (the default: 16-byte entries) or layout=3 (8-byte slots, a short scope pair in one)"
 )
 _CTAS_HELP = (
     "use ctas=N for every N-th CTA by linear id (ctas=4: CTAs 0, 4, 8, ...) or list them with "
@@ -84,6 +87,10 @@ def _option_value(key: str, value: str) -> object:
         raise ValueError(f"occupancy={value!r}: use occupancy=free or occupancy=keep")
     if key == "unscoped" and value not in UNSCOPED:
         raise ValueError(f"unscoped={value!r}: {_UNSCOPED_HELP}")
+    if key == "layout":
+        if value not in tuple(map(str, READ_VERSIONS)):
+            raise ValueError(f"layout={value!r}: {_LAYOUT_HELP}")
+        return int(value)
     if key in ("pairs", "aggregate", "stage"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
@@ -100,13 +107,18 @@ class Mode:
     """One instrumentation configuration.
 
     ``instrumentation:granularity=warp:capacity=auto:pairs=on`` is the default.
-    ``capacity`` is entries per unit. An entry holds one record, or both records of a scope
-    whose begin and end sit in straight-line code. ``auto`` sizes each kernel's segments from
-    its code: the most entries a unit can write, rounded up to a power of two, or a ring of
-    ``DEFAULT_RING_CAPACITY`` entries where the code gives no bound (a scope in a loop whose
-    trip count is known only at run time). A number ``N`` is a ring of ``N`` entries. When a
-    unit writes more than its ring holds, the ring keeps the newest entries and the trace
-    reports exactly how many records were overwritten.
+    ``capacity`` is ring slots per unit. A slot (16 bytes) holds one record, or both records of
+    a scope whose begin and end sit in straight-line code (``pairs=on``). ``auto`` sizes each
+    kernel's segments from its code: the most slots a unit can write, rounded up to a power of
+    two, or a ring of ``DEFAULT_RING_CAPACITY`` slots where the code gives no bound (a scope in
+    a loop whose trip count is known only at run time). A number ``N`` is a ring of ``N``
+    slots. When a unit writes more than its ring holds, the ring keeps the newest slots and the
+    trace reports exactly how many records were overwritten.
+
+    ``layout=3`` writes layout version 3 instead (``contract.layout``): 8-byte slots, a pair in
+    one where its duration is under 2**18 cycles (about 130 us) and in two otherwise, a single
+    record in one; at least 2 slots per unit. Half the bytes, but more instructions at each
+    pair's end: on an H100 it cost more than it saved (docs/PERFORMANCE.md, issue 28).
 
     ``aggregate=on`` keeps no records: per scope and unit, the kernel adds up the count, sum,
     min, max and a log2 histogram of durations in cycles, in a buffer whose size depends on the
@@ -148,6 +160,9 @@ class Mode:
     occupancy: Literal["free", "keep"] = "keep"  # issue 28: it won the suite (docs/PERFORMANCE.md)
     stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
     unscoped: Literal["plain", "kernel"] = "plain"  # kernels with no scope: plain, or one scope
+    # The buffer layout version written: 2 (16-byte entries), or 3 (8-byte slots), which cost
+    # more than it saved on the H100 (docs/PERFORMANCE.md, issue 28), so it is not the default.
+    layout: int = VERSION
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
@@ -156,6 +171,8 @@ class Mode:
             raise ValueError(f"occupancy={self.occupancy!r}: use occupancy=free or occupancy=keep")
         if self.unscoped not in UNSCOPED:
             raise ValueError(f"unscoped={self.unscoped!r}: {_UNSCOPED_HELP}")
+        if isinstance(self.layout, bool) or self.layout not in READ_VERSIONS:
+            raise ValueError(f"layout={self.layout!r}: {_LAYOUT_HELP}")
         if self.aggregate and (self.capacity != AUTO or not self.pairs):
             option = f"capacity={self.capacity}" if self.capacity != AUTO else "pairs=off"
             raise ValueError(
@@ -165,9 +182,15 @@ class Mode:
         if self.capacity == AUTO:
             return
         capacity = self.capacity
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or not _is_capacity(capacity):
+        least = min_capacity(self.layout)
+        if (
+            isinstance(capacity, bool)
+            or not isinstance(capacity, int)
+            or not _is_capacity(capacity)
+            or capacity < least
+        ):
             raise ValueError(
-                f"capacity={capacity}: entries per unit must be a power of two between 1 and "
+                f"capacity={capacity}: ring slots per unit must be a power of two between {least} and "
                 f"{MAX_CAPACITY}, e.g. capacity=512, or capacity=auto to size them from the kernel's code"
             )
 
@@ -229,6 +252,8 @@ class Mode:
             text += ":stage=off"
         if self.unscoped != "plain":
             text += f":unscoped={self.unscoped}"
+        if self.layout != VERSION:
+            text += f":layout={self.layout}"
         return text
 
     @property

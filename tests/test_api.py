@@ -137,7 +137,7 @@ def test_start_inside_instrumented_is_refused_and_the_block_still_restores(tmp_p
 def test_bad_arguments_are_refused_before_anything_is_installed(tmp_path):
     with pytest.raises(ValueError, match=r"backend='cupti': proton_ik profiles inside kernels only"):
         proton_ik.start("x", backend="cupti", out_dir=tmp_path)
-    with pytest.raises(ValueError, match="capacity=3: entries per unit must be a power of two"):
+    with pytest.raises(ValueError, match="capacity=3: ring slots per unit must be a power of two"):
         proton_ik.start("x", mode="instrumentation:capacity=3", out_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown trace format 'svg'"):
         proton_ik.start("x", formats=("svg",), out_dir=tmp_path)

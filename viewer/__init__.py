@@ -102,6 +102,9 @@ class Rendered(NamedTuple):
 
 def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | None = None) -> Rendered:
     """Decode a session file and write ``<out_stem>.pftrace`` and ``<out_stem>.json``."""
+    # Imported here: a lazy export is in this module's globals only once someone asked for it.
+    from proton_ik.viewer.render import render_session
+
     stem = Path(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     rendered = Rendered(stem.parent / f"{stem.name}.pftrace", stem.parent / f"{stem.name}.json")
@@ -112,4 +115,6 @@ def render(session_path: str | Path, out_stem: str | Path, *, progress: bool | N
 def aggregate_table(session_path: str | Path) -> pd.DataFrame:
     """The per-scope statistics of a session's aggregate launches (``aggregate=on``): one row per
     (launch, CTA, unit, scope), as ``Trace.aggregates`` (columns: ``viewer.tables.aggregate``)."""
+    from proton_ik.viewer.trace import load  # imported here, as in ``render``
+
     return load(session_path).aggregates

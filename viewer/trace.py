@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.session_file import LaunchCapture, read_session
@@ -46,7 +46,11 @@ from proton_ik.viewer.tables import (
 if TYPE_CHECKING:  # imported where it is used: a render worker never imports it
     import pandas as pd
 
-_NO_LAUNCH = {"launch": 0, "kernel": "", "profile": {"layout": BufferLayout(units=1, capacity=1).to_dict()}}
+_NO_LAUNCH = {
+    "launch": 0,
+    "kernel": "",
+    "profile": {"layout": BufferLayout(units=1, capacity=ring_capacity(1)).to_dict()},
+}
 EVENT_TABLE = [*EVENT_COLUMNS, "begin_rel_ns", "end_rel_ns"]
 UNIT_TABLE = [*UNIT_COLUMNS, "start_rel_ns", "end_rel_ns"]
 # What ``Trace.summary`` reads of the events and units tables (the statistics, the kernels'

@@ -18,7 +18,7 @@ from benchmarks.buffers.settings import Settings
 from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
 from benchmarks.kernels.problem import Problem
-from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+from proton_ik.contract.layout import CTA_HEADER_BYTES, UNIT_HEADER_BYTES, slot_bytes
 
 
 def default_mode(settings: Settings) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def _problems(value: Any) -> list[str]:
 
 def device_bytes(default: dict[str, Any]) -> dict[str, Any]:
     """For each kernel of ``default_mode`` whose bound is known: bytes = CTAs x cta_bytes against
-    written = CTAs x 64 + units x 48 + entries x 16."""
+    written = CTAs x 64 + units x 48 + slots x the layout's slot bytes (16 in version 2, 8 in 3)."""
     rows: dict[str, Any] = {}
     for name, kernel in default.get("kernels", {}).items():
         capacity = kernel.get("capacity") or {}
@@ -100,12 +100,14 @@ def device_bytes(default: dict[str, Any]) -> dict[str, Any]:
             continue
         units = kernel["ctas"] * int(kernel["layout"]["units"])
         entries, source = entries_written(kernel, capacity.get("bound"), units)
-        written = kernel["ctas"] * CTA_HEADER_BYTES + units * UNIT_HEADER_BYTES + entries * ENTRY_BYTES
+        slot = slot_bytes(int(kernel["layout"]["version"]))
+        written = kernel["ctas"] * CTA_HEADER_BYTES + units * UNIT_HEADER_BYTES + entries * slot
         rows[name] = {
             "bytes": kernel["device_bytes"],
             "written": written,
             "ratio": kernel["device_bytes"] / written,
             "entries": entries,
+            "slot_bytes": slot,
             "entries_source": source,
             "units": units,
             "entries_per_unit": entries / units,
@@ -117,8 +119,9 @@ def device_bytes(default: dict[str, Any]) -> dict[str, Any]:
 
 
 def entries_written(kernel: dict[str, Any], bound: int | None, units: int) -> tuple[int, str]:
-    """Entries the launch wrote, and where the number comes from. A pair entry holds 2 records,
-    a single 1: records / 2 is exact when every entry is a pair, and a lower bound otherwise."""
+    """Ring slots (entries) the launch wrote, and where the number comes from. A slot holds at most
+    2 records (a pair: version 2's entry, version 3's short pair), so records / 2 is exact when
+    every slot holds a pair, and a lower bound otherwise."""
     if kernel.get("entries_in_table") is not None:
         return int(kernel["entries_in_table"]), "the launch table's entries column"
     records = int(kernel["records"])

@@ -18,7 +18,7 @@ from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
 from benchmarks.kernels.problem import Launch, Problem
 from proton_ik import DEFAULT_POOL_BYTES
-from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+from proton_ik.contract.layout import CTA_HEADER_BYTES, UNIT_HEADER_BYTES, slot_bytes
 
 
 def end_to_end(settings: Settings) -> dict[str, Any]:
@@ -92,10 +92,10 @@ def profiled_loop(problem: Problem, launch: Launch, launches: int, directory: Pa
         "loop_ms": 1e3 * (looped - start) / launches,
         "flushed_ms": 1e3 * (flushed - start) / launches,
         "copied_bytes_per_launch": copied / launches,
-        # four_scopes writes pair entries only: entries = records / 2
+        # four_scopes writes short pairs only, one slot each (an entry in version 2): slots = records / 2
         "written_bytes_per_launch": ctas * CTA_HEADER_BYTES
         + ctas * int(layout["units"]) * UNIT_HEADER_BYTES
-        + records // 2 * ENTRY_BYTES,
+        + records // 2 * slot_bytes(int(layout["version"])),
         "device_bytes_per_launch": ctas * int(layout["cta_bytes"]),
         "launches_recorded": int(run.result.launches),
         "launches_expected": launches + 1,

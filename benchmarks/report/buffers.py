@@ -106,12 +106,14 @@ def _device_bytes_md(results: dict[str, Any]) -> list[str]:
     ]
     header = ["kernel", "entries per warp", "written per warp", "device bytes", "written bytes", "ratio"]
     header += ["copied bytes", "entries from"]
+    # Results from before slots had a size of their own were all version 2's 16-byte entries.
+    slot_sizes = " or ".join(map(str, sorted({r.get("slot_bytes", ENTRY_BYTES) for r in found.values()})))
     return [
         "",
         "### Device bytes per launch against what the launch wrote",
         "",
         f"Kernels whose bound is known. Device bytes = CTAs x cta_bytes; written = CTAs x {CTA_HEADER_BYTES} + "
-        f"units x {UNIT_HEADER_BYTES} + entries x {ENTRY_BYTES}; copied: what the drain moved to the host.",
+        f"units x {UNIT_HEADER_BYTES} + entries x {slot_sizes}; copied: what the drain moved to the host.",
         "",
         *table(header, rows),
     ]

@@ -1,5 +1,5 @@
 """A profile buffer seen through the layout, in place: its CTA headers, unit headers and ring
-entries as strided numpy arrays over its bytes, with no copy and no decoding. A raw buffer
+slots as strided numpy arrays over its bytes, with no copy and no decoding. A raw buffer
 (``raw_view``) and the session file's trimmed form (``trimmed.trimmed_view``) are both seen as a
 ``BufferView``; the decoder reads views, and the trimmed form is written from one.
 """
@@ -14,8 +14,6 @@ import numpy as np
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
-    ENTRY_BYTES,
-    ENTRY_DTYPE,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     BufferLayout,
@@ -24,14 +22,14 @@ from proton_ik.contract.layout import (
 
 @dataclass(frozen=True)
 class BufferView:
-    """A buffer's headers and ring entries, wherever its bytes keep them: in place in a raw buffer
+    """A buffer's headers and ring slots, wherever its bytes keep them: in place in a raw buffer
     (``raw_view``), or packed one after another in a trimmed one (``trimmed.trimmed_view``). The
     decoder reads views, so a trimmed buffer is never rebuilt into the raw one."""
 
     cta_headers: np.ndarray  # CTA_HEADER_DTYPE, one per CTA slot
     unit_headers: np.ndarray  # UNIT_HEADER_DTYPE, shape (CTA slots, units)
-    entries: np.ndarray  # ENTRY_DTYPE, 1-D
-    slot0: np.ndarray  # int64, shape (CTA slots, units): index in ``entries`` of each unit's slot 0
+    slots: np.ndarray  # the layout's ``slot_dtype``, 1-D
+    slot0: np.ndarray  # int64, shape (CTA slots, units): index in ``slots`` of each unit's slot 0
 
     @property
     def num_ctas(self) -> int:
@@ -40,14 +38,14 @@ class BufferView:
     def ctas(self, start: int, stop: int) -> BufferView:
         """CTA slots ``start`` to ``stop`` (a piece of a large launch)."""
         return BufferView(
-            self.cta_headers[start:stop], self.unit_headers[start:stop], self.entries, self.slot0[start:stop]
+            self.cta_headers[start:stop], self.unit_headers[start:stop], self.slots, self.slot0[start:stop]
         )
 
     def reach(self, capacity: int) -> tuple[int, int]:
-        """The range of ``entries`` that this view's units can read: a piece copies no more."""
+        """The range of ``slots`` that this view's units can read: a piece copies no more."""
         if not self.slot0.size:
             return 0, 0
-        return int(self.slot0.min()), min(len(self.entries), int(self.slot0.max()) + capacity)
+        return int(self.slot0.min()), min(len(self.slots), int(self.slot0.max()) + capacity)
 
 
 def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
@@ -68,7 +66,7 @@ def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
             CTA_HEADER_BYTES,
             (layout.cta_bytes, layout.unit_bytes),
         ),
-        entries=raw.view(ENTRY_DTYPE),
+        slots=raw.view(layout.slot_dtype),
         slot0=_raw_slot0(num_ctas, layout),
     )
 
@@ -77,11 +75,11 @@ def raw_view(buffer: np.ndarray, layout: BufferLayout) -> BufferView:
 def _raw_slot0(num_ctas: int, layout: BufferLayout) -> np.ndarray:
     """Each unit's slot 0 in a raw buffer of ``num_ctas`` CTAs, read-only: the launches of a
     kernel share one (a session of many small launches made it anew twice a launch)."""
-    # Headers and entries all start on 16-byte boundaries (layout.py), so the whole buffer is an
-    # array of entries, and each unit's slot 0 is an index into it.
+    # Headers (64 and 48 bytes) and slots all start on slot boundaries (layout.py), so the whole
+    # buffer is an array of slots, and each unit's slot 0 is an index into it.
     units = np.arange(layout.units, dtype=np.int64)
-    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // ENTRY_BYTES
-    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // ENTRY_BYTES)
+    first = (layout.unit_offset(0) + UNIT_HEADER_BYTES + units * layout.unit_bytes) // layout.slot_bytes
+    ctas = np.arange(num_ctas, dtype=np.int64)[:, None] * (layout.cta_bytes // layout.slot_bytes)
     slot0 = ctas + first
     slot0.flags.writeable = False
     return slot0

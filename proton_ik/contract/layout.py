@@ -8,21 +8,39 @@ bytes ``[c * cta_bytes, (c + 1) * cta_bytes)``:
     |                      |  the CTA's thread-block cluster: its id, the CTA's rank, its CTAs
     +----------------------+
     | unit 0 segment       |  UNIT_HEADER (48 B): start/end clock64 and %globaltimer, the
-    |   header + entries   |  entries and single records written; then ``capacity`` entries
-    +----------------------+  of 16 bytes
+    |   header + slots     |  slots and the records' tally written; then ``capacity`` slots
+    +----------------------+  (8 bytes each in version 3, 16 in version 2)
     | unit 1 segment       |
     | ...                  |
     +----------------------+
 
 A unit is a warp (or a warpgroup, or the whole CTA; see ``Granularity``). Only lane 0 of the
-unit's first warp writes. A record is two 32-bit words: a tag (scope id, begin/end) and the
-low 32 bits of %clock64. An entry holds either one record (the other 8 bytes are left as they
-were), or, when a scope's begin and end sit in the same straight-line code, both records,
-written by one 16-byte store at the end (the begin's tag then carries ``TAG_PAIR_BIT``): half
-the stores, and the begin's clock read has the whole scope to complete. Entry ``i`` goes to
-slot ``i % capacity``; the capacity is a power of two, so the slot is one AND, and no write
-ever leaves the unit's segment. The header counts every entry written and every single
-record among them, so records lost to the ring are known exactly (``records_written``).
+unit's first warp writes. A record is two 32-bit words: a tag (scope id, begin/end:
+``contract.tags``) and the low 32 bits of %clock. Slot ``i`` goes to ring position ``i % capacity``; the capacity is a
+power of two, so the position is one AND, and no write ever leaves the unit's segment.
+
+**Version 3** (written with ``layout=3`` in the mode; on an H100 it cost more than version 2,
+docs/PERFORMANCE.md): 8-byte slots, each one self-describing by the top four bits of its first
+word (``slot_form``):
+
+- a single record: ``{tag, clock}`` (forms 0 to 3 and 8 to 11: the tag's end bit and kind);
+- a scope pair whose duration fits ``COMPACT_DURATION_BITS`` and whose scope id fits
+  ``COMPACT_SCOPE_BITS``: one slot ``{compact tag, begin clock}``, the compact tag holding
+  ``FORM_COMPACT``, the scope id and the duration in cycles (``compact_tag``), written by one
+  8-byte store at the end;
+- any other scope pair: two slots, the begin's record (its tag carries ``TAG_PAIR_BIT``: the
+  next slot holds its end) and the end's, written at the end;
+- a value mark: its record, then ``{payload tag, value}`` (``FORM_PAYLOAD``, the value's
+  ``ValueType`` in the payload tag's low bits).
+
+A unit header counts the slots written (``entries``) and ``tally``, the records written less
+the slots (+1 per one-slot pair, -1 per value mark), so ``records_written`` is exact however
+the ring overwrote.
+
+**Version 2** (``VERSION``, what the lowering writes by default): 16-byte entries, each
+holding one record (the other 8 bytes left as they were) or a pair (the begin's tag carries
+``TAG_PAIR_BIT``); a value mark is one ``VALUE_ENTRY_DTYPE`` entry. Its header's ``tally``
+counts the entries that hold one record.
 
 Both headers are written at the exit, so that no store of ours comes before the kernel's first
 loads: the start's clock and %globaltimer wait in registers as their low 32 bits, and the
@@ -32,10 +50,8 @@ launch it has drained, so a unit that never reached its exit reads as unfinished
 entries and no times.
 
 Records of other kinds (``RecordKind``) share the ring: an event's start or end and a mark are
-one record each, their tag's ``TAG_INDEX`` bits holding an event's instance (``index=``); a
-value mark is one entry ``VALUE_ENTRY_DTYPE`` {tag, clock, value, value type}, counted as a
-single record (its second 8 bytes are its payload, not a record). A false predicate writes no
-entry and counts none.
+one record each, their tag's ``TAG_INDEX`` bits holding an event's instance (``index=``). A
+false predicate writes no slot and counts none.
 
 With sampling (``BufferLayout.sampling``, ``contract.sampling``) the regions are the sampled
 CTAs' only and the segments the sampled units' only, each CTA header still naming its linear
@@ -62,10 +78,8 @@ address (``CAPACITY_SHIFT_MASK``), and the kernel masks the bits off before any 
 made. Its CTA headers hold that launch's capacity, and its launch's metadata that launch's
 layout, so a reader sees an ordinary buffer.
 
-**Version 2** holds all of the above. Each was added so that the bytes written before it keep
-their meaning (files from before events hold only scopes; unsampled layouts are byte for byte
-what they were; zeros in the cluster fields read "not recorded"), so none of them changed the
-version. Bump ``VERSION`` whenever anything in this file changes meaning.
+Bump ``VERSION`` whenever anything in this file changes meaning; additions that keep the
+meaning of the bytes written before them (events, sampling, clusters) did not.
 """
 
 from __future__ import annotations
@@ -79,12 +93,15 @@ from typing import Any
 import numpy as np
 
 from proton_ik.contract.sampling import ALL, Sampling
+from proton_ik.contract.tags import MAX_SCOPES
 
-VERSION = 2
+VERSION = 2  # what the lowering writes unless the mode asks for layout=3 (``Mode.layout``)
+READ_VERSIONS = (2, 3)
 MAGIC = 0x314B4950  # b"PIK1" read as a little-endian u32
 CTA_ALIGN = 128  # alignment of each CTA's region and of the whole buffer
 RECORD_BYTES = 8
-ENTRY_BYTES = 16  # one record, or a begin/end pair
+SLOT_BYTES = 8  # version 3: a record, a one-slot pair or a value's payload
+ENTRY_BYTES = 16  # version 2: one record, or a begin/end pair
 # A launch-sized kernel's log2(capacity), in its buffer pointer's low bits (below CTA_ALIGN)
 CAPACITY_SHIFT_MASK = 0x1F
 MAX_CTA_BYTES = 0xFFFFFFFF  # the PTX multiplies the linear CTA id by a 32-bit immediate
@@ -92,82 +109,6 @@ THREADS_PER_WARP = 32
 WARPS_PER_WARPGROUP = 4
 VECTOR_WIDTHS = (2, 4)  # PTX's st.global.v2 and .v4
 VECTOR_BYTES = 16  # the widest vector store PTX has
-
-# --- record tag: bit 31 = end, bits 30:28 = kind, bit 27 = paired, bits 26:16 = event instance,
-# --- bits 15:0 = name id (a scope's, an event's or a mark's row of the kernel's name table) ----
-TAG_END_BIT = 31
-TAG_KIND_SHIFT = 28
-TAG_PAIR_BIT = 27  # on the first record of an entry: the entry's second record is its end
-TAG_KIND_MASK = 0x7
-TAG_INDEX_SHIFT = 16
-TAG_INDEX_MASK = 0x7FF  # an event's instance: a runtime index is stored modulo MAX_EVENT_INSTANCES
-TAG_SCOPE_MASK = 0xFFFF
-MAX_SCOPES = TAG_SCOPE_MASK + 1
-MAX_EVENT_INSTANCES = TAG_INDEX_MASK + 1
-
-
-class RecordKind(enum.IntEnum):
-    SCOPE = 0  # a scope's begin or end (the end bit)
-    EVENT = 1  # an event instance's start or end (the end bit), which any unit of the CTA may write
-    MARK = 2  # an instant
-    VALUE = 3  # an instant with a 32-bit value: one ``VALUE_ENTRY_DTYPE`` entry
-
-
-class ValueType(enum.IntEnum):
-    """How a value mark's 32 bits read: the entry's ``value_type`` word."""
-
-    INT32 = 0
-    UINT32 = 1
-    FLOAT32 = 2
-
-
-def make_tag(
-    scope_id: int, is_end: bool, kind: RecordKind = RecordKind.SCOPE, paired: bool = False, index: int = 0
-) -> int:
-    if not 0 <= scope_id < MAX_SCOPES:
-        raise ValueError(f"scope id {scope_id} does not fit the {MAX_SCOPES}-entry tag field")
-    if not 0 <= index < MAX_EVENT_INSTANCES:
-        raise ValueError(f"event index {index} does not fit the {MAX_EVENT_INSTANCES}-instance tag field")
-    return (
-        (int(is_end) << TAG_END_BIT)
-        | (int(kind) << TAG_KIND_SHIFT)
-        | (int(paired) << TAG_PAIR_BIT)
-        | (index << TAG_INDEX_SHIFT)
-        | scope_id
-    )
-
-
-# Reading a tag: each of these takes an int or an array of tags (numpy uint32), as make_tag's
-# reverse; the dialect's verifiers and the decoder read tags through them.
-def tag_kind(tag: Any) -> Any:
-    """The record kind (``RecordKind``'s value)."""
-    return (tag >> TAG_KIND_SHIFT) & TAG_KIND_MASK
-
-
-def tag_is_end(tag: Any) -> Any:
-    """1 for a scope's end or an event's end, 0 otherwise."""
-    return (tag >> TAG_END_BIT) & 1
-
-
-def tag_paired(tag: Any) -> Any:
-    """1 on the first record of an entry whose second record is its end."""
-    return (tag >> TAG_PAIR_BIT) & 1
-
-
-def tag_index(tag: Any) -> Any:
-    """An event record's instance."""
-    return (tag >> TAG_INDEX_SHIFT) & TAG_INDEX_MASK
-
-
-def tag_name_id(tag: Any) -> Any:
-    """The scope's, event's or mark's row of the kernel's name table."""
-    return tag & TAG_SCOPE_MASK
-
-
-def tag_without_pair(tag: Any) -> Any:
-    """The tag with its pair bit cleared: the record as a single entry would carry it."""
-    return tag & (0xFFFFFFFF ^ (1 << TAG_PAIR_BIT))
-
 
 # --- CTA header: 64 bytes --------------------------------------------------------------------
 CTA_HEADER_DTYPE = np.dtype(
@@ -198,19 +139,23 @@ UNIT_HEADER_DTYPE = np.dtype(
         ("end_time", "<u8"),
         ("entries", "<u4"),  # entries written, including those the ring overwrote
         ("end_magic", "<u4"),  # MAGIC once the unit reached its epilogue
-        ("singles", "<u4"),  # entries that hold one record (the others hold two)
+        ("tally", "<u4"),  # v3: records less slots written (signed); v2: entries of one record
         ("reserved", "<u4"),
     ]
 )
 UNIT_HEADER_BYTES = UNIT_HEADER_DTYPE.itemsize
 
 RECORD_DTYPE = np.dtype([("tag", "<u4"), ("clock", "<u4")])
+SLOT_DTYPE = RECORD_DTYPE  # version 3: a record, or a one-slot pair {compact tag, begin clock}
+# Version 3: the slot after a value mark's record.
+PAYLOAD_DTYPE = np.dtype([("tag", "<u4"), ("value", "<u4")])
 ENTRY_DTYPE = np.dtype([("first", RECORD_DTYPE), ("second", RECORD_DTYPE)])
-# A value mark's entry: its record, then the value's 32 bits and their ``ValueType``.
+# Version 2: a value mark's entry: its record, then the value's 32 bits and their ``ValueType``.
 VALUE_ENTRY_DTYPE = np.dtype([("tag", "<u4"), ("clock", "<u4"), ("value", "<u4"), ("value_type", "<u4")])
 
 assert CTA_HEADER_BYTES == 64 and UNIT_HEADER_BYTES == 48
 assert RECORD_DTYPE.itemsize == RECORD_BYTES and ENTRY_DTYPE.itemsize == ENTRY_BYTES
+assert SLOT_DTYPE.itemsize == PAYLOAD_DTYPE.itemsize == SLOT_BYTES
 assert VALUE_ENTRY_DTYPE.itemsize == ENTRY_BYTES
 assert CAPACITY_SHIFT_MASK < CTA_ALIGN and (CAPACITY_SHIFT_MASK + 1) & CAPACITY_SHIFT_MASK == 0
 
@@ -221,9 +166,38 @@ def next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def records_written(entries, singles):
-    """Records a unit wrote, from its header: every entry holds two records but the singles."""
-    return 2 * entries - singles
+def min_capacity(version: int) -> int:
+    """The fewest ring slots a unit may have: 2 in version 3, where an odd count would leave the
+    next unit header off the 16-byte alignment of its vector stores."""
+    return 2 if version >= 3 else 1
+
+
+def ring_capacity(slots: int, version: int = VERSION) -> int:
+    """The ring that holds ``slots`` slots: a power of two, as the PTX finds a slot with one AND,
+    and at least ``min_capacity``."""
+    return max(next_power_of_two(slots), min_capacity(version))
+
+
+def slot_bytes(version: int) -> int:
+    """Bytes of one ring slot of a layout version."""
+    return SLOT_BYTES if version >= 3 else ENTRY_BYTES
+
+
+def slot_dtype(version: int) -> np.dtype:
+    """The dtype a layout version's ring slots are read as."""
+    return SLOT_DTYPE if version >= 3 else ENTRY_DTYPE
+
+
+def records_written(entries, tally, version: int = VERSION):
+    """Records a unit wrote, from its header's ``entries`` and ``tally`` (ints or int64 arrays of
+    the u32 fields): in version 3 the slots plus the tally, a signed 32-bit count; in version 2
+    two records an entry but for the entries of one record."""
+    if version >= 3:
+        signed = np.asarray(tally, dtype=np.int64)
+        signed = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+        result = entries + signed
+        return int(result) if np.ndim(result) == 0 else result
+    return 2 * entries - tally
 
 
 def field_offset(dtype: np.dtype, name: str) -> int:
@@ -334,16 +308,23 @@ def histogram_bin(cycles):
 @dataclass(frozen=True)
 class BufferLayout:
     """Sizes and offsets of one kernel's profile buffer, given its unit count and capacity (ring
-    entries per unit), or, in aggregate mode, the number of scopes each unit keeps statistics of
+    slots per unit), or, in aggregate mode, the number of scopes each unit keeps statistics of
     (``aggregate_scopes``; the capacity is then 0). ``units`` counts the unit segments of a CTA
-    region: the sampled units only (``sampling``, ``contract.sampling``)."""
+    region: the sampled units only (``sampling``, ``contract.sampling``). ``version``: the
+    layout version its ring slots are written in (``READ_VERSIONS``)."""
 
     units: int
     capacity: int
     aggregate_scopes: int = 0
     sampling: Sampling = ALL
+    version: int = VERSION
 
     def __post_init__(self) -> None:
+        if self.version not in READ_VERSIONS:
+            raise ValueError(
+                f"buffer layout version {self.version} is not one this proton_ik reads "
+                f"({', '.join(map(str, READ_VERSIONS))}); render it with the proton_ik release that captured it"
+            )
         if self.units < 1:
             raise ValueError("a kernel has at least one recording unit")
         if self.aggregate_scopes and self.sampling != ALL:
@@ -360,13 +341,16 @@ class BufferLayout:
                     f"an aggregate layout keeps 1 to {MAX_SCOPES} scopes' statistics and no ring, "
                     f"got {self.aggregate_scopes} scopes and capacity {self.capacity}"
                 )
-        elif self.capacity < 1 or self.capacity & (self.capacity - 1):
-            raise ValueError(f"entries per unit must be a power of two, got {self.capacity}")
+        elif self.capacity < min_capacity(self.version) or self.capacity & (self.capacity - 1):
+            raise ValueError(
+                f"ring slots per unit must be a power of two of at least {min_capacity(self.version)} "
+                f"in layout version {self.version}, got {self.capacity}"
+            )
         if self.cta_bytes > MAX_CTA_BYTES:
             what, fewer = (
                 (f"{self.aggregate_scopes} scopes' statistics", "use fewer scopes")
                 if self.aggregate
-                else (f"{self.capacity} entries", "lower the capacity")
+                else (f"{self.capacity} slots", "lower the capacity")
             )
             raise ValueError(
                 f"{self.units} units of {what} need {self.cta_bytes} bytes per CTA, over the "
@@ -380,10 +364,20 @@ class BufferLayout:
         return self.aggregate_scopes > 0
 
     @property
+    def slot_bytes(self) -> int:
+        """Bytes of one ring slot."""
+        return slot_bytes(self.version)
+
+    @property
+    def slot_dtype(self) -> np.dtype:
+        """The dtype ring slots are read as: ``SLOT_DTYPE`` (v3) or ``ENTRY_DTYPE`` (v2)."""
+        return slot_dtype(self.version)
+
+    @property
     def unit_bytes(self) -> int:
         if self.aggregate:
             return UNIT_HEADER_BYTES + self.aggregate_scopes * AGGREGATE_STATS_BYTES
-        return UNIT_HEADER_BYTES + self.capacity * ENTRY_BYTES
+        return UNIT_HEADER_BYTES + self.capacity * self.slot_bytes
 
     @property
     def cta_bytes(self) -> int:
@@ -399,7 +393,7 @@ class BufferLayout:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "version": VERSION,
+            "version": self.version,
             "units": self.units,
             "capacity": self.capacity,
             "cta_bytes": self.cta_bytes,
@@ -412,12 +406,14 @@ class BufferLayout:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BufferLayout:
-        if data.get("version") != VERSION:
+        version = data.get("version")
+        if version not in READ_VERSIONS:
             raise ValueError(
-                f"buffer layout version {data.get('version')} is not the version {VERSION} this "
-                "proton_ik reads; render it with the proton_ik release that captured it"
+                f"buffer layout version {version} is not one this proton_ik reads "
+                f"({', '.join(map(str, READ_VERSIONS))}); render it with the proton_ik release that captured it"
             )
         return cls(
+            version=int(version),
             units=int(data["units"]),
             capacity=int(data["capacity"]),
             aggregate_scopes=int(data.get("aggregate_scopes", 0)),

@@ -29,9 +29,10 @@ from typing import Any, Literal, cast, get_args
 from proton_ik.contract.fields import SchemaError, integer, mapping, plain_table, shown, text
 from proton_ik.contract.launch_bound import BoundError, LaunchBound
 from proton_ik.contract.launch_bound import parse as parse_launch_bound
-from proton_ik.contract.layout import CTA_ALIGN, MAX_EVENT_INSTANCES, MAX_SCOPES, VERSION, BufferLayout
+from proton_ik.contract.layout import CTA_ALIGN, READ_VERSIONS, BufferLayout
 from proton_ik.contract.names import scope_name_problem
 from proton_ik.contract.sampling import Sampling
+from proton_ik.contract.tags import MAX_EVENT_INSTANCES, MAX_SCOPES
 
 METADATA_KEY = "proton_ik"
 SCRATCH_SIZE_KEY = "profile_scratch_size"  # Triton's: bytes of profile_scratch per CTA
@@ -212,10 +213,11 @@ class KernelMetadata:
 
 
 def _layout(data: Mapping[str, Any], where: str, name: str) -> BufferLayout:
-    if data.get("version") != VERSION:
+    version = data.get("version")
+    if version not in READ_VERSIONS or isinstance(version, bool):
         raise SchemaError(
-            f"{where}: buffer layout version {reprlib.repr(data.get('version'))} is not the version {VERSION} "
-            "this proton_ik reads; render it with the proton_ik release that captured it"
+            f"{where}: buffer layout version {reprlib.repr(version)} is not one this proton_ik reads "
+            f"({', '.join(map(str, READ_VERSIONS))}); render it with the proton_ik release that captured it"
         )
     units = integer(data, "units", f"{where}: {name}", 1, MAX_UNITS)
     capacity = integer(data, "capacity", f"{where}: {name}", 0, MAX_CAPACITY)
@@ -223,6 +225,7 @@ def _layout(data: Mapping[str, Any], where: str, name: str) -> BufferLayout:
     sampling = mapping(data.get("sampling", {}), f"{where}: {name}.sampling")
     try:
         layout = BufferLayout(
+            version=int(version),
             units=units,
             capacity=capacity,
             aggregate_scopes=aggregate_scopes or 0,

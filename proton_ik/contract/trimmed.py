@@ -1,12 +1,13 @@
 """The trimmed form of a launch's buffer, as the session file stores it: only what the launch
-wrote, the headers and each unit's kept ring entries. Its writers (the session writer's ``trim``
+wrote, the headers and each unit's kept ring slots. Its writers (the session writer's ``trim``
 and the drain, which gathers the same bytes on the device) and its reader (the viewer) agree on
 it here.
 
-A profile buffer is sized for full rings, but most units write a few entries: a 1000-launch
+A profile buffer is sized for full rings, but most units write a few slots: a 1000-launch
 session of a small kernel is gigabytes raw and megabytes trimmed. ``trim`` keeps the CTA
 headers, the unit headers and, per unit, slots ``0 .. min(entries, capacity) - 1`` (the slots a
-ring of that many entries has written), one after another. ``trimmed_view`` reads that form in
+ring of that many has written; ``entries`` counts slots), one after another, each of the
+layout's ``slot_bytes``. ``trimmed_view`` reads that form in
 place for the decoder; ``inflate`` puts it back at its offsets in a zeroed buffer, which decodes
 exactly like the raw one.
 """
@@ -19,8 +20,6 @@ from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
-    ENTRY_BYTES,
-    ENTRY_DTYPE,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     BufferLayout,
@@ -33,27 +32,27 @@ def _kept(unit_headers: np.ndarray, layout: BufferLayout) -> np.ndarray:
 
 
 def _owners(kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each kept entry, unit by unit: its unit (flat index) and its slot."""
+    """For each kept slot, unit by unit: its unit (flat index) and its ring position."""
     flat = kept.reshape(-1)
     owner = np.repeat(np.arange(len(flat)), flat)
     return owner, np.arange(len(owner)) - np.repeat(np.cumsum(flat) - flat, flat)
 
 
 def header_bytes(layout: BufferLayout, num_ctas: int) -> int:
-    """Bytes of a trimmed buffer before its entries: its CTA and unit headers."""
+    """Bytes of a trimmed buffer before its slots: its CTA and unit headers."""
     return num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
 
 
 def trim(buffer: np.ndarray, layout: BufferLayout) -> np.ndarray:
-    """The bytes of ``buffer`` that hold anything: CTA headers, unit headers, kept entries."""
+    """The bytes of ``buffer`` that hold anything: CTA headers, unit headers, kept slots."""
     view = raw_view(buffer, layout)
     owner, slot = _owners(_kept(view.unit_headers, layout))
-    entries = view.entries[view.slot0.reshape(-1)[owner] + slot]
+    slots = view.slots[view.slot0.reshape(-1)[owner] + slot]
     return np.concatenate(
         [
             np.ascontiguousarray(view.cta_headers).view(np.uint8),
             np.ascontiguousarray(view.unit_headers).reshape(-1).view(np.uint8),
-            entries.view(np.uint8),
+            slots.view(np.uint8),
         ]
     )
 
@@ -73,17 +72,17 @@ def trimmed_view(
     unit_headers = stored[ctas_end:units_end].view(UNIT_HEADER_DTYPE).reshape(num_ctas, layout.units)
     kept = _kept(unit_headers, layout)
     if headers_only:
-        entries = np.zeros(0, ENTRY_DTYPE)
-    elif stored.size != units_end + int(kept.sum()) * ENTRY_BYTES:
+        slots = np.zeros(0, layout.slot_dtype)
+    elif stored.size != units_end + int(kept.sum()) * layout.slot_bytes:
         raise ValueError(
-            f"a trimmed buffer of {stored.size} bytes does not match the entry counts in its own unit headers"
+            f"a trimmed buffer of {stored.size} bytes does not match the slot counts in its own unit headers"
         )
     else:
-        entries = stored[units_end:].view(ENTRY_DTYPE)
+        slots = stored[units_end:].view(layout.slot_dtype)
     return BufferView(
         cta_headers=stored[:ctas_end].view(CTA_HEADER_DTYPE),
         unit_headers=unit_headers,
-        entries=entries,
+        slots=slots,
         slot0=(np.cumsum(kept) - kept.reshape(-1)).reshape(kept.shape),
     )
 
@@ -96,5 +95,5 @@ def inflate(stored: np.ndarray, layout: BufferLayout, num_ctas: int) -> np.ndarr
     target.cta_headers[...] = view.cta_headers
     target.unit_headers[...] = view.unit_headers
     owner, slot = _owners(_kept(view.unit_headers, layout))
-    target.entries[target.slot0.reshape(-1)[owner] + slot] = view.entries
+    target.slots[target.slot0.reshape(-1)[owner] + slot] = view.slots
     return raw

@@ -11,7 +11,7 @@ flushes (finalize, a graph capture). How a launch is copied depends on its segme
 - **dense** (each unit's segment is sized from the code's bound, so the chunk is at most twice
   what was written; or an aggregate launch, whose segments hold per-scope statistics, every
   byte of which counts): one copy of the whole chunk;
-- **ring** (the bound is unknown): first the units' entry counts, then the CTA headers, unit
+- **ring** (the bound is unknown): first the units' slot counts, then the CTA headers, unit
   headers and, per unit, only the ring slots below the largest count. The host keeps each
   unit's written slots: the session file's trimmed form (``contract.trimmed``).
 
@@ -37,7 +37,6 @@ import numpy as np
 
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
-    ENTRY_BYTES,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     BufferLayout,
@@ -46,7 +45,7 @@ from proton_ik.contract.layout import (
 from proton_ik.runtime.loaded import KernelInfo
 from proton_ik.runtime.pool import PoolChunk, RingPool
 
-# meta, bytes, and whether the bytes are already trimmed (headers and written entries only)
+# meta, bytes, and whether the bytes are already trimmed (headers and written slots only)
 Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
 
 _ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
@@ -401,7 +400,7 @@ class Drain:
             ),
             torch.as_strided(
                 arena,
-                (num_ctas, layout.units, slots * ENTRY_BYTES),
+                (num_ctas, layout.units, slots * layout.slot_bytes),
                 (layout.cta_bytes, layout.unit_bytes, 1),
                 chunk.offset + CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
             ),
@@ -416,7 +415,7 @@ class Drain:
 
     def _clear_headers(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> None:
         """Zero the CTA and unit headers of a launch just copied, on the side stream after the
-        copy and before the chunk goes back to the pool: a few bytes per unit, not the entries."""
+        copy and before the chunk goes back to the pool: a few bytes per unit, not the slots."""
         torch = self._torch
         arena = self.arena
         torch.as_strided(arena, (num_ctas, CTA_HEADER_BYTES), (layout.cta_bytes, 1), chunk.offset).zero_()
@@ -445,6 +444,6 @@ def trimmed_from_gathered(
     ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
     slots = int(kept.max(initial=0))
     headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
-    entries = gathered[headers:].reshape(num_ctas * layout.units, slots, ENTRY_BYTES)
-    written = entries[np.arange(slots) < kept.reshape(-1, 1)]
+    rings = gathered[headers:].reshape(num_ctas * layout.units, slots, layout.slot_bytes)
+    written = rings[np.arange(slots) < kept.reshape(-1, 1)]
     return np.concatenate([gathered[:headers], written.reshape(-1)])

@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from proton_ik.contract.layout import BufferLayout, next_power_of_two
+from proton_ik.contract.layout import min_capacity, ring_capacity
 from proton_ik.contract.metadata import Capacity
 from proton_ik.runtime.loaded import KERNELS, KernelInfo
 
@@ -45,14 +45,12 @@ SIZES_REMEMBERED = 4096  # per kernel: distinct (arguments, grid) whose variant 
 
 
 def sized_kernel(kernel: KernelInfo, capacity: int, source: str, reason: str) -> KernelInfo:
-    """The variant of a launch-sized kernel whose segments hold ``capacity`` entries, made once."""
+    """The variant of a launch-sized kernel whose segments hold ``capacity`` slots, made once."""
     key = (capacity, source, reason)
     variant = kernel.variants.get(key)
     if variant is None:
         metadata = kernel.metadata
-        layout = BufferLayout(
-            units=metadata.layout.units, capacity=capacity, sampling=metadata.layout.sampling
-        )
+        layout = dataclasses.replace(metadata.layout, capacity=capacity)
         sized = dataclasses.replace(
             metadata,
             layout=layout,
@@ -68,18 +66,18 @@ def _ring(kernel: KernelInfo, why: str, capacity: int | None = None) -> KernelIn
     bound = kernel.metadata.launch_bound
     assert bound is not None
     return sized_kernel(
-        kernel, capacity, "ring", f"{bound.reason}, but {why}; a ring of {capacity} entries keeps the newest"
+        kernel, capacity, "ring", f"{bound.reason}, but {why}; a ring of {capacity} slots keeps the newest"
     )
 
 
 def untagged(kernel: KernelInfo) -> KernelInfo:
     """The launch's kernel where the launch path announced nothing, so that the allocator could
-    not tell the kernel its capacity: the kernel read a ring of one entry from the address."""
+    not tell the kernel its capacity: the kernel read the smallest ring from the address."""
     return _ring(
         kernel,
         "this launch path did not announce the launch to proton_ik (it called a launch_metadata "
         "bound before the session started), so the launch had no capacity to read",
-        1,
+        min_capacity(kernel.layout.version),
     )
 
 
@@ -127,14 +125,14 @@ def _sized(
             "this launch's arguments give no bound (a step that is not positive, a divisor that may "
             "be 0, or arithmetic that wraps)",
         )
-    capacity = next_power_of_two(entries)
+    needed = capacity = ring_capacity(entries, kernel.layout.version)
     sampling = kernel.layout.sampling
-    while capacity > 1 and not _fits(kernel, capacity, ctas, max_bytes):
+    while capacity > min_capacity(kernel.layout.version) and not _fits(kernel, capacity, ctas, max_bytes):
         capacity //= 2
-    if capacity < next_power_of_two(entries):
+    if capacity < needed:
         return _ring(
             kernel,
-            f"at this launch a unit writes up to {entries} entries, more than the device pool holds for "
+            f"at this launch a unit writes up to {entries} slots, more than the device pool holds for "
             f"{sampling.cta_slots(ctas)} CTAs (raise pool_bytes)",
             capacity,
         )
@@ -142,13 +140,13 @@ def _sized(
         kernel,
         capacity,
         "launch",
-        f"{bound.reason}: sized at the launch to {capacity} entries per unit, which hold every record",
+        f"{bound.reason}: sized at the launch to {capacity} slots per unit, which hold every record",
     )
 
 
 def _fits(kernel: KernelInfo, capacity: int, ctas: int, max_bytes: int) -> bool:
     try:
-        layout = BufferLayout(units=kernel.layout.units, capacity=capacity, sampling=kernel.layout.sampling)
+        layout = dataclasses.replace(kernel.layout, capacity=capacity)
     except ValueError:  # over the 32-bit CTA stride
         return False
     return layout.sampling.buffer_bytes(ctas, layout.cta_bytes) <= max_bytes

@@ -42,7 +42,7 @@ class SessionWriter:
     """Streams launches into a session file as they come, so memory stays bounded.
 
     ``add_launch`` writes the buffer straight into the zip (with ``trim``, only its headers and
-    kept ring entries: see ``contract.trimmed``), then its metadata, then flushes the file to the
+    kept ring slots: see ``contract.trimmed``), then its metadata, then flushes the file to the
     operating system, so that a process killed later leaves every launch added so far readable
     (``viewer.session_file.recover``); ``close`` writes the manifest. Use it as a context manager, or call
     ``close`` in a ``finally``.
@@ -100,7 +100,7 @@ class SessionWriter:
         if trimmed_on_device:
             meta[STORED_KEY] = TRIMMED
         elif self.trim:
-            # Only the headers and the kept ring entries: a mostly empty ring costs nothing.
+            # Only the headers and the kept ring slots: a mostly empty ring costs nothing.
             where = f"launch {meta['launch']} ({meta['kernel']})"
             layout = KernelMetadata.from_dict(meta["profile"], where, "profile").layout
             if not layout.aggregate:  # an aggregate launch's statistics fill its buffer: kept whole

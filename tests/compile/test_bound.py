@@ -80,8 +80,8 @@ def bound_of(ptx: str, ttir: str | None = None, pairs: bool = True) -> EntryBoun
 
 def test_straight_line_scopes_pair_into_one_entry_each():
     ptx = kernel(scopes("load", "store"))
-    assert bound_of(ptx) == EntryBound(2, "straight-line code: at most 2 entries")
-    assert bound_of(ptx, pairs=False) == EntryBound(4, "straight-line code: at most 4 entries")
+    assert bound_of(ptx) == EntryBound(2, "straight-line code: at most 2 slots")
+    assert bound_of(ptx, pairs=False) == EntryBound(4, "straight-line code: at most 4 slots")
 
 
 def test_nested_scopes_pair_each():
@@ -110,7 +110,7 @@ def test_if_else_counts_the_heavier_branch(then: list[str], otherwise: list[str]
     assert ptxas(ptx, tmp_path).returncode == 0
     most = max(len(then), len(otherwise)) + 1  # the heavier branch, then "after"
     assert bound_of(ptx) == EntryBound(
-        most, f"no loops: at most {most} entries on the heaviest path through the branches"
+        most, f"no loops: at most {most} slots on the heaviest path through the branches"
     )
 
 
@@ -164,7 +164,7 @@ def test_the_ttir_counts_a_loop_with_a_constant_trip_count(loop_ptx: str, loop_t
     trips, entries_per_trip = 8, 1  # for i in range(8): "step", whose begin the PTX pairs with its end
     most = trips * entries_per_trip
     assert bound_of(loop_ptx, loop_ttir) == EntryBound(
-        most, f"the loop at loop.py:12 runs 8 times: at most {most} entries"
+        most, f"the loop at loop.py:12 runs 8 times: at most {most} slots"
     )
 
 
@@ -202,7 +202,7 @@ def test_a_scope_after_a_loop_that_records_nothing_is_bounded():
         "\t.loc\t1 14 4\n"
         f"{scopes('store')}"
     )
-    assert bound_of(ptx) == EntryBound(1, "the loop at k.py:12 records no scope: at most 1 entry")
+    assert bound_of(ptx) == EntryBound(1, "the loop at k.py:12 records no scope: at most 1 slot")
 
 
 # --- TTIR in, bound out ------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_nested_constant_loops_and_an_if():
     inner_trips = len(range(2, 11, 3))
     most = 4 * (2 + inner_trips * 2) + max(2, 1)
     assert ttir_bound(text) == EntryBound(
-        most, f"the loops at k.py:5 (4 times), at k.py:7 ({inner_trips} times): at most {most} entries"
+        most, f"the loops at k.py:5 (4 times), at k.py:7 ({inner_trips} times): at most {most} slots"
     )
 
 
@@ -271,7 +271,7 @@ def test_a_loop_that_records_nothing_may_run_any_number_of_times():
     {ttir_marker("begin", "store", "#loc9")}
     {ttir_marker("end", "store", "#loc9")}"""
     )
-    assert ttir_bound(text) == EntryBound(2, "no scope is recorded inside a loop: at most 2 entries")
+    assert ttir_bound(text) == EntryBound(2, "no scope is recorded inside a loop: at most 2 slots")
 
 
 def test_a_while_loop_has_no_bound():
@@ -314,7 +314,7 @@ def test_next_power_of_two(n: int, power: int):
 
 
 def test_auto_rounds_the_bound_up_to_a_power_of_two():
-    bound = EntryBound(5, "straight-line code: at most 5 entries")
+    bound = EntryBound(5, "straight-line code: at most 5 slots")
     capacity = choose_capacity(Mode(), bound, units=4)
     assert capacity.to_dict() == {"entries": 8, "source": "bound", "bound": 5, "reason": bound.reason}
 
@@ -328,21 +328,21 @@ def test_auto_without_a_bound_is_the_default_ring():
         "entries": DEFAULT_RING_CAPACITY,
         "source": "ring",
         "bound": None,
-        "reason": f"{bound.reason}; a ring of {DEFAULT_RING_CAPACITY} entries keeps the newest",
+        "reason": f"{bound.reason}; a ring of {DEFAULT_RING_CAPACITY} slots keeps the newest",
     }
 
 
 def test_auto_with_a_bound_too_large_for_the_layout_is_the_default_ring():
-    bound = EntryBound(1 << 26, "the loop at k.py:3 runs 67108864 times: at most 67108864 entries")
+    bound = EntryBound(1 << 26, "the loop at k.py:3 runs 67108864 times: at most 67108864 slots")
     with pytest.raises(ValueError):
         BufferLayout(units=32, capacity=1 << 26)
     capacity = choose_capacity(Mode(), bound, units=32)
     assert (capacity.entries, capacity.source, capacity.bound) == (DEFAULT_RING_CAPACITY, "ring", 1 << 26)
-    assert capacity.reason.startswith(f"{bound.reason}, but 32 units of {1 << 26} entries need")
+    assert capacity.reason.startswith(f"{bound.reason}, but 32 units of {1 << 26} slots need")
 
 
 def test_an_explicit_capacity_is_a_ring_of_that_size_whatever_the_bound():
-    bound = EntryBound(5, "straight-line code: at most 5 entries")
+    bound = EntryBound(5, "straight-line code: at most 5 slots")
     capacity = choose_capacity(Mode(capacity=2), bound, units=4)
     assert capacity.to_dict() == {
         "entries": 2,
@@ -363,7 +363,7 @@ def test_instrument_puts_the_capacity_in_the_metadata(loop_ptx: str, loop_ttir: 
         "entries": next_power_of_two(bound),
         "source": "bound",
         "bound": bound,
-        "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} entries",
+        "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} slots",
     }
 
 
@@ -392,9 +392,9 @@ def test_a_number_is_a_ring_of_that_many_entries():
         ),
         (
             "instrumentation:capacity=3",
-            "capacity=3: entries per unit must be a power of two .* or capacity=auto",
+            "capacity=3: ring slots per unit must be a power of two .* or capacity=auto",
         ),
-        ("instrumentation:capacity=0", "capacity=0: entries per unit must be a power of two"),
+        ("instrumentation:capacity=0", "capacity=0: ring slots per unit must be a power of two"),
     ],
 )
 def test_bad_capacities_say_what_to_type(text: str, message: str):
@@ -407,7 +407,7 @@ def test_capacities_stop_at_max_capacity():
     dataclass and by the parser, with the limit in the message."""
     assert Mode(capacity=MAX_CAPACITY).capacity == MAX_CAPACITY
     over = 2 * MAX_CAPACITY
-    message = f"capacity={over}: entries per unit must be a power of two between 1 and {MAX_CAPACITY}"
+    message = f"capacity={over}: ring slots per unit must be a power of two between 1 and {MAX_CAPACITY}"
     with pytest.raises(ValueError, match=message):
         Mode(capacity=over)
     with pytest.raises(ValueError, match=message):
@@ -415,7 +415,7 @@ def test_capacities_stop_at_max_capacity():
 
 
 def test_a_capacity_must_be_auto_or_an_int():
-    with pytest.raises(ValueError, match="capacity=512: entries per unit must be a power of two"):
+    with pytest.raises(ValueError, match="capacity=512: ring slots per unit must be a power of two"):
         Mode(capacity="512")  # type: ignore[arg-type]
 
 
@@ -516,7 +516,7 @@ def test_four_straight_line_scopes_at_eight_warps(compile_kernel):
     found = capacity_of(compile_kernel, four_scopes_kernel, num_warps=8)
     scopes_in_kernel, warps = 4, 8  # four pairs in straight-line code: four entries per warp
     assert (found.entries, found.source, found.bound) == (scopes_in_kernel, "bound", scopes_in_kernel)
-    assert found.reason == f"straight-line code: at most {scopes_in_kernel} entries"
+    assert found.reason == f"straight-line code: at most {scopes_in_kernel} slots"
     raw = CTA_HEADER_BYTES + warps * (UNIT_HEADER_BYTES + scopes_in_kernel * ENTRY_BYTES)
     assert found.kernel.metadata.profile_scratch_size == -(-raw // CTA_ALIGN) * CTA_ALIGN
     assert found.kernel.metadata.proton_ik["layout"] == BufferLayout(units=warps, capacity=4).to_dict()
@@ -526,7 +526,7 @@ def test_a_short_constant_loop_that_llvm_unrolls_is_straight_line(compile_kernel
     found = capacity_of(compile_kernel, short_loop_kernel)
     # LLVM unrolls range(4): four copies of the "step" pair, in straight-line PTX.
     assert (found.entries, found.source, found.bound) == (4, "bound", 4)
-    assert found.reason == "straight-line code: at most 4 entries"
+    assert found.reason == "straight-line code: at most 4 slots"
 
 
 def test_a_constant_loop_that_stays_a_loop_is_counted_on_the_ttir(compile_kernel):
@@ -535,7 +535,7 @@ def test_a_constant_loop_that_stays_a_loop_is_counted_on_the_ttir(compile_kernel
     bound = trips * entries_per_trip
     loop = f"{THIS_FILE}:{line_of(long_loop_kernel, 'for i in tl.range')}"
     assert (found.entries, found.source, found.bound) == (next_power_of_two(bound), "bound", bound)
-    assert found.reason == f"the loop at {loop} runs {trips} times: at most {bound} entries"
+    assert found.reason == f"the loop at {loop} runs {trips} times: at most {bound} slots"
     # The "ttir" stage hands its text to the "ptx" stage through the metadata, and takes it out.
     assert not [key for key in found.kernel.metadata._asdict() if "ttir" in key]
 
@@ -548,7 +548,7 @@ def test_a_loop_over_an_argument_is_sized_at_each_launch(compile_kernel, ptxas, 
     assert found.reason == (
         f"the loop at {loop} runs a number of times that each launch computes from the kernel's "
         "arguments and grid: each launch sizes its segments to hold every record (a ring of "
-        f"{DEFAULT_RING_CAPACITY} entries keeps the newest where the launch path does not pass the "
+        f"{DEFAULT_RING_CAPACITY} slots keeps the newest where the launch path does not pass the "
         "kernel's arguments)"
     )
     metadata = kernel_metadata_of(found.kernel)
@@ -566,7 +566,7 @@ def test_a_scope_after_a_runtime_loop_is_bounded(compile_kernel):
     found = capacity_of(compile_kernel, scope_after_loop_kernel)
     loop = f"{THIS_FILE}:{line_of(scope_after_loop_kernel, 'for i in range(n)')}"
     assert (found.entries, found.source, found.bound) == (1, "bound", 1)
-    assert found.reason == f"the loop at {loop} records no scope: at most 1 entry"
+    assert found.reason == f"the loop at {loop} records no scope: at most 1 slot"
 
 
 def test_if_else_and_an_early_return(compile_kernel):
@@ -574,7 +574,7 @@ def test_if_else_and_an_early_return(compile_kernel):
     # The odd branch's two scopes outweigh the even branch's one; "tail" may be skipped.
     bound = max(1, 2) + 1
     assert (found.entries, found.source, found.bound) == (next_power_of_two(bound), "bound", bound)
-    assert found.reason == f"no loops: at most {bound} entries on the heaviest path through the branches"
+    assert found.reason == f"no loops: at most {bound} slots on the heaviest path through the branches"
 
 
 @pytest.mark.parametrize(

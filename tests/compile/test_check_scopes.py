@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from proton_ik.contract.layout import MAX_SCOPES
+from proton_ik.contract.tags import MAX_SCOPES
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds
 from proton_ik.lowering.check_scopes import CheckScopes

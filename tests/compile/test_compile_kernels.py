@@ -24,16 +24,14 @@ from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_BYTES,
     MAGIC,
-    TAG_END_BIT,
-    TAG_SCOPE_MASK,
     UNIT_HEADER_DTYPE,
     BufferLayout,
     Granularity,
     field_offset,
-    make_tag,
     next_power_of_two,
     vector_fields,
 )
+from proton_ik.contract.tags import TAG_END_BIT, TAG_SCOPE_MASK, make_tag
 from proton_ik.lowering import placement
 from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.mode import DEFAULT_RING_CAPACITY, Mode
@@ -337,7 +335,7 @@ def single_instructions(scope: int, is_end: bool, mask: str) -> list[str]:
         *(clock + slot if is_end else slot + clock),
         f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
     ]
 
 
@@ -547,7 +545,7 @@ def test_every_site_is_a_single_or_half_of_a_pair(case: Case):
     found = sites(case.ptx)
     assert found
     assert len(found) == len(records(case.ptx)) + 2 * len(pairs(case.ptx))
-    assert case.ptx.count("add.s32 \t%pik_singles, %pik_singles, 1;") == len(records(case.ptx))
+    assert case.ptx.count("add.s32 \t%pik_tally, %pik_tally, 1;") == len(records(case.ptx))
     assert case.ptx.count("add.s32 \t%pik_n, %pik_n, 1;") == len(records(case.ptx)) + len(pairs(case.ptx))
 
 
@@ -618,7 +616,7 @@ def test_every_header_is_written_at_the_exit_and_no_store_of_ours_before_the_fir
         "%pik_base+0", "%pik_base+16", "%pik_base+32",
     ]  # fmt: skip
     assert all(lines.index(line) > exit_at for line in headers)
-    assert headers[2].endswith(f"{{%pik_n, {MAGIC}, %pik_singles, 0}};")
+    assert headers[2].endswith(f"{{%pik_n, {MAGIC}, %pik_tally, 0}};")
     assert lines[lines.index(headers[-1]) + 1] == "ret;"
 
 

@@ -9,8 +9,8 @@ import pytest
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import MAX_SCOPES
 from proton_ik.contract.names import MAX_NAME_LENGTH
+from proton_ik.contract.tags import MAX_SCOPES
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.dialect.pik import RECORD_KINDS, RecordOp, ScopeOp
 

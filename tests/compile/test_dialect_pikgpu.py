@@ -9,7 +9,8 @@ import pytest
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, Granularity, RecordKind, make_tag
+from proton_ik.contract.layout import VERSION, BufferLayout, Granularity
+from proton_ik.contract.tags import TAG_PAIR_BIT, RecordKind, make_tag
 from proton_ik.dialect import parse_module
 from proton_ik.dialect.pikgpu import FinalizeOp, ReadClockOp, SegmentSetupOp, StorePairOp, StoreRecordOp
 
@@ -155,12 +156,15 @@ PAIR_BIT = 1 << TAG_PAIR_BIT
             "for 4 units of 1024 entries",
         ),
         (_setup(units=8, cta_bytes=LAYOUT.cta_bytes), "disagrees with the layout's"),
-        (_setup(capacity=1000, cta_bytes=0), "entries per unit must be a power of two, got 1000"),
+        (
+            _setup(capacity=1000, cta_bytes=0),
+            "ring slots per unit must be a power of two of at least 1 in layout version 2, got 1000",
+        ),
         (_setup(units=0, cta_bytes=0), "a kernel has at least one recording unit"),
         (_setup(granularity="thread"), "'thread' is not a valid Granularity"),
         (
-            _setup(version=VERSION + 1),
-            f"built for layout version {VERSION + 1}, this lowering writes version",
+            _setup(version=VERSION + 2),
+            f"built for layout version {VERSION + 2}, this lowering writes versions",
         ),
         (
             '%0 = "builtin.unrealized_conversion_cast"() : () -> i32\n  pikgpu.store_record %0 tag 0',

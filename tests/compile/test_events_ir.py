@@ -11,15 +11,8 @@ import re
 import pytest
 from xdsl.utils.exceptions import VerifyException
 
-from proton_ik.contract.layout import (
-    TAG_INDEX_MASK,
-    TAG_INDEX_SHIFT,
-    VERSION,
-    BufferLayout,
-    RecordKind,
-    ValueType,
-    make_tag,
-)
+from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.tags import TAG_INDEX_MASK, TAG_INDEX_SHIFT, RecordKind, ValueType, make_tag
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.dialect.markers import marker_text, parse_marker
 from proton_ik.dialect.pik import RecordOp
@@ -31,6 +24,10 @@ from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU, find_pairs
 from proton_ik.lowering.pikgpu_to_ptx import plan_ptx
 
 MODULE = 'builtin.module attributes {{pik.kernel = "kern"}} {{\n{body}\n}}'
+
+# These tests read layout version 2's PTX, line by line; version 3's is read in
+# test_compile_kernels.py and run by test_ptx_stores.py's interpreter.
+V2 = 2
 
 
 def module_of(*lines: str):
@@ -237,7 +234,7 @@ def _setup(layout: BufferLayout) -> str:
     extra = f"aggregate_scopes = {layout.aggregate_scopes} : i64, " if layout.aggregate else ""
     return (
         f'pikgpu.segment_setup {{granularity = "warp", units = 4 : i64, capacity = {layout.capacity} : i64, '
-        f"cta_bytes = {layout.cta_bytes} : i64, layout_version = {VERSION} : i64{', ' + extra[:-2] if extra else ''}}}"
+        f"cta_bytes = {layout.cta_bytes} : i64, layout_version = {V2} : i64{', ' + extra[:-2] if extra else ''}}}"
     )
 
 
@@ -245,7 +242,7 @@ def test_each_record_beyond_plain_scopes_becomes_a_single_entry():
     """The predicated scope's begin and end share a block but do not pair: a false predicate
     could skip one and not the other."""
     module = module_of(*PIK)
-    ConvertPikToPikGPU(capacity=64).apply(make_context(), module)
+    ConvertPikToPikGPU(capacity=64, layout_version=V2).apply(make_context(), module)
     module.verify()
     tag = {
         "begin": make_tag(0, False),
@@ -258,7 +255,7 @@ def test_each_record_beyond_plain_scopes_becomes_a_single_entry():
     body = "\n".join(f"  {line}" for line in PIK[:3])
     assert str(module) == MODULE.format(
         body=f"""\
-  {_setup(BufferLayout(units=4, capacity=64))}
+  {_setup(BufferLayout(units=4, capacity=64, version=V2))}
 {body}
   %0 = pikgpu.register "%r1" {{site = 10 : i64}} : i32
   pikgpu.guard %0 {{site = 10 : i64}}
@@ -341,7 +338,7 @@ def test_the_operand_ops_verifier_refuses(body: str, message: str):
 
 
 def _plan(body: str, capacity: int = 8) -> dict[int, list[str]]:
-    layout = BufferLayout(units=4, capacity=capacity)
+    layout = BufferLayout(units=4, capacity=capacity, version=V2)
     module = parse_module(f"builtin.module {{\n  {_setup(layout)}\n  {body}\n  pikgpu.finalize\n}}")
     return {
         site: [line.strip() for line in lines] for site, lines in plan_ptx(module, "k_param_0").sites.items()
@@ -364,7 +361,7 @@ def test_an_event_index_register_goes_into_the_tags_index_bits():
     store = [
         "@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {%pik_ev_tag, %pik_c}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
     ]
     clock = "mov.u32 \t%pik_c, %clock;"
     # A start reads the clock last, an end first: the record's own work stays outside.
@@ -402,7 +399,7 @@ def test_a_value_is_one_sixteen_byte_entry_and_a_guard_branches_around_its_site(
         "mov.u32 \t%pik_c, %clock;",
         f"@%pik_w st.global.L2::cache_hint.v4.b32 \t[%pik_a], {{{tag}, %pik_c, %r4, {int(ValueType.UINT32)}}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
         "$pik_skip_5:",
     ]
 

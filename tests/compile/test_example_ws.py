@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from proton_ik.contract.layout import RecordKind, make_tag
 from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.tags import RecordKind, make_tag
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -83,6 +83,6 @@ def test_nested_blocks_compile_under_the_innermost_mode_and_restore_the_outer():
 
 
 def test_a_bad_mode_is_refused_before_anything_is_switched():
-    with pytest.raises(ValueError, match="capacity=3: entries per unit must be a power of two"):
+    with pytest.raises(ValueError, match="capacity=3: ring slots per unit must be a power of two"):
         proton_ik.instrumented("instrumentation:capacity=3")
     assert compile_mode.active_mode() is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proton_ik.contract.layout import TAG_PAIR_BIT, VERSION, BufferLayout, make_tag
+from proton_ik.contract.layout import VERSION, BufferLayout
+from proton_ik.contract.tags import TAG_PAIR_BIT, make_tag
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.dialect.pikgpu import SegmentSetupOp, StorePairOp, StoreRecordOp

@@ -16,12 +16,11 @@ from proton_ik.contract.layout import (
     MAGIC,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
-    VERSION,
     BufferLayout,
     Granularity,
     field_offset,
-    make_tag,
 )
+from proton_ik.contract.tags import make_tag
 from proton_ik.dialect import make_context, parse_module
 from proton_ik.dialect.markers import is_marker, marker_text
 from proton_ik.dialect.pik import RecordOp
@@ -40,12 +39,16 @@ INSTRUCTIONS_PER_PAIR_BEGIN = 1
 INSTRUCTIONS_PER_PAIR_END = 5
 ENTRIES_OFFSET = field_offset(UNIT_HEADER_DTYPE, "entries")
 
+# These tests read layout version 2's PTX, line by line; version 3's is read in
+# test_compile_kernels.py and run by test_ptx_stores.py's interpreter.
+V2 = 2
+
 
 def pikgpu_text(sites: list[int], granularity: str = "warp", units: int = 4, capacity: int = 1024) -> str:
-    layout = BufferLayout(units=units, capacity=capacity)
+    layout = BufferLayout(units=units, capacity=capacity, version=V2)
     lines = [
         f'  pikgpu.segment_setup {{granularity = "{granularity}", units = {units} : i64, '
-        f"capacity = {capacity} : i64, cta_bytes = {layout.cta_bytes} : i64, layout_version = {VERSION} : i64}}"
+        f"capacity = {capacity} : i64, cta_bytes = {layout.cta_bytes} : i64, layout_version = {V2} : i64}}"
     ]
     for index, site in enumerate(sites):
         lines.append(f"  %{index} = pikgpu.read_clock {{site = {site} : i64}} : i32")
@@ -92,7 +95,7 @@ def single(scope: int, is_end: bool, capacity: int) -> list[str]:
         *(clock + slot if is_end else slot + clock),
         f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(scope, is_end)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
     ]
 
 
@@ -146,12 +149,12 @@ def test_declarations_and_prologue_follow_the_kernels_own_registers(lowered: str
 
 
 def test_the_frame_writes_the_layouts_headers(lowered: str):
-    layout = BufferLayout(units=4, capacity=1024)
+    layout = BufferLayout(units=4, capacity=1024, version=V2)
     assert f"\tmul.wide.u32 \t%pik_base, %pik_cta, {layout.cta_bytes};" in lowered
     assert f"\tmad.wide.u32 \t%pik_rec, %pik_unit, {layout.unit_bytes}, %pik_base;" in lowered
     assert f"\tadd.s64 \t%pik_rec, %pik_rec, {CTA_HEADER_BYTES + UNIT_HEADER_BYTES};" in lowered
     assert f"\tsub.s64 \t%pik_unit_base, %pik_rec, {UNIT_HEADER_BYTES};" in lowered
-    assert f"{{{MAGIC}, {VERSION}, %pik_cta, %pik_sm}}" in lowered
+    assert f"{{{MAGIC}, {V2}, %pik_cta, %pik_sm}}" in lowered
     assert "{%pik_nx, %pik_ny, %pik_nz, 4}" in lowered
 
 
@@ -159,7 +162,7 @@ def test_the_counts_start_at_zero_and_no_header_is_written_before_the_exit(lower
     """A reused pool chunk must not show an earlier launch's counts or end marker; the prologue
     stores nothing, so the pool clears what a drained launch wrote (``runtime.drain``)."""
     stripped = [line.strip() for line in lowered.splitlines()]
-    assert stripped.count("mov.u32 \t%pik_n, 0;") == stripped.count("mov.u32 \t%pik_singles, 0;") == 1
+    assert stripped.count("mov.u32 \t%pik_n, 0;") == stripped.count("mov.u32 \t%pik_tally, 0;") == 1
     first_record = min(i for i, line in enumerate(stripped) if line.startswith("// pik record"))
     assert not [line for line in stripped[:first_record] if " st." in line]
 
@@ -209,7 +212,7 @@ def test_a_single_record_costs_six_instructions(lowered: str):
         "mov.u32 \t%pik_c, %clock;",
         f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(0, False)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
     ]
     # An end reads the clock first, so that its own arithmetic is outside the scope.
     assert end == [
@@ -218,7 +221,7 @@ def test_a_single_record_costs_six_instructions(lowered: str):
         "mad.wide.u32 \t%pik_a, %pik_t, 16, %pik_rec;",
         f"@%pik_w st.global.L2::cache_hint.v2.b32 \t[%pik_a], {{{make_tag(0, True)}, %pik_c}}, %pik_pol;",
         "add.s32 \t%pik_n, %pik_n, 1;",
-        "add.s32 \t%pik_singles, %pik_singles, 1;",
+        "add.s32 \t%pik_tally, %pik_tally, 1;",
     ]
     assert [begin, end] == [single(0, False, 1024), single(0, True, 1024)]
 
@@ -249,7 +252,7 @@ def test_the_epilogue_writes_the_counts_at_entries(lowered: str):
     assert unit_stores == [
         "@%pik_w st.global.v2.u64 \t[%pik_unit_base+0], {%pik_start_clock64, %pik_start_time64};",
         f"@%pik_w st.global.v2.u64 \t[%pik_unit_base+{end_clock}], {{%pik_clk64, %pik_gtime}};",
-        f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{%pik_n, {MAGIC}, %pik_singles, 0}};",
+        f"@%pik_w st.global.v4.b32 \t[%pik_unit_base+{ENTRIES_OFFSET}], {{%pik_n, {MAGIC}, %pik_tally, 0}};",
     ]
     assert epilogue[epilogue.index("ret;") - 1].startswith("@%pik_h st.global.v4.b32 \t[%pik_base+32]")
     assert lowered.count(f"[%pik_unit_base+{ENTRIES_OFFSET}]") == 1
@@ -340,7 +343,7 @@ def test_inline_asm_blocks_with_their_own_registers(kernel_ptx: str, ptxas, tmp_
 def test_the_cta_stride_fits_its_32_bit_immediate(kernel_ptx: str):
     """``mul.wide.u32`` takes the CTA stride as a 32-bit immediate; ptxas silently truncates a
     larger one, and CTAs then overwrite each other. Such a layout must be refused."""
-    mode = Mode(capacity=1 << 24)
+    mode = Mode(capacity=1 << 24, layout=V2)
     assert CTA_HEADER_BYTES + 32 * (UNIT_HEADER_BYTES + mode.capacity * ENTRY_BYTES) >= 1 << 32
     with pytest.raises(ValueError):
         instrument(kernel_ptx, mode, num_warps=32)
@@ -429,7 +432,7 @@ PAIRS_SITES = [
 
 @pytest.fixture
 def paired() -> str:
-    result = instrument(PAIRS_PTX, Mode(), num_warps=4)
+    result = instrument(PAIRS_PTX, Mode(layout=V2), num_warps=4)
     assert result is not None
     assert (result.capacity.source, result.layout.capacity) == ("ring", CAPACITY)
     return result.ptx
@@ -462,7 +465,7 @@ def test_a_pair_costs_one_instruction_at_the_begin_and_five_at_the_end(paired: s
     # Every entry is counted once, at a single or at a pair's end; singles are counted again.
     singles = [b for kind, b in blocks if kind == "record"]
     pair_ends = [b for kind, b in blocks if kind == "pair end"]
-    assert paired.count("add.s32 \t%pik_singles, %pik_singles, 1;") == len(singles) == 4
+    assert paired.count("add.s32 \t%pik_tally, %pik_tally, 1;") == len(singles) == 4
     assert paired.count("add.s32 \t%pik_n, %pik_n, 1;") == len(singles) + len(pair_ends) == 9
 
 
@@ -510,12 +513,12 @@ def test_pair_scopes_off_gives_only_single_records(ptxas, tmp_path: Path):
 
 
 def _pair_module(begin_site: str, end_site: str) -> str:
-    layout = BufferLayout(units=4, capacity=CAPACITY)
+    layout = BufferLayout(units=4, capacity=CAPACITY, version=V2)
     tags = make_tag(0, False, paired=True), make_tag(0, True)
     return (
         "builtin.module {\n"
         f'  pikgpu.segment_setup {{granularity = "warp", units = 4 : i64, capacity = {CAPACITY} : i64, '
-        f"cta_bytes = {layout.cta_bytes} : i64, layout_version = {VERSION} : i64}}\n"
+        f"cta_bytes = {layout.cta_bytes} : i64, layout_version = {V2} : i64}}\n"
         f"  %0 = pikgpu.read_clock{begin_site} : i32\n"
         f"  %1 = pikgpu.read_clock{end_site} : i32\n"
         f"  pikgpu.store_pair %0, %1 tags {tags[0]}, {tags[1]}{end_site}\n"

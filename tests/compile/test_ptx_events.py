@@ -20,16 +20,8 @@ import triton
 import triton.language as tl
 
 import proton_ik.language as pl
-from proton_ik.contract.layout import (
-    MAGIC,
-    RECORD_BYTES,
-    TAG_INDEX_MASK,
-    BufferLayout,
-    Granularity,
-    RecordKind,
-    ValueType,
-    make_tag,
-)
+from proton_ik.contract.layout import MAGIC, RECORD_BYTES, BufferLayout, Granularity
+from proton_ik.contract.tags import TAG_INDEX_MASK, RecordKind, ValueType, make_tag
 from proton_ik.mode import Mode
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -129,7 +121,7 @@ def test_false_predicates_write_nothing_and_count_nothing(compiled):
         want = expected(ids, cta)
         for u in range(case.layout.units):
             header = unit[cta, u]
-            assert (int(header["entries"]), int(header["singles"]), int(header["end_magic"])) == (
+            assert (int(header["entries"]), int(header["tally"]), int(header["end_magic"])) == (
                 len(want),
                 len(want),
                 MAGIC,

@@ -19,6 +19,7 @@ from package_layout import FOLDERS
 GROUPS = {
     "frame": FRAME,
     "launch sizes": (registers.LAUNCH_SIZES,),
+    "compact pairs": registers.COMPACT_PAIRS,
     "sampling": registers.SAMPLING,
     "aggregate": registers.AGGREGATE,
     "events": registers.EVENTS,

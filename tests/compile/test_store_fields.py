@@ -19,21 +19,22 @@ from proton_ik.contract.layout import (
     ENTRY_DTYPE,
     MAGIC,
     UNIT_HEADER_DTYPE,
-    VERSION,
     BufferLayout,
-    make_tag,
     scalar_fields,
 )
+from proton_ik.contract.tags import make_tag
 from proton_ik.dialect import parse_module
 from proton_ik.lowering import frame_ptx
 from proton_ik.lowering.pikgpu_to_ptx import plan_ptx
 
-LAYOUT = BufferLayout(units=4, capacity=64)
+# Layout version 2's stores; version 3's are run by test_ptx_stores.py's interpreter.
+V2 = 2
+LAYOUT = BufferLayout(units=4, capacity=64, version=V2)
 SINGLE_TAG = make_tag(0, False)
 PAIR_TAGS = make_tag(1, False, paired=True), make_tag(1, True)
 MODULE = f"""builtin.module attributes {{pik.kernel = "k"}} {{
   pikgpu.segment_setup {{granularity = "warp", units = {LAYOUT.units} : i64, capacity = {LAYOUT.capacity} : i64, \
-cta_bytes = {LAYOUT.cta_bytes} : i64, layout_version = {VERSION} : i64}}
+cta_bytes = {LAYOUT.cta_bytes} : i64, layout_version = {V2} : i64}}
   %0 = pikgpu.read_clock {{site = 10 : i64}} : i32
   pikgpu.store_record %0 tag {SINGLE_TAG} {{site = 10 : i64}}
   %1 = pikgpu.read_clock {{site = 11 : i64}} : i32
@@ -76,8 +77,8 @@ def test_every_store_writes_each_field_the_value_the_layout_names():
         },
         {"start_clock": "%pik_start_clock64", "start_time": "%pik_start_time64"},
         {"end_clock": "%pik_clk64", "end_time": "%pik_gtime"},
-        {"entries": "%pik_n", "end_magic": str(MAGIC), "singles": "%pik_singles", "reserved": "0"},
-        {"magic": str(MAGIC), "version": str(VERSION), "cta": "%pik_cta", "smid": "%pik_sm"},
+        {"entries": "%pik_n", "end_magic": str(MAGIC), "tally": "%pik_tally", "reserved": "0"},
+        {"magic": str(MAGIC), "version": str(V2), "cta": "%pik_cta", "smid": "%pik_sm"},
         {"nctaid_x": "%pik_nx", "nctaid_y": "%pik_ny", "nctaid_z": "%pik_nz", "units": str(LAYOUT.units)},
         {
             "capacity": str(LAYOUT.capacity),

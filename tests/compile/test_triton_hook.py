@@ -100,7 +100,7 @@ def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir
         "entries": next_power_of_two(bound),
         "source": "bound",
         "bound": bound,
-        "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} entries",
+        "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} slots",
     }
     assert metadata["profile_scratch_size"] == BufferLayout(4, next_power_of_two(bound)).cta_bytes
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proton_ik.contract import layout
+from proton_ik.contract import tags
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     ENTRY_DTYPE,
@@ -39,7 +39,7 @@ def test_scalars_are_named_inside_records_and_arrays():
         (CTA_HEADER_DTYPE, ["magic", "version", "cta", "smid"]),
         (CTA_HEADER_DTYPE, ["nctaid_x", "nctaid_y", "nctaid_z", "units"]),
         (UNIT_HEADER_DTYPE, ["start_clock", "start_time"]),
-        (UNIT_HEADER_DTYPE, ["entries", "end_magic", "singles", "reserved"]),
+        (UNIT_HEADER_DTYPE, ["entries", "end_magic", "tally", "reserved"]),
         (ENTRY_DTYPE, ["first.tag", "first.clock"]),
         (ENTRY_DTYPE, ["second.tag", "second.clock"]),
     ],
@@ -71,18 +71,18 @@ def test_a_warpgroup_is_the_layouts_number_of_warps():
 
 @settings(max_examples=300, deadline=None)
 @given(
-    name_id=st.integers(0, layout.MAX_SCOPES - 1),
+    name_id=st.integers(0, tags.MAX_SCOPES - 1),
     is_end=st.booleans(),
-    kind=st.sampled_from(list(layout.RecordKind)),
+    kind=st.sampled_from(list(tags.RecordKind)),
     paired=st.booleans(),
-    index=st.integers(0, layout.MAX_EVENT_INSTANCES - 1),
+    index=st.integers(0, tags.MAX_EVENT_INSTANCES - 1),
 )
 def test_a_tag_reads_back_as_it_was_made_from_an_int_or_an_array(name_id, is_end, kind, paired, index):
-    tag = layout.make_tag(name_id, is_end, kind, paired=paired, index=index)
-    tags = np.array([tag, tag], dtype=np.uint32)
-    for value in (tag, tags):
-        assert np.all(layout.tag_name_id(value) == name_id) and np.all(layout.tag_is_end(value) == is_end)
-        assert np.all(layout.tag_kind(value) == kind) and np.all(layout.tag_paired(value) == paired)
-        assert np.all(layout.tag_index(value) == index)
-        assert np.all(layout.tag_without_pair(value) == layout.make_tag(name_id, is_end, kind, index=index))
-    assert layout.tag_without_pair(tags).dtype == np.uint32
+    tag = tags.make_tag(name_id, is_end, kind, paired=paired, index=index)
+    array = np.array([tag, tag], dtype=np.uint32)
+    for value in (tag, array):
+        assert np.all(tags.tag_name_id(value) == name_id) and np.all(tags.tag_is_end(value) == is_end)
+        assert np.all(tags.tag_kind(value) == kind) and np.all(tags.tag_paired(value) == paired)
+        assert np.all(tags.tag_index(value) == index)
+        assert np.all(tags.tag_without_pair(value) == tags.make_tag(name_id, is_end, kind, index=index))
+    assert tags.tag_without_pair(array).dtype == np.uint32

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from proton_ik.contract.fields import SchemaError
-from proton_ik.contract.layout import CTA_ALIGN, BufferLayout
+from proton_ik.contract.layout import CTA_ALIGN, READ_VERSIONS, BufferLayout
 from proton_ik.contract.metadata import (
     METADATA_KEY,
     SCRATCH_ALIGN_KEY,
@@ -50,6 +50,14 @@ def test_a_kernel_round_trips_through_the_compile_metadata():
     assert KERNEL.sized_from_bound
 
 
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_each_layout_version_read_keeps_its_version_and_slot_size(version):
+    kernel = KernelMetadata(layout=BufferLayout(units=4, capacity=16, version=version))
+    read = KernelMetadata.from_dict(json.loads(json.dumps(kernel.to_dict())), "kernel k")
+    assert read == kernel and read.layout.to_dict()["version"] == version
+    assert read.layout.unit_bytes == 48 + 16 * read.layout.slot_bytes
+
+
 def test_a_kernel_without_our_metadata_is_not_ours():
     assert read_compile_metadata({"name": "plain"}, "kernel plain") is None
 
@@ -61,6 +69,7 @@ def test_sessions_from_before_the_capacity_was_recorded_still_read():
     assert "capacity" not in profile
     kernel = KernelMetadata.from_dict(profile, "launch 0", "profile")
     assert kernel.capacity is None and not kernel.sized_from_bound
+    assert kernel.layout.version == 2 and kernel.layout.slot_bytes == 16  # before 8-byte slots
     assert [scope.name for scope in kernel.scopes] == ["load", "compute", "store"]
     assert kernel.to_dict() == profile
 
@@ -90,7 +99,7 @@ def bad(change) -> dict:
     ("change", "message"),
     [
         (lambda d: d.pop("layout"), "kernel k: proton_ik.layout is None (a NoneType), not a JSON object"),
-        (lambda d: d["layout"].update(version=1), "kernel k: buffer layout version 1 is not the version"),
+        (lambda d: d["layout"].update(version=1), "kernel k: buffer layout version 1 is not one this proton_ik reads"),
         (lambda d: d["layout"].update(cta_bytes=7), "proton_ik.layout.cta_bytes is 7, but 4 units of 16"),
         (lambda d: d.update(warps_per_unit=0), "proton_ik: 'warps_per_unit' is 0 (a int), not a whole number"),
         (lambda d: d["capacity"].update(source="guess"), "proton_ik.capacity: 'source' is 'guess' (a str)"),

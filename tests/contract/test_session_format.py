@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from proton_ik.contract.layout import BufferLayout
+from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.metadata import METADATA_KEY, KernelMetadata
 from proton_ik.contract.session_format import (
     FORMAT_NAME,
@@ -27,7 +27,7 @@ from proton_ik.runtime.session_writer import write_session
 
 
 def launch(number: int) -> SimpleNamespace:
-    kernel = KernelMetadata(BufferLayout(units=1, capacity=1))
+    kernel = KernelMetadata(BufferLayout(units=1, capacity=ring_capacity(1)))
     buffer = np.zeros(kernel.layout.cta_bytes, dtype=np.uint8)
     return SimpleNamespace(meta={"launch": number, "kernel": "k", "profile": kernel.to_dict()}, buffer=buffer)
 

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
-    ENTRY_BYTES,
+    READ_VERSIONS,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     BufferLayout,
     field_offset,
+    min_capacity,
 )
 from proton_ik.contract.trimmed import trim
 from proton_ik.runtime.drain import trimmed_from_gathered
@@ -22,7 +23,7 @@ ENTRIES = field_offset(UNIT_HEADER_DTYPE, "entries")
 
 
 def _raw_buffer(layout: BufferLayout, counts: np.ndarray, seed: int) -> np.ndarray:
-    """A launch's buffer of random bytes whose unit headers hold ``counts`` entries written."""
+    """A launch's buffer of random bytes whose unit headers hold ``counts`` slots written."""
     num_ctas = counts.shape[0]
     raw = np.random.default_rng(seed).integers(0, 256, num_ctas * layout.cta_bytes, dtype=np.uint8)
     for cta in range(num_ctas):
@@ -43,7 +44,7 @@ def _gather_like_the_device(raw: np.ndarray, layout: BufferLayout, num_ctas: int
         [
             ctas[:, :CTA_HEADER_BYTES].reshape(-1),
             units[:, :, :UNIT_HEADER_BYTES].reshape(-1),
-            units[:, :, UNIT_HEADER_BYTES : UNIT_HEADER_BYTES + slots * ENTRY_BYTES].reshape(-1),
+            units[:, :, UNIT_HEADER_BYTES : UNIT_HEADER_BYTES + slots * layout.slot_bytes].reshape(-1),
         ]
     )
 
@@ -53,11 +54,13 @@ def _gather_like_the_device(raw: np.ndarray, layout: BufferLayout, num_ctas: int
     num_ctas=st.integers(1, 5),
     units=st.integers(1, 4),
     capacity_log2=st.integers(0, 4),
+    version=st.sampled_from(READ_VERSIONS),
     data=st.data(),
 )
-def test_the_drains_trimmed_form_is_trim_of_the_raw_buffer(num_ctas, units, capacity_log2, data):
-    layout = BufferLayout(units=units, capacity=1 << capacity_log2)
-    # Entries written: none, a few, a wrapped ring, or garbage from a unit that never started.
+def test_the_drains_trimmed_form_is_trim_of_the_raw_buffer(num_ctas, units, capacity_log2, version, data):
+    capacity = max(1 << capacity_log2, min_capacity(version))
+    layout = BufferLayout(units=units, capacity=capacity, version=version)
+    # Slots written: none, a few, a wrapped ring, or garbage from a unit that never started.
     count = st.one_of(st.integers(0, 3 * layout.capacity), st.integers(2**31, 2**32 - 1))
     counts = np.array(data.draw(st.lists(count, min_size=num_ctas * units, max_size=num_ctas * units)))
     counts = counts.reshape(num_ctas, units)

@@ -14,7 +14,7 @@ import pytest
 from triton.compiler.compiler import CompiledKernel, LazyDict
 
 from proton_ik.contract.launch_bound import LaunchBound
-from proton_ik.contract.layout import CAPACITY_SHIFT_MASK, CTA_ALIGN, BufferLayout
+from proton_ik.contract.layout import CAPACITY_SHIFT_MASK, CTA_ALIGN, BufferLayout, min_capacity
 from proton_ik.contract.metadata import Capacity, KernelMetadata
 from proton_ik.runtime import hooks, loaded
 
@@ -139,19 +139,21 @@ def test_a_bound_the_pool_cannot_hold_gets_the_largest_ring_that_fits(monkeypatc
             < 132 * BufferLayout(units=UNITS, capacity=2 * capacity).cta_bytes
         )
         reason = queued.meta()["profile"]["capacity"]["reason"]
-        assert "up to 15152 entries" in reason and "raise pool_bytes" in reason
+        assert "up to 15152 slots" in reason and "raise pool_bytes" in reason
     finally:
         recorder.uninstall()
 
 
-def test_a_launch_that_announced_nothing_is_read_as_a_ring_of_one(recorder):
-    """Its address carried no capacity, so the kernel wrote a ring of one entry: the launch's
-    layout says so, rather than the compiled ring's, which the buffer does not hold."""
+def test_a_launch_that_announced_nothing_is_read_as_the_smallest_ring(recorder):
+    """Its address carried no capacity, so the kernel wrote the smallest ring its layout allows
+    (one in version 2, two slots in version 3, which keep the unit headers aligned): the launch's layout says so,
+    rather than the compiled ring's, which the buffer does not hold."""
     address = recorder.allocate(132 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
     recorder.exit(LazyDict({"name": "persistent", "function": FUNCTION, "stream": 5}))
     ((queued, _),) = recorder.drains[0].submitted
     assert address & CAPACITY_SHIFT_MASK == 0
-    assert queued.kernel.layout.capacity == 1 and queued.num_ctas == 132
+    smallest = min_capacity(loaded.KERNELS[FUNCTION].layout.version)
+    assert queued.kernel.layout.capacity == smallest and queued.num_ctas == 132
     assert "did not announce the launch" in queued.meta()["profile"]["capacity"]["reason"]
 
 

@@ -2,16 +2,19 @@
 
 It writes headers and records with the values the device gives them (layout.py's dtypes and
 offsets): a CTA header once, each unit's start clock and time (the device writes them at the
-exit, rebuilt; the bytes are the same), entry i into slot i % capacity (a
-single record, or a begin and its end as one pair), and the end clock, time, entry and single
-counts and end magic in the unit's epilogue. Unwritten memory is
-filled with 0xCD, as device memory is not cleared.
+exit, rebuilt; the bytes are the same), slot i into ring position i % capacity, and the end
+clock, time, slot count, tally and end magic in the unit's epilogue. Its slots are those of its
+launch's layout version, as the PTX writer stores them (``contract.layout``): in version 3 a
+record takes one 8-byte slot, a short pair one (``tags.compact_tag``), a long pair two and a
+value mark two (its record, then its payload); in version 2 each takes one 16-byte entry, a
+record its first half only. Unwritten memory is filled with 0xCD, as device memory is not
+cleared.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +24,21 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
-    ENTRY_DTYPE,
     MAGIC,
-    TAG_END_BIT,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
+)
+from proton_ik.contract.tags import (
+    COMPACT_DURATION_LIMIT,
+    COMPACT_SCOPES,
+    TAG_END_BIT,
+    RecordKind,
+    ValueType,
+    compact_tag,
     make_tag,
+    payload_tag,
 )
 from proton_ik.viewer import LaunchCapture
 from proton_ik.viewer.readback import read_packets
@@ -44,30 +54,58 @@ class FakeUnit:
         self.layout = launch.layout
         offset = cta * self.layout.cta_bytes + self.layout.unit_offset(unit)
         self.header = np.ndarray((), UNIT_HEADER_DTYPE, launch.buffer, offset)
-        entries = np.ndarray((self.layout.capacity,), ENTRY_DTYPE, launch.buffer, offset + UNIT_HEADER_BYTES)
-        # Single records are written into the first half of an entry only.
-        self.slots = entries["first"]
-        self.entries = entries
+        # Each slot's 32-bit words: two in version 3, four (an entry) in version 2.
+        self.ring = np.ndarray(
+            (self.layout.capacity, self.layout.slot_bytes // 4),
+            np.uint32,
+            launch.buffer,
+            offset + UNIT_HEADER_BYTES,
+        )
         self.header["start_clock"] = start_clock
         self.header["start_time"] = start_time
-        self.count = 0
-        self.singles = 0
+        self.count = 0  # slots written: the header's ``entries``
+        self.tally = 0  # the header's ``tally``: v3, records less slots; v2, entries of one record
 
-    def record(self, scope: int, is_end: bool, clock: int) -> None:
-        slot = self.slots[self.count % self.layout.capacity]
-        slot["tag"] = make_tag(scope, is_end)
-        slot["clock"] = clock & LOW32
-        self.count += 1
-        self.singles += 1
+    @property
+    def version(self) -> int:
+        return self.layout.version
+
+    def _store(self, *slots: Sequence[int]) -> None:
+        """Slots one after another, at the next ring positions; a record in version 2 fills its
+        entry's first half only."""
+        for words in slots:
+            self.ring[self.count % self.layout.capacity, : len(words)] = [word & LOW32 for word in words]
+            self.count += 1
+
+    def record(
+        self, scope: int, is_end: bool, clock: int, kind: RecordKind = RecordKind.SCOPE, index: int = 0
+    ) -> None:
+        """One record of its own: a scope's begin or end, an event's start or end, a mark."""
+        self._store((make_tag(scope, is_end, kind, index=index), clock))
+        self.tally += self.version == 2
 
     def pair(self, scope: int, begin_clock: int, end_clock: int) -> None:
-        """A begin and its end in straight-line code: one 16-byte entry, written at the end."""
-        entry = self.entries[self.count % self.layout.capacity]
-        entry["first"]["tag"] = make_tag(scope, False, paired=True)
-        entry["first"]["clock"] = begin_clock & LOW32
-        entry["second"]["tag"] = make_tag(scope, True)
-        entry["second"]["clock"] = end_clock & LOW32
-        self.count += 1
+        """A begin and its end in straight-line code, written at the end: in version 3 one slot
+        when the pair is short and its scope id small, else two; in version 2 one entry."""
+        begin, end = make_tag(scope, False, paired=True), make_tag(scope, True)
+        duration = (end_clock - begin_clock) & LOW32
+        if self.version == 2:
+            self._store((begin, begin_clock, end, end_clock))
+        elif duration < COMPACT_DURATION_LIMIT and scope < COMPACT_SCOPES:
+            self._store((compact_tag(scope) | duration, begin_clock))
+            self.tally += 1
+        else:
+            self._store((begin, begin_clock), (end, end_clock))
+
+    def value(self, name: int, clock: int, bits: int, value_type: ValueType = ValueType.INT32) -> None:
+        """A value mark: its record and the value's 32 bits (``bits``) of ``value_type``."""
+        tag = make_tag(name, False, RecordKind.VALUE)
+        if self.version == 2:
+            self._store((tag, clock, bits, int(value_type)))
+            self.tally += 1
+        else:
+            self._store((tag, clock), (payload_tag(value_type), bits))
+            self.tally -= 1
 
     def record_many(self, scope: np.ndarray, is_end: np.ndarray, clock: np.ndarray) -> None:
         """``record`` for each element in turn, written with whole-array operations."""
@@ -76,10 +114,10 @@ class FakeUnit:
         # Later writes to a slot win, as on the device: keep each slot's last write only.
         last = np.unique(slot[::-1], return_index=True)[1]
         keep = len(tags) - 1 - last
-        self.slots["tag"][slot[keep]] = tags[keep]
-        self.slots["clock"][slot[keep]] = np.asarray(clock, dtype=np.int64)[keep] & LOW32
+        self.ring[slot[keep], 0] = tags[keep]
+        self.ring[slot[keep], 1] = np.asarray(clock, dtype=np.int64)[keep] & LOW32
         self.count += len(tags)
-        self.singles += len(tags)
+        self.tally += len(tags) if self.version == 2 else 0
 
     def begin(self, scope: int, clock: int) -> None:
         self.record(scope, False, clock)
@@ -89,7 +127,7 @@ class FakeUnit:
 
     def write_count(self) -> None:
         self.header["entries"] = self.count
-        self.header["singles"] = self.singles
+        self.header["tally"] = self.tally & LOW32
 
     def finish(self, end_clock: int, end_time: int) -> None:
         self.header["end_clock"] = end_clock
@@ -99,10 +137,11 @@ class FakeUnit:
 
 
 class FakeLaunch:
-    """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` entries."""
+    """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` slots, in
+    layout ``version``."""
 
-    def __init__(self, units: int = 2, capacity: int = 16, num_ctas: int = 1):
-        self.layout = BufferLayout(units=units, capacity=capacity)
+    def __init__(self, units: int = 2, capacity: int = 16, num_ctas: int = 1, version: int = VERSION):
+        self.layout = BufferLayout(units=units, capacity=capacity, version=version)
         self.num_ctas = num_ctas
         self.buffer = np.full(num_ctas * self.layout.cta_bytes, UNWRITTEN, dtype=np.uint8)
 
@@ -110,7 +149,7 @@ class FakeLaunch:
         header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
         fields = {
             "magic": MAGIC,
-            "version": VERSION,
+            "version": self.layout.version,
             "cta": cta,
             "smid": smid,
             "nctaid_x": self.num_ctas,
@@ -215,8 +254,9 @@ def busy_launch() -> Callable[..., LaunchCapture]:
         capacity: int = 64,
         launch: int = 0,
         sms: int = 2,
+        version: int = VERSION,
     ) -> LaunchCapture:
-        fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas)
+        fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas, version=version)
         rng = np.random.default_rng(launch)
         timers = [
             SmTimer(1.755, 10_000_000 * (s + 1), 1_700_000_000_000_000_000 + 1_000 * s) for s in range(sms)

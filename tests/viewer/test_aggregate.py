@@ -21,6 +21,7 @@ from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
     HISTOGRAM_BINS,
     MAGIC,
+    READ_VERSIONS,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
@@ -43,10 +44,11 @@ TIME0 = 1_700_000_000_000_000_000
 
 
 class FakeAggregateLaunch:
-    """One aggregate launch's buffer, written as the device writes it."""
+    """One aggregate launch's buffer, written as the device writes it, in layout ``version`` (it
+    has no ring, but the version says what a view's slots are)."""
 
-    def __init__(self, units: int = 2, num_ctas: int = 2, scopes: int = len(SCOPES)):
-        self.layout = BufferLayout(units=units, capacity=0, aggregate_scopes=scopes)
+    def __init__(self, units: int = 2, num_ctas: int = 2, scopes: int = len(SCOPES), version: int = VERSION):
+        self.layout = BufferLayout(units=units, capacity=0, aggregate_scopes=scopes, version=version)
         self.num_ctas = num_ctas
         self.buffer = np.full(num_ctas * self.layout.cta_bytes, UNWRITTEN, dtype=np.uint8)
         self.open: dict[tuple[int, int, int], int] = {}
@@ -61,7 +63,13 @@ class FakeAggregateLaunch:
 
     def cta(self, cta: int, smid: int) -> None:
         header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
-        fields = {"magic": MAGIC, "version": VERSION, "cta": cta, "smid": smid, "nctaid_x": self.num_ctas}
+        fields = {
+            "magic": MAGIC,
+            "version": self.layout.version,
+            "cta": cta,
+            "smid": smid,
+            "nctaid_x": self.num_ctas,
+        }
         fields.update(nctaid_y=1, nctaid_z=1, units=self.layout.units, capacity=0, reserved=0)
         fields.update(cluster=cta, cluster_rank=0, cluster_ctas=1)  # an sm_90 kernel without clusters
         for name, value in fields.items():
@@ -70,7 +78,7 @@ class FakeAggregateLaunch:
     def start(self, cta: int, unit: int, clock: int) -> None:
         header = self.header(cta, unit)
         header["start_clock"], header["start_time"] = clock, TIME0 + int(clock / GHZ)
-        header["entries"] = header["end_magic"] = header["singles"] = header["reserved"] = 0
+        header["entries"] = header["end_magic"] = header["tally"] = header["reserved"] = 0
         self.stats(cta, unit)[...] = np.zeros((), AGGREGATE_STATS_DTYPE)
 
     def begin(self, cta: int, unit: int, scope: int, clock: int) -> None:
@@ -145,9 +153,9 @@ def run(launch: FakeAggregateLaunch, trace=None, iterations: int = 5, seed: int 
     return durations
 
 
-@pytest.fixture
-def aggregate_launch() -> tuple[FakeAggregateLaunch, dict]:
-    launch = FakeAggregateLaunch()
+@pytest.fixture(params=READ_VERSIONS)
+def aggregate_launch(request) -> tuple[FakeAggregateLaunch, dict]:
+    launch = FakeAggregateLaunch(version=request.param)
     return launch, run(launch)
 
 

@@ -1,7 +1,7 @@
 """Events paired across the warps of a CTA, marks and values, from synthetic buffers.
 
-Buffers are written the way the device writes them (``conftest``'s model, with event and value
-entries added here); what each test expects follows from the program the buffer models: which
+Buffers are written the way the device writes them (``conftest``'s model, in layout version 3
+unless a test says otherwise); what each test expects follows from the program the buffer models: which
 warp starts which instance when, and which warps end it.
 """
 
@@ -14,13 +14,13 @@ import pandas as pd
 import pytest
 
 from proton_ik.cli import main
-from proton_ik.contract.layout import RecordKind, ValueType, make_tag
+from proton_ik.contract.layout import READ_VERSIONS, VERSION
+from proton_ik.contract.tags import RecordKind, ValueType
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.decode import decode_buffer
 from proton_ik.viewer.pairing.async_events import CLOCK_SKEW_CYCLES, MATCHED, NO_END, NO_START, pair_events
 from proton_ik.viewer.trace import Trace
 
-LOW32 = (1 << 32) - 1
 SCOPE, TMA, FREE, TILE, PHASE = range(5)
 TABLE = [
     {"id": SCOPE, "name": "reduce", "line": 10},
@@ -34,24 +34,15 @@ TIME0 = 1_700_000_000_000_000_000
 
 
 def event(unit, name: int, is_end: bool, clock: int, index: int = 0) -> None:
-    slot = unit.slots[unit.count % unit.layout.capacity]
-    slot["tag"] = make_tag(name, is_end, RecordKind.EVENT, index=index)
-    slot["clock"] = clock & LOW32
-    unit.count += 1
-    unit.singles += 1
+    unit.record(name, is_end, clock, RecordKind.EVENT, index=index)
 
 
 def mark(unit, name: int, clock: int, value: int | float | None = None, value_type=ValueType.INT32) -> None:
-    entry = unit.entries[unit.count % unit.layout.capacity]
-    kind = RecordKind.MARK if value is None else RecordKind.VALUE
-    entry["first"]["tag"] = make_tag(name, False, kind)
-    entry["first"]["clock"] = clock & LOW32
-    if value is not None:
+    if value is None:
+        unit.record(name, False, clock, RecordKind.MARK)
+    else:
         fmt = {ValueType.INT32: "<i", ValueType.UINT32: "<I", ValueType.FLOAT32: "<f"}[value_type]
-        entry["second"]["tag"] = struct.unpack("<I", struct.pack(fmt, value))[0]
-        entry["second"]["clock"] = int(value_type)
-    unit.count += 1
-    unit.singles += 1
+        unit.value(name, clock, struct.unpack("<I", struct.pack(fmt, value))[0], value_type)
 
 
 class Cta:
@@ -188,11 +179,11 @@ def test_an_end_at_the_clock_of_its_start_pairs(fake_launch):
     assert spans_of(launch) == [(MATCHED, 0, 1, TMA, 0, 50, 50)]
 
 
-def pipeline_capture(fake_launch, **meta):
+def pipeline_capture(fake_launch, version: int = VERSION, **meta):
     """A producer (unit 2) and two consumer warps, two slots, four tiles; the consumers mark
     each tile's phase (a value) and the producer marks the end of its loop; the last start is
     never ended (the consumer stopped early), and a stray end has no start."""
-    launch = fake_launch(units=3, capacity=64)
+    launch = fake_launch(units=3, capacity=64, version=version)
     cta = Cta(launch, 0)
     producer = cta.units[2]
     for i in range(4):
@@ -212,8 +203,9 @@ def pipeline_capture(fake_launch, **meta):
     return capture
 
 
-def test_the_tables_of_a_session(fake_launch):
-    trace = Trace.from_captures({"name": "t"}, [pipeline_capture(fake_launch)])
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_the_tables_of_a_session(fake_launch, version):
+    trace = Trace.from_captures({"name": "t"}, [pipeline_capture(fake_launch, version)])
     events = trace.async_events
     matched = events[events["status"] == "matched"]
     assert len(matched) == 6 and set(matched["event"]) == {"tma"}

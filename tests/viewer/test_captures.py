@@ -1,6 +1,7 @@
 """Decode real buffers captured on an H200 (``tests/gpu/capture.py``) and check what the kernels imply.
 
-Layout version 2: a warp's ring holds ``capacity`` 16-byte entries. A scope whose begin and end
+Layout version 2 (``CAPTURED_VERSION``; the reader still reads it): a warp's ring holds
+``capacity`` 16-byte entries. A scope whose begin and end
 sit in one straight-line block (no branch, no branch target between them) is one pair entry,
 stored at its end; any other scope is two single-record entries.
 
@@ -36,16 +37,13 @@ from proton_ik import demo, viewer
 from proton_ik.contract.layout import (
     CTA_HEADER_BYTES,
     CTA_HEADER_DTYPE,
-    ENTRY_DTYPE,
     MAGIC,
-    TAG_END_BIT,
-    TAG_PAIR_BIT,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
-    VERSION,
     BufferLayout,
     records_written,
 )
+from proton_ik.contract.tags import TAG_END_BIT, TAG_PAIR_BIT
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.session_file import read_session
 from proton_ik.viewer.tables import TimeShift
@@ -55,6 +53,7 @@ DATA = Path(__file__).parents[1] / "data"
 SM_COUNT = 132  # H200
 GLOBALTIMER_TICK_NS = 32
 UNIT_KEY = ["launch", "cta", "unit"]
+CAPTURED_VERSION = 2  # the layout these captures were written in, before version 3's 8-byte slots
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class Expected:
     warps: int
     capacity: int  # ring entries per warp
     entries: int  # entries each warp wrote, overwritten ones included
-    singles: int  # of those, the ones holding a single record (the others hold a pair)
+    tally: int  # the header's tally: of those entries, the ones holding a single record
     events: dict[str, int]  # paired events per warp per launch, by scope
     scopes: tuple[str, ...]  # the kernel's scope table, in id order
 
@@ -79,7 +78,7 @@ class Expected:
     @property
     def written(self) -> int:
         """Records each warp wrote, overwritten ones included."""
-        return records_written(self.entries, self.singles)
+        return records_written(self.entries, self.tally, CAPTURED_VERSION)
 
     @property
     def kept_entries(self) -> int:
@@ -91,7 +90,7 @@ class Expected:
         that wraps (ring) holds pairs only, so its ring dropped whole pairs."""
         if self.entries <= self.capacity:
             return self.written
-        assert self.singles == 0, (
+        assert self.tally == 0, (
             "in a wrapped ring of pairs and singles, the kept records depend on their order"
         )
         return 2 * self.kept_entries
@@ -130,7 +129,7 @@ class RawLaunch:
     layout: BufferLayout
     cta: np.ndarray  # CTA_HEADER_DTYPE, (ctas,)
     unit: np.ndarray  # UNIT_HEADER_DTYPE, (ctas, units)
-    slots: np.ndarray  # ENTRY_DTYPE, (ctas, units, capacity)
+    slots: np.ndarray  # the layout's slot dtype (version 2: ENTRY_DTYPE), (ctas, units, capacity)
 
 
 def raw_launches(name: str) -> list[RawLaunch]:
@@ -146,7 +145,7 @@ def raw_launches(name: str) -> list[RawLaunch]:
                 layout=layout,
                 cta=regions[:, :CTA_HEADER_BYTES].copy().view(CTA_HEADER_DTYPE)[:, 0],
                 unit=segments[..., :UNIT_HEADER_BYTES].copy().view(UNIT_HEADER_DTYPE)[..., 0],
-                slots=segments[..., UNIT_HEADER_BYTES:].copy().view(ENTRY_DTYPE),
+                slots=segments[..., UNIT_HEADER_BYTES:].copy().view(layout.slot_dtype),
             )
         )
     return raws
@@ -196,12 +195,16 @@ def test_raw_cta_and_unit_headers_are_valid(name):
     assert len(launches) == expected.launches
     for launch in launches:
         layout = launch.layout
-        assert (layout.units, layout.capacity) == (expected.warps, expected.capacity)
+        assert (layout.version, layout.units, layout.capacity) == (
+            CAPTURED_VERSION,
+            expected.warps,
+            expected.capacity,
+        )
         assert [s["name"] for s in launch.meta["profile"]["scopes"]] == list(expected.scopes)
         cta = launch.cta
         assert cta.shape == (expected.ctas,)
         assert (cta["magic"] == MAGIC).all()
-        assert (cta["version"] == VERSION).all()
+        assert (cta["version"] == CAPTURED_VERSION).all()
         assert (cta["cta"] == np.arange(expected.ctas)).all()  # each CTA writes its own slot
         assert ((cta["smid"] >= 0) & (cta["smid"] < SM_COUNT)).all()
         nctaid = np.stack([cta["nctaid_x"], cta["nctaid_y"], cta["nctaid_z"]], axis=1)
@@ -211,9 +214,10 @@ def test_raw_cta_and_unit_headers_are_valid(name):
         assert header.shape == (expected.ctas, expected.warps)
         assert (header["end_magic"] == MAGIC).all()
         assert (header["entries"] == expected.entries).all()
-        assert (header["singles"] == expected.singles).all()
+        assert (header["tally"] == expected.tally).all()
         assert (header["reserved"] == 0).all()
-        assert (records_written(header["entries"], header["singles"]) == expected.written).all()
+        written = records_written(header["entries"].astype(np.int64), header["tally"], CAPTURED_VERSION)
+        assert (written == expected.written).all()
         assert (header["end_clock"] > header["start_clock"]).all()
         assert (header["end_time"] > header["start_time"]).all()
 

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from proton_ik.contract.layout import BufferLayout, make_tag
+from proton_ik.contract.layout import READ_VERSIONS, BufferLayout
+from proton_ik.contract.tags import make_tag
 from proton_ik.viewer.decode.buffers import decode_buffer, decode_buffers, extend_clocks
 
 WRAP = 1 << 32
@@ -48,8 +49,9 @@ def test_headers_and_records_decode_as_written(fake_launch):
     assert decoded.problems == ()
 
 
-def test_ring_keeps_the_newest_records_and_counts_the_rest(fake_launch):
-    fake = fake_launch(units=1, capacity=4)
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_ring_keeps_the_newest_records_and_counts_the_rest(fake_launch, version):
+    fake = fake_launch(units=1, capacity=4, version=version)
     fake.cta(0, smid=0)
     unit = fake.unit(0, 0, 0, 0)
     for i in range(10):
@@ -134,11 +136,12 @@ def test_records_more_than_2_to_32_cycles_apart_are_reported(fake_launch):
     assert any("more than 2**32 cycles apart" in p for p in decoded.problems)
 
 
-def test_a_unit_that_ran_past_a_clock_wrap_gets_its_whole_start_back(fake_launch):
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_a_unit_that_ran_past_a_clock_wrap_gets_its_whole_start_back(fake_launch, version):
     """The kernel rebuilds the start at the exit from its low 32 bits, so a unit that ran 2**32
     cycles or more reads a start whole wraps late; its %globaltimer span (2.5 s) allows that, and
     its first record puts the start back where it was."""
-    fake = fake_launch(units=2, capacity=8)
+    fake = fake_launch(units=2, capacity=8, version=version)
     fake.cta(0, smid=0)
     true_start, end = 7 * WRAP + 1000, 7 * WRAP + 1000 + WRAP + 600_000_000
     rebuilt = end - ((end - true_start) % WRAP)
@@ -189,10 +192,11 @@ def test_extend_clocks_matches_a_random_walk_in_both_directions():
     assert np.array_equal(rebuilt, full)
 
 
-def test_pair_entries_expand_into_time_ordered_records(fake_launch):
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_pair_entries_expand_into_time_ordered_records(fake_launch, version):
     """Nested scopes in straight-line code: the inner pair's entry is written before the outer's,
     yet the outer begin came first; singles and pairs mix in one ring."""
-    fake = fake_launch(units=1, capacity=8)
+    fake = fake_launch(units=1, capacity=8, version=version)
     fake.cta(0, smid=3)
     unit = fake.unit(0, 0, start_clock=1000, start_time=0)
     unit.begin(2, 1050)  # a single begin: its end sits in another block
@@ -217,8 +221,9 @@ def test_pair_entries_expand_into_time_ordered_records(fake_launch):
     assert units.count.tolist() == [6] and units.kept.tolist() == [6] and units.overwritten.tolist() == [0]
 
 
-def test_a_ring_of_pairs_counts_overwritten_records_exactly(fake_launch):
-    fake = fake_launch(units=1, capacity=4)
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_a_ring_of_pairs_counts_overwritten_records_exactly(fake_launch, version):
+    fake = fake_launch(units=1, capacity=4, version=version)
     fake.cta(0, smid=0)
     unit = fake.unit(0, 0, start_clock=0, start_time=0)
     unit.begin(0, 10)  # single: 1 record
@@ -237,8 +242,9 @@ def test_a_ring_of_pairs_counts_overwritten_records_exactly(fake_launch):
     assert decoded.records.index.tolist() == list(range(7, 14))
 
 
-def test_pair_clocks_extend_across_a_32_bit_wrap(fake_launch):
-    fake = fake_launch(units=1, capacity=4)
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_pair_clocks_extend_across_a_32_bit_wrap(fake_launch, version):
+    fake = fake_launch(units=1, capacity=4, version=version)
     fake.cta(0, smid=0)
     start = WRAP - 100
     unit = fake.unit(0, 0, start_clock=start, start_time=0)

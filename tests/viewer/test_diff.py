@@ -22,15 +22,15 @@ import pytest
 from proton_ik import viewer
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
-    ENTRY_BYTES,
-    ENTRY_DTYPE,
     MAGIC,
+    SLOT_BYTES,
+    SLOT_DTYPE,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
-    VERSION,
     BufferLayout,
-    make_tag,
+    ring_capacity,
 )
+from proton_ik.contract.tags import COMPACT_DURATION_LIMIT, compact_tag
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import SessionFileError, load
 from proton_ik.viewer.diff import (
@@ -72,9 +72,10 @@ def write_session(
 ) -> Path:
     """A session of ``launches`` launches of ``num_ctas`` CTAs x ``units`` warps, each warp running
     ``scopes`` one after another, durations lognormal around their medians (times ``factor[name]``)
-    with a per-CTA factor of spread ``cta_spread``, on SMs clocked at ``ghz``."""
+    with a per-CTA factor of spread ``cta_spread``, on SMs clocked at ``ghz``. Each scope is a pair
+    of one slot (layout version 3), as the device writes a short one."""
     factor = factor or {}
-    layout = BufferLayout(units=units, capacity=1 << (len(scopes) - 1).bit_length())
+    layout = BufferLayout(units=units, capacity=ring_capacity(len(scopes)), version=3)
     rng = np.random.default_rng(seed)
     median = np.array([cycles * factor.get(name, 1.0) for name, _, cycles in scopes])
     profile = {
@@ -94,7 +95,7 @@ def write_session(
             buffer = np.full(num_ctas * layout.cta_bytes, 0xCD, dtype=np.uint8)
             header = np.ndarray((num_ctas,), CTA_HEADER_DTYPE, buffer, 0, (layout.cta_bytes,))
             for name, value in {
-                "magic": MAGIC, "version": VERSION, "cta": cta, "smid": sm, "nctaid_x": num_ctas,
+                "magic": MAGIC, "version": 3, "cta": cta, "smid": sm, "nctaid_x": num_ctas,
                 "nctaid_y": 1, "nctaid_z": 1, "units": units, "capacity": layout.capacity, "reserved": 0,
                 "cluster": cta, "cluster_rank": 0, "cluster_ctas": 1,
             }.items():  # fmt: skip
@@ -122,18 +123,18 @@ def write_session(
 
             unit["start_clock"], unit["start_time"] = start, timer(start)
             unit["end_clock"], unit["end_time"] = end, timer(end)
-            unit["entries"], unit["singles"], unit["end_magic"] = count, 0, MAGIC
-            entries = np.ndarray(
+            # One slot a pair, each a record more than its slot: the tally counts them.
+            unit["entries"], unit["tally"], unit["end_magic"] = count, count, MAGIC
+            slots = np.ndarray(
                 (num_ctas, units, count),
-                ENTRY_DTYPE,
+                SLOT_DTYPE,
                 buffer,
                 layout.unit_offset(0) + UNIT_HEADER_BYTES,
-                (layout.cta_bytes, layout.unit_bytes, ENTRY_BYTES),
+                (layout.cta_bytes, layout.unit_bytes, SLOT_BYTES),
             )
-            entries["first"]["tag"] = [make_tag(i, False, paired=True) for i in range(count)]
-            entries["second"]["tag"] = [make_tag(i, True) for i in range(count)]
-            entries["first"]["clock"] = clocks[..., 0::2] & 0xFFFFFFFF
-            entries["second"]["clock"] = clocks[..., 1::2] & 0xFFFFFFFF
+            assert durations.max() < COMPACT_DURATION_LIMIT, "a pair this long takes two slots"
+            slots["tag"] = np.array([compact_tag(i) for i in range(count)], np.uint32) | durations
+            slots["clock"] = clocks[..., 0::2] & 0xFFFFFFFF
             meta = {"launch": launch, "kernel": kernel, "num_warps": units, "profile": profile}
             writer.add_launch(meta, buffer)
     return path

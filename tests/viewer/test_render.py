@@ -149,6 +149,6 @@ def test_trimmed_launches_decode_where_they_lie(name, tmp_path):
             assert np.array_equal(getattr(from_raw.records, field), getattr(from_stored.records, field))
         # Headers alone: the front of the stored launch, with the same unit tables.
         _, units = decode_headers([stored.view(layout, headers_only=True)], layout)
-        assert stored.view(layout, headers_only=True).entries.size == 0
+        assert stored.view(layout, headers_only=True).slots.size == 0
         for field in ("start_clock", "end_clock", "entries", "finished"):
             assert np.array_equal(getattr(units, field), getattr(from_raw.units, field))

@@ -1,4 +1,4 @@
-"""Trimmed storage: only headers and kept entries are stored, and the decode is unchanged."""
+"""Trimmed storage: only headers and kept ring slots are stored, and the decode is unchanged."""
 
 import zipfile
 from pathlib import Path
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from proton_ik import viewer
-from proton_ik.contract.layout import ENTRY_BYTES, BufferLayout
+from proton_ik.contract.layout import ENTRY_BYTES, READ_VERSIONS, BufferLayout
 from proton_ik.contract.trimmed import inflate, trim
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer.decode import decode_buffer
 
 DATA = Path(__file__).parents[1] / "data"
-CAPTURES = [DATA / "add.pik", DATA / "ring.pik", DATA / "spin.pik"]
+CAPTURES = [DATA / "add.pik", DATA / "ring.pik", DATA / "spin.pik"]  # layout version 2: 16-byte entries
 
 
 def _same_decode(a: np.ndarray, b: np.ndarray, layout: BufferLayout) -> None:
@@ -36,29 +36,31 @@ def test_real_buffers_trim_and_inflate_to_the_same_decode(path):
         _same_decode(raw, inflate(stored, layout, num_ctas), layout)
 
 
-def test_a_ring_that_wrapped_keeps_every_slot_and_an_empty_one_none(fake_launch):
-    fake = fake_launch(units=2, capacity=4)
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_a_ring_that_wrapped_keeps_every_slot_and_an_empty_one_none(fake_launch, version):
+    fake = fake_launch(units=2, capacity=4, version=version)
     fake.cta(0, smid=1)
     wrapped = fake.unit(0, 0, start_clock=0, start_time=0)
     for i in range(7):
-        wrapped.pair(0, 10 * i, 10 * i + 5)
+        wrapped.pair(0, 10 * i, 10 * i + 5)  # one slot (v3) or entry (v2) each
     wrapped.finish(100, 100)
     fake.unit(0, 1, start_clock=0, start_time=0).finish(100, 100)
 
     stored = trim(fake.buffer, fake.layout)
 
-    assert stored.size == 64 + 2 * 48 + 4 * ENTRY_BYTES
+    assert stored.size == 64 + 2 * 48 + 4 * fake.layout.slot_bytes
     _same_decode(fake.buffer, inflate(stored, fake.layout, 1), fake.layout)
 
 
-def test_a_trimmed_buffer_that_does_not_match_its_headers_is_refused(fake_launch):
-    fake = fake_launch(units=1, capacity=4)
+@pytest.mark.parametrize("version", READ_VERSIONS)
+def test_a_trimmed_buffer_that_does_not_match_its_headers_is_refused(fake_launch, version):
+    fake = fake_launch(units=1, capacity=4, version=version)
     fake.cta(0, smid=0)
     unit = fake.unit(0, 0, start_clock=0, start_time=0)
     unit.pair(0, 1, 2)
     unit.finish(10, 10)
     stored = trim(fake.buffer, fake.layout)
-    with pytest.raises(ValueError, match="does not match the entry counts"):
+    with pytest.raises(ValueError, match="does not match the slot counts"):
         inflate(stored[:-1], fake.layout, 1)
 
 

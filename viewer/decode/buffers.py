@@ -3,7 +3,9 @@
 Every offset, dtype and constant comes from ``proton_ik.contract.layout``. Nothing here loops over
 records, units or launches: the buffers are viewed in place with strided structured arrays, and
 records are gathered and their clocks extended with whole-array operations. Buffers of several
-launches of one layout (or pieces of a large one) decode together as one.
+launches of one layout (or pieces of a large one) decode together as one. Both layout versions
+read (``layout.READ_VERSIONS``) go through one path: version 3's 8-byte slots are first read as
+version 2's 16-byte entries (``slots.entries_from_slots``).
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ import numpy as np
 from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
-    ENTRY_DTYPE,
     MAGIC,
     UNIT_HEADER_DTYPE,
-    VERSION,
     BufferLayout,
-    RecordKind,
     records_written,
+)
+from proton_ik.contract.tags import (
+    RecordKind,
     tag_index,
     tag_is_end,
     tag_kind,
@@ -33,6 +35,7 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.viewer.decode.clock_extension import CLOCK_LOW_MASK, extend_clocks
 from proton_ik.viewer.decode.problems import describe_problems, problem_counts
+from proton_ik.viewer.decode.slots import entries_from_slots
 
 # A unit that never reached its epilogue may hold a count that was never written; a count this
 # large is garbage, not a real number of records.
@@ -70,8 +73,8 @@ class UnitTable:
     start_time: np.ndarray  # int64, %globaltimer ns at kernel start
     end_clock: np.ndarray  # int64, meaningful where finished
     end_time: np.ndarray  # int64, meaningful where finished
-    entries: np.ndarray  # int64, ring entries written (garbage where not decoded)
-    kept_entries: np.ndarray  # int64, entries still in the ring and decoded
+    entries: np.ndarray  # int64, ring slots written (garbage where not decoded)
+    kept_entries: np.ndarray  # int64, slots still in the ring and decoded
     count: np.ndarray  # int64, records written (garbage where not decoded)
     kept: np.ndarray  # int64, records still in the ring and decoded
     overwritten: np.ndarray  # int64, count - kept where decoded
@@ -93,7 +96,7 @@ class RecordTable:
     scope: np.ndarray  # int64, scope id
     is_end: np.ndarray  # bool
     clock: np.ndarray  # int64, full %clock64
-    paired: np.ndarray  # bool: written with its partner as one pair entry
+    paired: np.ndarray  # bool: written with its partner as one pair (one entry, one slot or two)
     value: np.ndarray  # uint32, a value mark's 32 bits (0 for other records)
     value_type: np.ndarray  # int64, a value mark's layout.ValueType (0 for other records)
 
@@ -157,7 +160,7 @@ def decode_views(
 ) -> DecodedLaunches:
     """``decode_buffers`` for buffers seen as views, raw or trimmed alike."""
     ctas, units = decode_headers(views, layout, first_ctas)
-    records, units = _decode_records(_entries(views, layout), layout, ctas, units)
+    records, units = _decode_records(_slots(views, layout), layout, ctas, units)
     return DecodedLaunches(layout, ctas, units, records, problem_counts(ctas, units, records, len(views)))
 
 
@@ -187,21 +190,21 @@ def _joined(arrays: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Entries:
-    """The entries of views decoded together, and each CTA slot's units' slot 0 in them."""
+class _Slots:
+    """The ring slots of views decoded together, and each CTA slot's units' slot 0 in them."""
 
-    entries: np.ndarray
+    slots: np.ndarray
     slot0: np.ndarray  # shape (CTA slots, units)
 
 
-def _entries(views: Sequence[BufferView], layout: BufferLayout) -> _Entries:
+def _slots(views: Sequence[BufferView], layout: BufferLayout) -> _Slots:
     if len(views) == 1:
-        return _Entries(views[0].entries, views[0].slot0)
+        return _Slots(views[0].slots, views[0].slot0)
     reach = [view.reach(layout.capacity) for view in views]
     sizes = [hi - lo for lo, hi in reach]
     base = np.cumsum([0, *sizes[:-1]])
-    return _Entries(
-        _joined([view.entries[lo:hi] for view, (lo, hi) in zip(views, reach, strict=True)], ENTRY_DTYPE),
+    return _Slots(
+        _joined([view.slots[lo:hi] for view, (lo, hi) in zip(views, reach, strict=True)], layout.slot_dtype),
         _joined(
             [view.slot0 - lo + b for view, (lo, _), b in zip(views, reach, base.tolist(), strict=True)],
             np.dtype(np.int64),
@@ -218,7 +221,7 @@ def _decode_ctas(
     ran = header["magic"] == MAGIC
     valid = (
         ran
-        & (header["version"] == VERSION)
+        & (header["version"] == layout.version)
         & (header["units"] == layout.units)
         & (header["capacity"] == layout.capacity)
         & (header["cta"] == layout.sampling.cta_of_slot(slot))
@@ -250,11 +253,11 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
     cta = np.repeat(valid_ctas, layout.units)
     launch = np.repeat(ctas.launch[ctas.valid], layout.units)
     entries = headers["entries"].astype(np.int64)
-    count = records_written(entries, headers["singles"].astype(np.int64))
+    count = records_written(entries, headers["tally"].astype(np.int64), layout.version)
     finished = headers["end_magic"] == MAGIC
     decoded = finished | ((entries < PLAUSIBLE_COUNT) & (count >= 0))
     kept_entries = np.where(decoded, np.minimum(entries, layout.capacity), 0)
-    # Records kept are known once the kept entries are read (a pair holds two): see below.
+    # Records kept are known once the kept slots are read (a pair holds two): see below.
     return UnitTable(
         launch=launch,
         cta=cta,
@@ -277,9 +280,11 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
 
 
 def _decode_records(
-    entries: _Entries, layout: BufferLayout, ctas: CtaTable, units: UnitTable
+    slots: _Slots, layout: BufferLayout, ctas: CtaTable, units: UnitTable
 ) -> tuple[RecordTable, UnitTable]:
-    entry_unit, words = _kept_entries(entries, layout, ctas, units)
+    slot_unit, words = _kept_slots(slots, layout, ctas, units)
+    # From here on one path reads both versions: version 3's slots become version 2's entries.
+    entry_unit, words = entries_from_slots(slot_unit, words) if layout.version >= 3 else (slot_unit, words)
     unit_row, tag, clock, from_pair, value, value_type = _records_in_order(entry_unit, words, units)
     kept = np.bincount(unit_row, minlength=len(units)).astype(np.int64)
     start = np.cumsum(kept) - kept
@@ -301,18 +306,18 @@ def _decode_records(
     return records, dataclasses.replace(units, kept=kept, overwritten=overwritten)
 
 
-def _kept_entries(
-    entries: _Entries, layout: BufferLayout, ctas: CtaTable, units: UnitTable
+def _kept_slots(
+    slots: _Slots, layout: BufferLayout, ctas: CtaTable, units: UnitTable
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each entry still in a ring, in the order written: its unit and its four 32-bit words
-    (first tag and clock, second tag and clock)."""
-    # Entry i of a unit sits in slot i % capacity; the ring keeps the newest `kept_entries`.
-    entry_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
+    """Each slot still in a ring, in the order written: its unit and its 32-bit words (four in
+    version 2: first tag and clock, second tag and clock; two in version 3)."""
+    # Slot i of a unit sits at ring position i % capacity; the ring keeps the newest `kept_entries`.
+    slot_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
     first = np.cumsum(units.kept_entries) - units.kept_entries
-    slot = (units.entries - units.kept_entries - first)[entry_unit] + np.arange(len(entry_unit))
-    unit_slot0 = entries.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
-    words = entries.entries.view(np.uint32).reshape(-1, 4)
-    return entry_unit, words[unit_slot0[entry_unit] + (slot & (layout.capacity - 1))]
+    written = (units.entries - units.kept_entries - first)[slot_unit] + np.arange(len(slot_unit))
+    unit_slot0 = slots.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
+    words = slots.slots.view(np.uint32).reshape(-1, layout.slot_bytes // 4)
+    return slot_unit, words[unit_slot0[slot_unit] + (written & (layout.capacity - 1))]
 
 
 def _records_in_order(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from proton_ik.contract.layout import VERSION, BufferLayout
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.viewer.decode.clock_extension import CLOCK_LOW_MASK
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def describe_problems(counts: Sequence[int], layout: BufferLayout) -> tuple[str,
     if disagree:
         found.append(
             f"{disagree} CTAs have a header that disagrees with the kernel metadata (layout version "
-            f"{VERSION}, {layout.units} units of {layout.capacity} entries, the CTA id its slot belongs to); skipped"
+            f"{layout.version}, {layout.units} units of {layout.capacity} slots, the CTA id its slot belongs to); skipped"
         )
     if unfinished:
         found.append(f"{unfinished} units did not reach their epilogue")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.contract.layout import RecordKind
+from proton_ik.contract.tags import RecordKind
 from proton_ik.viewer.arrays import run_starts, segment_cummin, segment_cumsum
 from proton_ik.viewer.decode import RecordTable, UnitTable
 

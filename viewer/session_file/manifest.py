@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proton_ik.contract.fields import MAX_INT64, SCALARS, SchemaError, integer, mapping, shown, text
-from proton_ik.contract.layout import CTA_HEADER_BYTES, ENTRY_BYTES, UNIT_HEADER_BYTES
+from proton_ik.contract.layout import CTA_HEADER_BYTES, UNIT_HEADER_BYTES
 from proton_ik.contract.metadata import MAX_WARPS, KernelMetadata
 from proton_ik.contract.session_format import (
     FORMAT_NAME,
@@ -151,7 +151,8 @@ def check_meta(
         if num_ctas is None:
             raise ManifestError(f"{where}: a trimmed launch must say how many CTAs it holds (num_ctas)")
         headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
-        return Shape(headers, headers + num_ctas * layout.units * layout.capacity * ENTRY_BYTES, ENTRY_BYTES)
+        slot = layout.slot_bytes
+        return Shape(headers, headers + num_ctas * layout.units * layout.capacity * slot, slot)
     if num_ctas is None:
         return Shape(0, None, layout.cta_bytes)
     return Shape(num_ctas * layout.cta_bytes, num_ctas * layout.cta_bytes, layout.cta_bytes)

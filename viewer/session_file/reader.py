@@ -103,7 +103,7 @@ class StoredLaunch:
 
     @property
     def trimmed(self) -> bool:
-        """Stored in the trimmed form (``contract.trimmed``): headers and kept entries only."""
+        """Stored in the trimmed form (``contract.trimmed``): headers and kept ring slots only."""
         return self.meta.get(STORED_KEY) == TRIMMED
 
     @property
@@ -114,8 +114,8 @@ class StoredLaunch:
         return self._decoding(lambda: inflate(self._stored(), self._layout(), self._num_ctas()))
 
     def view(self, layout: BufferLayout, *, headers_only: bool = False) -> BufferView:
-        """The launch's headers and entries read where the file keeps them, trimmed or raw. With
-        ``headers_only``, only the front of a trimmed launch is read (its entries are left out)."""
+        """The launch's headers and ring slots read where the file keeps them, trimmed or raw. With
+        ``headers_only``, only the front of a trimmed launch is read (its slots are left out)."""
         if not self.trimmed:
             return raw_view(self._stored(), layout)
         if not headers_only:

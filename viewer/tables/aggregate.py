@@ -31,7 +31,6 @@ from proton_ik.contract.buffer_view import BufferView
 from proton_ik.contract.layout import (
     AGGREGATE_STATS_BYTES,
     AGGREGATE_STATS_DTYPE,
-    ENTRY_BYTES,
     HISTOGRAM_BINS,
     BufferLayout,
 )
@@ -79,14 +78,15 @@ def decode_stats(
     if not layout.aggregate:
         raise ValueError("this launch is a trace, not an aggregate launch: it has records, not statistics")
     ctas, units = decode_headers([view], layout, [first_cta])
-    per_unit = layout.aggregate_scopes * AGGREGATE_STATS_BYTES // ENTRY_BYTES  # 16-byte rows
+    # The statistics are read through the view's slots, whose size follows the layout version.
+    per_unit = layout.aggregate_scopes * AGGREGATE_STATS_BYTES // layout.slot_bytes
     first = view.slot0[ctas.valid].reshape(-1)
-    if first.size and int(first.max()) + per_unit > len(view.entries):
+    if first.size and int(first.max()) + per_unit > len(view.slots):
         raise ValueError(
             "the buffer ends before its units' statistics: an aggregate launch must be stored whole, "
             "not trimmed"
         )
-    rows = view.entries[first[:, None] + np.arange(per_unit)]
+    rows = view.slots[first[:, None] + np.arange(per_unit)]
     stats = np.ascontiguousarray(rows).view(np.uint8).reshape(len(first), -1).view(AGGREGATE_STATS_DTYPE)
     stats = stats.reshape(-1)  # type: ignore[assignment]  # one row per (unit, scope)
     bins = stats["bins"].astype(np.int64)

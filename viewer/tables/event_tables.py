@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from proton_ik.contract.layout import ValueType
 from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.tags import ValueType
 from proton_ik.viewer.decode import RecordTable, UnitTable
 from proton_ik.viewer.pairing import MATCHED, STATUSES, Marks, Spans, marks, pair_events
 from proton_ik.viewer.tables.timebase import SmClocks

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.contract.layout import BufferLayout, RecordKind
+from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.session_format import Capture
+from proton_ik.contract.tags import RecordKind
 from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
 from proton_ik.viewer.pairing import pair_records
 from proton_ik.viewer.tables.chunk import Chunk, Columns, joined_columns

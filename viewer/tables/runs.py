@@ -46,7 +46,7 @@ class Launch:
         return f"launch {self.meta['launch']} ({self.meta['kernel']})"
 
     def view(self, *, headers_only: bool = False) -> BufferView:
-        """The launch's headers and entries, from its stored form (a trimmed one is not rebuilt)."""
+        """The launch's headers and ring slots, from its stored form (a trimmed one is not rebuilt)."""
         if isinstance(self.capture, StoredLaunch):
             return self.capture.view(self.layout, headers_only=headers_only)
         try:
@@ -111,15 +111,15 @@ def runs(
 
 
 def _bytes(view: BufferView) -> int:
-    return view.cta_headers.nbytes + view.unit_headers.nbytes + view.entries.nbytes
+    return view.cta_headers.nbytes + view.unit_headers.nbytes + view.slots.nbytes
 
 
 def _pieces(launch: Launch, view: BufferView) -> list[Piece]:
     """The launch in pieces of whole CTAs, each about GROUP_BYTES of stored bytes (at least one CTA)."""
     if _bytes(view) <= GROUP_BYTES or view.num_ctas <= 1:
         return [Piece(launch, 0, view, True)]
-    # A CTA's bytes: its headers and the entries up to the next CTA's (in either stored form).
-    reach = np.diff(np.append(view.slot0[:, 0], len(view.entries))) * view.entries.itemsize
+    # A CTA's bytes: its headers and the slots up to the next CTA's (in either stored form).
+    reach = np.diff(np.append(view.slot0[:, 0], len(view.slots))) * view.slots.itemsize
     size = view.cta_headers.itemsize + view.unit_headers[0].nbytes + np.maximum(reach, 0)
     window = (np.cumsum(size) - size) // max(GROUP_BYTES, 1)
     bounds = [0, *(np.flatnonzero(np.diff(window)) + 1).tolist(), view.num_ctas]

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from proton_ik.contract.layout import MAX_SCOPES
 from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.contract.tags import MAX_SCOPES
 from proton_ik.viewer.decode import CtaTable, UnitTable
 from proton_ik.viewer.pairing import (
     LOST_TO_RING,

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.contract.layout import RecordKind
+from proton_ik.contract.tags import RecordKind
 from proton_ik.viewer.arrays import Rows, groups
 from proton_ik.viewer.tables import Chunk, Columns
 from proton_ik.viewer.tracks.slots import FREE, assign_slots
