@@ -128,7 +128,9 @@ def shared_memory(ptx: str) -> str:
     return _SINGLE_STORE.sub(lambda m: f"\t@%pik_w st.shared.v2.b32 \t[%pik_t], {m['values']};\n", ptx)
 
 
-SINGLES = Mode(capacity=1 << 15, pairs=False)
+# The edited variants rewrite layout 2's stores, line by line.
+SINGLES = Mode(capacity=1 << 15, pairs=False, layout=2)
+PAIRS_V2 = Mode(capacity=1 << 15, layout=2)
 VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
     "single records (pairs=off)": (SINGLES, None),
     "st.global.cs": (SINGLES, streaming_stores),
@@ -138,8 +140,9 @@ VARIANTS: dict[str, tuple[Mode, Callable[[str], str] | None]] = {
     "%clock64": (SINGLES, clock64),
     "shared memory": (SINGLES, shared_memory),
     "pairs=on (default)": (Mode(capacity=1 << 15), None),
-    "pairs: no store": (Mode(capacity=1 << 15), pair_no_store),
-    "pairs: no clock read": (Mode(capacity=1 << 15), pair_no_clock_read),
+    "pairs=on, layout=2": (PAIRS_V2, None),
+    "pairs: no store": (PAIRS_V2, pair_no_store),
+    "pairs: no clock read": (PAIRS_V2, pair_no_clock_read),
     "granularity=cta, pairs=off": (Mode(granularity="cta", capacity=1 << 15, pairs=False), None),
     "granularity=cta, pairs=on": (Mode(granularity="cta", capacity=1 << 15), None),
 }

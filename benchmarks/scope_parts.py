@@ -35,7 +35,7 @@ from proton_ik.lowering import ptx_text
 from proton_ik.lowering.instrument import Instrumented, instrument, update_metadata
 from proton_ik.lowering.pik_to_pikgpu import ConvertPikToPikGPU
 from proton_ik.lowering.pikgpu_to_ptx import apply_plan, plan_ptx
-from proton_ik.mode import Mode
+from proton_ik.mode import AUTO, Mode
 
 __all__ = ["LABELS", "PARTS", "compiling", "frame_only", "knob"]
 
@@ -158,6 +158,8 @@ def compiling(part: str, mode: Mode | None = None) -> Iterator[str]:
     mode = mode or Mode()
     if mode.aggregate:
         raise ValueError(f"{mode}: the parts are those of a trace mode, not of aggregate=on")
+    if mode.layout == AUTO:  # the parts' edits read layout 2's lines, whatever the kernel
+        mode = dataclasses.replace(mode, layout=2)
     part_knob = knob(part, mode)
     with proton_ik.instrumented(mode):
         previous = knobs.runtime.add_stages_inspection_hook

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import Any, cast
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.launch_bound import LaunchBound
-from proton_ik.contract.layout import BufferLayout, ring_capacity
+from proton_ik.contract.layout import VERSION, BufferLayout, ring_capacity
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
@@ -18,7 +19,7 @@ from proton_ik.dialect.markers import MARKER_PREFIX
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, staging, ttir_text
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
-from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records
+from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ptx_bound
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.kernel_scope import around_kernel
@@ -28,7 +29,7 @@ from proton_ik.lowering.sampling_ptx import layout_sampling
 from proton_ik.mode import AUTO, DEFAULT_RING_CAPACITY, Mode
 
 
-def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
+def choose_capacity(mode: Mode, bound: EntryBound, units: int, version: int = VERSION) -> Capacity:
     """Ring slots per unit under ``mode``, for a kernel whose units write at most ``bound``.
 
     With capacity=auto a segment holds the bound rounded up to a power of two, since the PTX
@@ -52,9 +53,9 @@ def choose_capacity(mode: Mode, bound: EntryBound, units: int) -> Capacity:
         )
     if bound.entries is None:
         return Capacity(DEFAULT_RING_CAPACITY, "ring", None, f"{bound.reason}; {ring}")
-    entries = ring_capacity(bound.entries, mode.layout)
+    entries = ring_capacity(bound.entries, version)
     try:
-        BufferLayout(units=units, capacity=entries, version=mode.layout)
+        BufferLayout(units=units, capacity=entries, version=version)
     except ValueError as error:
         # The layout is the one place that knows its limits (the 32-bit CTA stride).
         return Capacity(DEFAULT_RING_CAPACITY, "ring", bound.entries, f"{bound.reason}, but {error}; {ring}")
@@ -97,20 +98,39 @@ def instrument(
     scopes = tuple(Scope(**cast(dict[str, Any], scope)) for scope in scope_table(module))
     pik_text = module.clone()
     sampling = _sampling(ptx, mode, num_warps)
-    bound = entry_bound(ptx, entry_records(module, mode.pairs, mode.layout), ttir, mode.layout)
+    version = layout_version(mode, ptx, module)
+    bound = entry_bound(ptx, entry_records(module, mode.pairs, version), ttir, version)
     units = len(sampling.unit_ids) or unit_count(mode.granularity, num_warps)
-    capacity = choose_capacity(mode, bound, units)
-    convert = _converter(mode, module, num_warps, sampling, capacity)
+    capacity = choose_capacity(mode, bound, units, version)
+    convert = _converter(mode, module, num_warps, sampling, capacity, version)
     convert.apply(context, module)
     module.verify()
     return Instrumented(
-        lower_to_ptx(module, ptx, _staged(capacity, units, mode.layout, staging_fits)),
+        lower_to_ptx(module, ptx, _staged(capacity, units, version, staging_fits)),
         convert.layout(),
         scopes,
         pik_text,
         capacity,
         launch_bound=bound.launch if capacity.source == "launch" else None,
     )
+
+
+# Tensor-core instructions: a loop that issues them is bound by them, not by the records' bytes.
+_TENSOR_CORE = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:wgmma|mma|tcgen05)\.", re.MULTILINE)
+
+
+def layout_version(mode: Mode, ptx: str, module: ModuleOp) -> int:
+    """The buffer layout a kernel writes: the mode's, or, with ``layout=auto``, version 3 where
+    a record is stored inside a loop that issues no tensor-core instruction, version 2 elsewhere.
+    Version 3's half bytes paid in such loops (add_rms_norm on an H100: +2.1% to +0.5%), where
+    the records' traffic is the cost; its longer pair end cost more than it saved in K loops of
+    tensor-core matmuls and attention, and in short kernels (docs/PERFORMANCE.md, issue 28)."""
+    if mode.layout != AUTO:
+        return int(mode.layout)
+    if mode.aggregate:  # no ring: nothing for the slots to save
+        return VERSION
+    in_loop = ptx_bound(ptx, entry_records(module, mode.pairs, VERSION)).entries is None
+    return 3 if in_loop and not _TENSOR_CORE.search(ptx) else VERSION
 
 
 def may_instrument(ptx: str, mode: Mode) -> bool:
@@ -139,7 +159,7 @@ def _sampling(ptx: str, mode: Mode, num_warps: int) -> Sampling:
 
 
 def _converter(
-    mode: Mode, module: ModuleOp, num_warps: int, sampling: Sampling, capacity: Capacity
+    mode: Mode, module: ModuleOp, num_warps: int, sampling: Sampling, capacity: Capacity, version: int
 ) -> ConvertPikToPikGPU:
     return ConvertPikToPikGPU(
         mode.granularity.value,
@@ -151,7 +171,7 @@ def _converter(
         cta_ids=sampling.cta_ids,
         unit_ids=sampling.unit_ids,
         launch_sized=capacity.source == "launch",
-        layout_version=mode.layout,
+        layout_version=version,
     )
 
 

@@ -74,6 +74,9 @@ class PtxPlan:
     begins: set[int] = field(default_factory=set)  # sites of begins: placed by ``placement``
     pair_begins: dict[int, int] = field(default_factory=dict)  # a pair's end site -> its begin site
     module: list[str] = field(default_factory=list)  # module-scope lines, before the entry
+    # Lines reached only by a branch (a long pair's form: ``slots_ptx.PairEnd``), placed after
+    # the kernel's body and before the epilogue.
+    out_of_line: list[str] = field(default_factory=list)
 
 
 def _single(store: StoreRecordOp, ring: slots_ptx.Ring) -> list[str]:
@@ -84,9 +87,11 @@ def _pair_begin(pair: int) -> list[str]:
     return ["\t// pik pair begin", f"\tmov.u32 \t{PAIR_BEGIN[pair]}, %clock;"]
 
 
-def _pair_end(store: StorePairOp, ring: slots_ptx.Ring, pair: int) -> list[str]:
+def _pair_end(store: StorePairOp, ring: slots_ptx.Ring, pair: int, out_of_line: list[str]) -> list[str]:
     tags = store.begin_tag.value.data, store.end_tag.value.data
-    return ["\t// pik pair end", *slots_ptx.pair_end(ring, *tags, PAIR_BEGIN[pair])]
+    end = slots_ptx.pair_end(ring, *tags, PAIR_BEGIN[pair], _site_of(store))
+    out_of_line += end.long_form
+    return ["\t// pik pair end", *end.lines]
 
 
 def plan_ptx(
@@ -111,8 +116,9 @@ def plan_ptx(
             *(aggregate_to_ptx.prologue(setup) if layout.aggregate else []),
         ],
         epilogue=frame_ptx.epilogue(setup, scratch_param, staged, frame_ptx.has_clusters(target_sm)),
-        sites=_sites(ops, pair_of_begin, ring, dataclasses.replace(ring, staged=True) if staged else ring),
     )
+    pair_ring = dataclasses.replace(ring, staged=True) if staged else ring
+    plan.sites = _sites(ops, pair_of_begin, ring, pair_ring, plan.out_of_line)
     events = events_to_ptx.plan_sites(ops, plan.sites, ring)
     plan.declarations = registers.declarations(
         pairs=len(pairs),
@@ -150,15 +156,17 @@ def _sites(
     pair_of_begin: dict[Operation | Block, int],
     ring: slots_ptx.Ring,
     pair_ring: slots_ptx.Ring,
+    out_of_line: list[str],
 ) -> dict[int, list[str]]:
     """The lines of each site of a record, a pair or an aggregate scope (``events_to_ptx`` plans
-    the rest); the pairs store into ``pair_ring`` (the stage, in a staged kernel)."""
+    the rest); the pairs store into ``pair_ring`` (the stage, in a staged kernel), and add
+    what they place out of line to ``out_of_line``."""
     sites: dict[int, list[str]] = {}
     for op in ops:
         if isinstance(op, ReadClockOp) and op in pair_of_begin:
             sites[_site_of(op)] = _pair_begin(pair_of_begin[op])
         elif isinstance(op, StorePairOp):
-            sites[_site_of(op)] = _pair_end(op, pair_ring, pair_of_begin[op.begin_clock.owner])
+            sites[_site_of(op)] = _pair_end(op, pair_ring, pair_of_begin[op.begin_clock.owner], out_of_line)
         elif isinstance(op, StoreRecordOp):
             if not isinstance(op.clock.owner, ReadClockOp):
                 raise ValueError(f"{PASS_NAME}: a record must store a pikgpu.read_clock result")
@@ -214,6 +222,9 @@ def apply_plan(ptx: str, plan: PtxPlan) -> str:
         if index == entry:
             out.extend(plan.module)
         if index == epilogue_at:
+            if plan.out_of_line:
+                # whatever reached the epilogue by falling through still does
+                out.extend([f"\tbra \t{EXIT_LABEL};", *plan.out_of_line])
             out.extend(plan.epilogue)
         out.extend(arriving.get(index, ()))
         if index in plan.sites:

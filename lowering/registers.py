@@ -46,7 +46,7 @@ class NumberedRegister:
 COUNT = "%pik_n"  # the unit's slots so far: the next goes to ring position ``COUNT & mask``
 START_CLOCK = "%pik_start_clock"  # the low 32 bits of %clock at the unit's start
 START_TIME = "%pik_start_time"  # the low 32 bits of %globaltimer at the unit's start
-TALLY = "%pik_tally"  # v3: the unit's records less its slots; v2: its entries of one record
+TALLY = "%pik_tally"  # twice the unit's slots less its records (``layout.records_written``)
 TEMP = "%pik_t"  # short-lived: a slot, a distance, a loop counter
 CLOCK = "%pik_c"  # a record's clock read
 TID = "%pik_tid"
@@ -100,9 +100,8 @@ FRAME = (
 PAIR_BEGIN = NumberedRegister("%pik_b", ".b32")
 # A kernel with scope pairs in layout version 3 (``slots_ptx.pair_end``).
 PAIR_WORD = "%pik_pw"  # the pair's duration, then its compact tag
-SHORT_PAIR = "%pik_ps"  # the writer lane, and the pair fits one slot
-LONG_PAIR = "%pik_pl"  # the writer lane, and the pair takes two slots
-COMPACT_PAIRS = (Group(".b32", (PAIR_WORD,)), Group(".pred", (SHORT_PAIR, LONG_PAIR)))
+LONG_PAIR = "%pik_pl"  # the pair is too long for one slot
+COMPACT_PAIRS = (Group(".b32", (PAIR_WORD,)), Group(".pred", (LONG_PAIR,)))
 
 # A kernel sized at launch (``frame_ptx``): its sizes, from the buffer pointer's low bits.
 CAPACITY_SHIFT = "%pik_shift"  # log2 of the entries per unit

@@ -6,14 +6,13 @@ A ``Ring`` says where the unit's slots are (its ring in the buffer, or, for a sh
 pairs, its stage in shared memory: ``staging``) and how a slot's address is found. ``COUNT``
 counts the slots written; slot ``COUNT`` goes to ring position ``COUNT & mask``, so no store
 ever leaves the unit's segment. ``TALLY`` keeps what the header needs to count records exactly:
-in version 3 the records less the slots, in version 2 the entries of one record.
+twice the slots less the records (``layout.records_written``).
 
 Version 3's pair end reads its clock, takes the duration from the begin's clock, and tests it
-once (``setp`` with two results, each already anded with the writer lane): where it fits
-(``COMPACT_DURATION_LIMIT``) one 8-byte store of ``{compact tag + duration, begin clock}``,
-else the begin's record and the end's in two slots, the second address found again so that a
-pair that wraps the ring stays inside it. A scope whose id does not fit a compact tag always
-takes the two slots, with no test.
+once: where it fits (``COMPACT_DURATION_LIMIT``) one 8-byte store of ``{compact tag +
+duration, begin clock}``; else a branch to the pair's long form, out of line, which writes the
+begin's record and the end's in two slots (``PairEnd``). A scope whose id does not fit a
+compact tag always takes the two slots, in line, with no test.
 
 As for every record, an end's clock is read first and a begin's last, so that the record's own
 arithmetic stays outside what it measures.
@@ -43,7 +42,6 @@ from proton_ik.lowering.registers import (
     PAIR_WORD,
     RECORD_POLICY,
     RECORDS,
-    SHORT_PAIR,
     STAGE,
     STAGE_SLOT,
     TALLY,
@@ -98,52 +96,77 @@ def single(ring: Ring, tag: object, is_end: bool, tag_lines: Sequence[str] = ())
     """A single record of ``tag`` (an immediate, or a register that ``tag_lines`` compute): one
     slot, or one v2 entry."""
     if ring.version >= 3:
-        stores = [ring.store(SLOT_DTYPE, {"tag": tag, "clock": CLOCK}), _add(COUNT, 1)]
+        store = ring.store(SLOT_DTYPE, {"tag": tag, "clock": CLOCK})
     else:
-        stores = [
-            ring.store(ENTRY_DTYPE, {"first.tag": tag, "first.clock": CLOCK}),
-            _add(COUNT, 1),
-            _add(TALLY, 1),
-        ]
+        store = ring.store(ENTRY_DTYPE, {"first.tag": tag, "first.clock": CLOCK})
+    stores = [store, _add(COUNT, 1), _add(TALLY, 1)]
     work = [*tag_lines, *ring.address()]
     body = [_CLOCK, *work] if is_end else [*work, _CLOCK]
     return [*body, *stores]
 
 
-def pair_end(ring: Ring, begin_tag: int, end_tag: int, begin: str) -> list[str]:
-    """A scope pair's end, whose begin's clock waits in register ``begin``."""
+def long_label(site: int) -> str:
+    return f"$pik_long_{site}"
+
+
+def join_label(site: int) -> str:
+    return f"$pik_join_{site}"
+
+
+@dataclass(frozen=True)
+class PairEnd:
+    """A pair end's lines at its site, and, in version 3, its long form's lines, which go out
+    of line (after the kernel's body, before the epilogue: ``pikgpu_to_ptx``)."""
+
+    lines: list[str]
+    long_form: list[str]
+
+
+def pair_end(ring: Ring, begin_tag: int, end_tag: int, begin: str, site: int) -> PairEnd:
+    """A scope pair's end at PTX line ``site``, whose begin's clock waits in register ``begin``.
+
+    Version 3: the duration, then one test. Where it fits, one slot: ``{compact tag + duration,
+    begin clock}``. Where it does not, a branch to the long form, out of line: the begin's record
+    and the end's in two slots, each found from the count (so a pair that wraps the ring stays
+    in it), the tally of the two records that take two slots, and a branch back. The common
+    path is the short one, and pays only for the test and the branch not taken."""
     if ring.version < 3:
         values = {"first.tag": begin_tag, "first.clock": begin, "second.tag": end_tag, "second.clock": CLOCK}
-        return [_CLOCK, *ring.address(), ring.store(ENTRY_DTYPE, values), _add(COUNT, 1)]
+        return PairEnd([_CLOCK, *ring.address(), ring.store(ENTRY_DTYPE, values), _add(COUNT, 1)], [])
     scope = tag_name_id(begin_tag)
     if scope >= COMPACT_SCOPES:
-        return [_CLOCK, *_two_slots(ring, begin_tag, end_tag, begin, WRITER)]
+        return PairEnd([_CLOCK, *_two_slots(ring, begin_tag, end_tag, begin)], [])
+    return PairEnd(
+        [
+            _CLOCK,
+            f"\tsub.s32 \t{PAIR_WORD}, {CLOCK}, {begin};",
+            f"\tsetp.ge.u32 \t{LONG_PAIR}, {PAIR_WORD}, {COMPACT_DURATION_LIMIT};",
+            f"\t@{LONG_PAIR} bra \t{long_label(site)};",
+            f"\tor.b32 \t{PAIR_WORD}, {PAIR_WORD}, {compact_tag(scope)};",
+            *ring.address(),
+            ring.store(SLOT_DTYPE, {"tag": PAIR_WORD, "clock": begin}),
+            _add(COUNT, 1),
+            f"{join_label(site)}:",
+        ],
+        [
+            f"{long_label(site)}:",
+            *_two_slots(ring, begin_tag, end_tag, begin),
+            f"\tbra \t{join_label(site)};",
+        ],
+    )
+
+
+def _two_slots(ring: Ring, begin_tag: int, end_tag: int, begin: str) -> list[str]:
+    """The begin's record and the end's in slots ``COUNT`` and ``COUNT + 1``, the count past
+    both, and the tally of two slots that hold two records."""
     return [
-        _CLOCK,
-        f"\tsub.s32 \t{PAIR_WORD}, {CLOCK}, {begin};",
-        f"\tsetp.lt.and.u32 \t{SHORT_PAIR}|{LONG_PAIR}, {PAIR_WORD}, {COMPACT_DURATION_LIMIT}, {WRITER};",
-        f"\tor.b32 \t{PAIR_WORD}, {PAIR_WORD}, {compact_tag(scope)};",
         *ring.address(),
-        ring.store(SLOT_DTYPE, {"tag": PAIR_WORD, "clock": begin}, SHORT_PAIR),
-        _add(TALLY, 1, SHORT_PAIR),
-        *_two_slots(ring, begin_tag, end_tag, begin, LONG_PAIR, addressed=True),
-    ]
-
-
-def _two_slots(
-    ring: Ring, begin_tag: int, end_tag: int, begin: str, guard: str, addressed: bool = False
-) -> list[str]:
-    """The begin's record and the end's, in slots ``COUNT`` and ``COUNT + 1``, where ``guard``
-    holds (the counts move in the writer lane only where ``guard`` is not ``WRITER``), then the
-    count past both. ``addressed``: slot ``COUNT``'s address is found already."""
-    counted = None if guard == WRITER else guard
-    return [
-        *([] if addressed else ring.address()),
-        ring.store(SLOT_DTYPE, {"tag": begin_tag, "clock": begin}, guard),
-        _add(COUNT, 1, counted),
-        *ring.address(counted),
-        ring.store(SLOT_DTYPE, {"tag": end_tag, "clock": CLOCK}, guard),
+        ring.store(SLOT_DTYPE, {"tag": begin_tag, "clock": begin}),
         _add(COUNT, 1),
+        *ring.address(),
+        ring.store(SLOT_DTYPE, {"tag": end_tag, "clock": CLOCK}),
+        _add(COUNT, 1),
+        _add(TALLY, 2),
     ]
 
 
@@ -167,5 +190,5 @@ def value_mark(ring: Ring, tag: int, value: str, value_type: int) -> list[str]:
         *ring.address(),
         ring.store(PAYLOAD_DTYPE, {"tag": payload_tag(value_type), "value": value}),
         _add(COUNT, 1),
-        _add(TALLY, -1),
+        _add(TALLY, 3),
     ]

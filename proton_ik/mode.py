@@ -37,7 +37,8 @@ _UNSCOPED_HELP = (
     "leave those kernels plain"
 )
 _LAYOUT_HELP = (
-    "use layout=2 (the default: 16-byte entries) or layout=3 (8-byte slots, a short scope pair in one)"
+    "use layout=auto (the default: chosen per kernel), layout=2 (16-byte entries) or layout=3 "
+    "(8-byte slots, a short scope pair in one)"
 )
 _CTAS_HELP = (
     "use ctas=N for every N-th CTA by linear id (ctas=4: CTAs 0, 4, 8, ...) or list them with "
@@ -88,9 +89,9 @@ def _option_value(key: str, value: str) -> object:
     if key == "unscoped" and value not in UNSCOPED:
         raise ValueError(f"unscoped={value!r}: {_UNSCOPED_HELP}")
     if key == "layout":
-        if value not in tuple(map(str, READ_VERSIONS)):
+        if value != AUTO and value not in tuple(map(str, READ_VERSIONS)):
             raise ValueError(f"layout={value!r}: {_LAYOUT_HELP}")
-        return int(value)
+        return value if value == AUTO else int(value)
     if key in ("pairs", "aggregate", "stage"):
         if value not in _SWITCHES:
             raise ValueError(f"{key}={value!r}: use {key}=on or {key}=off")
@@ -115,10 +116,12 @@ class Mode:
     slots. When a unit writes more than its ring holds, the ring keeps the newest slots and the
     trace reports exactly how many records were overwritten.
 
-    ``layout=3`` writes layout version 3 instead (``contract.layout``): 8-byte slots, a pair in
-    one where its duration is under 2**18 cycles (about 130 us) and in two otherwise, a single
-    record in one; at least 2 slots per unit. Half the bytes, but more instructions at each
-    pair's end: on an H100 it cost more than it saved (docs/PERFORMANCE.md, issue 28).
+    ``layout``: the buffer layout each kernel writes (``contract.layout``). ``2``: 16-byte
+    entries. ``3``: 8-byte slots, a pair in one where its duration is under 2**18 cycles (about
+    130 us) and in two otherwise, a single record in one; at least 2 slots per unit. Half the
+    bytes, but four more instructions and a branch at each pair's end. ``auto`` (the default):
+    3 for a kernel that records inside a loop with no tensor-core instruction (a memory-bound
+    loop, where the bytes cost), 2 elsewhere (docs/PERFORMANCE.md, issue 28).
 
     ``aggregate=on`` keeps no records: per scope and unit, the kernel adds up the count, sum,
     min, max and a log2 histogram of durations in cycles, in a buffer whose size depends on the
@@ -160,9 +163,7 @@ class Mode:
     occupancy: Literal["free", "keep"] = "keep"  # issue 28: it won the suite (docs/PERFORMANCE.md)
     stage: bool = True  # a short kernel's pairs staged in shared memory, copied at the exit
     unscoped: Literal["plain", "kernel"] = "plain"  # kernels with no scope: plain, or one scope
-    # The buffer layout version written: 2 (16-byte entries), or 3 (8-byte slots), which cost
-    # more than it saved on the H100 (docs/PERFORMANCE.md, issue 28), so it is not the default.
-    layout: int = VERSION
+    layout: int | Literal["auto"] = AUTO  # the buffer layout version written: 2, 3, or per kernel
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "granularity", Granularity(self.granularity))
@@ -171,7 +172,7 @@ class Mode:
             raise ValueError(f"occupancy={self.occupancy!r}: use occupancy=free or occupancy=keep")
         if self.unscoped not in UNSCOPED:
             raise ValueError(f"unscoped={self.unscoped!r}: {_UNSCOPED_HELP}")
-        if isinstance(self.layout, bool) or self.layout not in READ_VERSIONS:
+        if self.layout != AUTO and (isinstance(self.layout, bool) or self.layout not in READ_VERSIONS):
             raise ValueError(f"layout={self.layout!r}: {_LAYOUT_HELP}")
         if self.aggregate and (self.capacity != AUTO or not self.pairs):
             option = f"capacity={self.capacity}" if self.capacity != AUTO else "pairs=off"
@@ -182,7 +183,7 @@ class Mode:
         if self.capacity == AUTO:
             return
         capacity = self.capacity
-        least = min_capacity(self.layout)
+        least = min_capacity(VERSION if self.layout == AUTO else self.layout)
         if (
             isinstance(capacity, bool)
             or not isinstance(capacity, int)
@@ -252,7 +253,7 @@ class Mode:
             text += ":stage=off"
         if self.unscoped != "plain":
             text += f":unscoped={self.unscoped}"
-        if self.layout != VERSION:
+        if self.layout != AUTO:
             text += f":layout={self.layout}"
         return text
 

@@ -41,11 +41,16 @@ def test_each_variant_keeps_what_it_says() -> None:
     )
     assert run.returncode == 0, run.stderr[-4000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
-    singles, pairs = found["single records (pairs=off)"], found["pairs=on (default)"]
+    singles, pairs = found["single records (pairs=off)"], found["pairs=on, layout=2"]
     # The loop's 4 scopes: 8 single records, or 4 pairs of two clock reads; the frame reads the
     # clock at the start and the end.
-    assert singles["clock_reads"] == pairs["clock_reads"] == 8 + 2
+    assert (
+        singles["clock_reads"] == pairs["clock_reads"] == found["pairs=on (default)"]["clock_reads"] == 8 + 2
+    )
     assert singles["global_stores"] - pairs["global_stores"] == 4
+    # the default, layout=auto, gives this loop layout 3: each pair's one slot in line, and its
+    # long form's two slots out of line
+    assert found["pairs=on (default)"]["global_stores"] - pairs["global_stores"] == 2 * 4
     for name in ("no store", "pairs: no store"):
         baseline = singles if name == "no store" else pairs
         assert found[name]["clock_reads"] == baseline["clock_reads"], name

@@ -33,14 +33,14 @@ word (``slot_form``):
 - a value mark: its record, then ``{payload tag, value}`` (``FORM_PAYLOAD``, the value's
   ``ValueType`` in the payload tag's low bits).
 
-A unit header counts the slots written (``entries``) and ``tally``, the records written less
-the slots (+1 per one-slot pair, -1 per value mark), so ``records_written`` is exact however
-the ring overwrote.
+A unit header counts the slots written (``entries``) and ``tally``, twice the slots less the
+records (+1 per single record, +2 per two-slot pair, +3 per value mark, 0 for a one-slot pair),
+so ``records_written`` is exact however the ring overwrote, in either version.
 
 **Version 2** (``VERSION``, what the lowering writes by default): 16-byte entries, each
 holding one record (the other 8 bytes left as they were) or a pair (the begin's tag carries
 ``TAG_PAIR_BIT``); a value mark is one ``VALUE_ENTRY_DTYPE`` entry. Its header's ``tally``
-counts the entries that hold one record.
+counts the entries that hold one record: twice the entries less the records, as in version 3.
 
 Both headers are written at the exit, so that no store of ours comes before the kernel's first
 loads: the start's clock and %globaltimer wait in registers as their low 32 bits, and the
@@ -139,7 +139,7 @@ UNIT_HEADER_DTYPE = np.dtype(
         ("end_time", "<u8"),
         ("entries", "<u4"),  # entries written, including those the ring overwrote
         ("end_magic", "<u4"),  # MAGIC once the unit reached its epilogue
-        ("tally", "<u4"),  # v3: records less slots written (signed); v2: entries of one record
+        ("tally", "<u4"),  # twice the slots less the records written (``records_written``)
         ("reserved", "<u4"),
     ]
 )
@@ -188,15 +188,10 @@ def slot_dtype(version: int) -> np.dtype:
     return SLOT_DTYPE if version >= 3 else ENTRY_DTYPE
 
 
-def records_written(entries, tally, version: int = VERSION):
-    """Records a unit wrote, from its header's ``entries`` and ``tally`` (ints or int64 arrays of
-    the u32 fields): in version 3 the slots plus the tally, a signed 32-bit count; in version 2
-    two records an entry but for the entries of one record."""
-    if version >= 3:
-        signed = np.asarray(tally, dtype=np.int64)
-        signed = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
-        result = entries + signed
-        return int(result) if np.ndim(result) == 0 else result
+def records_written(entries, tally):
+    """Records a unit wrote, from its header's ``entries`` and ``tally`` (ints or int64 arrays):
+    every slot (v2: entry) holds two records, less the tally, which counts what each slot
+    holding fewer than two leaves out."""
     return 2 * entries - tally
 
 

@@ -355,8 +355,10 @@ def test_an_explicit_capacity_is_a_ring_of_that_size_whatever_the_bound():
 def test_instrument_puts_the_capacity_in_the_metadata(loop_ptx: str, loop_ttir: str):
     result = instrument(loop_ptx, Mode(), num_warps=4, ttir=loop_ttir)
     assert result is not None
-    bound = 8 * 1  # 8 trips of "step", its begin and end one paired entry
-    assert result.layout == BufferLayout(units=4, capacity=next_power_of_two(bound))
+    # layout=auto: a loop of no tensor-core instruction writes layout 3, where each of the 8
+    # trips of "step" is a pair of one slot, or two
+    bound = 8 * 2
+    assert result.layout == BufferLayout(units=4, capacity=next_power_of_two(bound), version=3)
     metadata = kernel_metadata(result, Mode(), num_warps=4).to_dict()
     assert metadata["layout"] == result.layout.to_dict()
     assert metadata["capacity"] == {
@@ -531,7 +533,8 @@ def test_a_short_constant_loop_that_llvm_unrolls_is_straight_line(compile_kernel
 
 def test_a_constant_loop_that_stays_a_loop_is_counted_on_the_ttir(compile_kernel):
     found = capacity_of(compile_kernel, long_loop_kernel)
-    trips, entries_per_trip = 1000, 1  # "step" in each iteration: its begin and end one pair
+    # "step" in each iteration: a pair of one slot, or two (layout=auto gives this loop layout 3)
+    trips, entries_per_trip = 1000, 2
     bound = trips * entries_per_trip
     loop = f"{THIS_FILE}:{line_of(long_loop_kernel, 'for i in tl.range')}"
     assert (found.entries, found.source, found.bound) == (next_power_of_two(bound), "bound", bound)
@@ -554,7 +557,7 @@ def test_a_loop_over_an_argument_is_sized_at_each_launch(compile_kernel, ptxas, 
     metadata = kernel_metadata_of(found.kernel)
     assert metadata.sized_at_launch and metadata.launch_bound is not None
     entries = metadata.launch_bound.compile()
-    assert entries([8], {"n": 100}) == 100  # "step" per iteration: its begin and end one pair
+    assert entries([8], {"n": 100}) == 200  # "step" per iteration: a pair of one slot, or two
     # The kernel reads its capacity from its buffer pointer's low bits, and assembles.
     ptx = found.kernel.asm["ptx"]
     assert "and.b32 \t%pik_shift, %pik_shift, 31;" in ptx

@@ -473,7 +473,8 @@ def gluon_add(compile_kernel) -> Case:
 
 @pytest.fixture(scope="module")
 def control_flow(compile_kernel) -> Case:
-    mode = Mode(granularity=Granularity.CTA, capacity=256)
+    # layout 2: these tests read its lines (layout=auto would give this loop layout 3)
+    mode = Mode(granularity=Granularity.CTA, capacity=256, layout=2)
     signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "iters": "i32", "BLOCK": "constexpr"}
     kernel = compile_kernel(control_flow_kernel, signature, {"BLOCK": 256}, mode=mode, num_warps=4)
     return Case(kernel, mode, 4, ["outer", "iteration", "branch"], *explicit(mode))
@@ -842,3 +843,20 @@ def test_the_cta_header_holds_the_cluster_from_sm_90_and_zeros_before_it(sm):
         assert reads == [] and store.endswith(", 0, 0, 0};")
     assert store.startswith("@%pik_h st.global.v4.b32")
     assert compiled.asm["cubin"]
+
+
+def test_layout_auto_gives_a_loop_of_no_tensor_core_instruction_layout_3(
+    compile_kernel, matmul: Case, add: Case
+):
+    """Version 3's half bytes pay where records are written in a loop that is not bound by
+    tensor cores; its longer pair end costs more elsewhere (docs/PERFORMANCE.md, issue 28)."""
+    signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "iters": "i32", "BLOCK": "constexpr"}
+    looping = compile_kernel(control_flow_kernel, signature, {"BLOCK": 256}, mode=Mode(), num_warps=4)
+    assert looping.metadata.proton_ik["layout"]["version"] == 3
+    assert "$pik_long_" in looping.asm["ptx"]  # a pair's long form, out of line
+    assert matmul.kernel.metadata.proton_ik["layout"]["version"] == 2  # a K loop of wgmma
+    assert add.kernel.metadata.proton_ik["layout"]["version"] == 2  # no loop
+    explicit = compile_kernel(
+        control_flow_kernel, signature, {"BLOCK": 256}, mode=Mode(layout=2), num_warps=4
+    )
+    assert explicit.metadata.proton_ik["layout"]["version"] == 2

@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 import proton_ik.language as pl
-from proton_ik.contract.layout import MAGIC, RECORD_BYTES, BufferLayout, Granularity
-from proton_ik.contract.tags import TAG_INDEX_MASK, RecordKind, ValueType, make_tag
+from proton_ik.contract.layout import MAGIC, RECORD_BYTES, SLOT_BYTES, BufferLayout, Granularity
+from proton_ik.contract.tags import TAG_INDEX_MASK, RecordKind, ValueType, make_tag, payload_tag
 from proton_ik.mode import Mode
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -48,18 +48,27 @@ def records_kernel(x, n, BLOCK: tl.constexpr):
         tl.store(x + offs, v + 1.0, mask=offs < n)
 
 
-@pytest.fixture(scope="module")
-def compiled(compile_kernel):
+def _compiled(compile_kernel, mode: Mode):
     kernel = compile_kernel(
         records_kernel,
         {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"},
         {"BLOCK": 256},
-        mode=Mode(),
+        mode=mode,
         num_warps=NUM_WARPS,
     )
     layout = BufferLayout.from_dict(kernel.metadata.proton_ik["layout"])
     ids = {scope["name"]: scope["id"] for scope in kernel.metadata.proton_ik["scopes"]}
     return interpreter.Case(kernel.asm["ptx"], layout, Granularity.WARP, NUM_WARPS, False), ids
+
+
+@pytest.fixture(scope="module")
+def compiled(compile_kernel):
+    return _compiled(compile_kernel, Mode())
+
+
+@pytest.fixture(scope="module")
+def compiled_layout_3(compile_kernel):
+    return _compiled(compile_kernel, Mode(layout=3))
 
 
 def kernel_registers(ptx: str) -> dict[str, list[str]]:
@@ -144,3 +153,55 @@ def test_capacity_counts_every_record_that_may_be_written(compiled):
     """The bound counts predicated records too (they may be written): 6 entries, 8 slots."""
     case, _ = compiled
     assert case.layout.capacity == 8
+
+
+def test_in_layout_3_each_record_is_a_slot_and_a_value_two(compiled_layout_3):
+    """Layout 3: a record in one 8-byte slot, a value mark's value in the slot after its record
+    ({payload tag with the value type, value}); the tally takes three records off a value
+    mark's two slots and one off a record's slot."""
+    case, ids = compiled_layout_3
+    assert case.layout.version == 3
+    roles = {
+        **{register: "predicate" for register in kernel_registers(case.ptx)["predicate"]},
+        **{register: "index" for register in kernel_registers(case.ptx)["index"]},
+        **{
+            register: "value"
+            for register in re.findall(
+                r"st\.global\.L2::cache_hint\.v2\.b32 \t\[%pik_a\], \{\d+, (%r\w+)\}", case.ptx
+            )
+        },
+    }
+    assert len(roles) == 5, "a register serves two roles: the test cannot set them apart"
+
+    def inputs(cta: int, tid: int) -> dict[str, int]:
+        values = {
+            "predicate": int(predicate_on(cta)),
+            "index": INDEX_BASE + INDEX_STEP * cta,
+            "value": VALUE_BASE + cta,
+        }
+        return {register: values[role] for register, role in roles.items()}
+
+    result = interpreter.launch(case, GRID, inputs=inputs)
+    _, unit, slots = interpreter.regions(case, result.memory)
+    words = slots.view(np.uint32).reshape(*slots.shape, 2)
+    for cta in range(GRID[0]):
+        want = expected(ids, cta)
+        values = sum(len(entry) == 3 for entry in want)
+        for u in range(case.layout.units):
+            header = unit[cta, u]
+            assert (int(header["entries"]), int(header["tally"]), int(header["end_magic"])) == (
+                len(want) + values,
+                len(want) + 2 * values,
+                MAGIC,
+            ), (cta, u)
+            clocks = result.threads[cta, u * 32].record_clocks
+            slot = 0
+            for i, entry in enumerate(want):
+                assert tuple(words[cta, u, slot].tolist()) == (entry[0], clocks[i]), (cta, u, i)
+                slot += 1
+                if len(entry) == 3:
+                    assert tuple(words[cta, u, slot].tolist()) == (payload_tag(entry[2]), entry[1])
+                    slot += 1
+            for empty in range(slot, case.layout.capacity):
+                assert slots[cta, u, empty].tobytes() == bytes([interpreter.POISON]) * SLOT_BYTES
+    assert result.memory.conflicts == []

@@ -50,7 +50,6 @@ from proton_ik.contract.layout import (
     field_offset,
 )
 from proton_ik.contract.tags import COMPACT_DURATION_LIMIT, compact_tag, make_tag
-from proton_ik.lowering.pikgpu_to_ptx import EXIT_LABEL
 from proton_ik.lowering.staging import STAGE_SYMBOL
 from proton_ik.mode import Mode
 
@@ -100,7 +99,12 @@ _INSTRUCTION = re.compile(r"^(?:@(?P<negate>!?)(?P<guard>%\w+)\s+)?(?P<op>[\w.:]
 _OPERAND = re.compile(r"\{[^}]*\}|\[[^\]]*\]|[^,\s][^,]*")
 _ADDRESS = re.compile(r"^\[(?P<reg>%\w+)(?:\+(?P<offset>\d+))?\]$")
 _LABEL = re.compile(r"^(?P<label>\$pik_\w+):$")
-_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b}
+_COMPARE = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "ge": lambda a, b: a >= b,
+}
 _REDUCE = {"add": lambda a, b: a + b, "max": max}
 _ARITHMETIC = {
     "shr": lambda a, b: a >> b,
@@ -145,7 +149,7 @@ def parse_program(ptx: str) -> tuple[list[Instruction], dict[str, int], str]:
         if label is not None:
             labels[label.group("label")] = len(program)
             continue
-        mentions_ours = "%pik_" in text or EXIT_LABEL in text or text.startswith("bar.warp.sync")
+        mentions_ours = "%pik_" in text or "$pik_" in text or text.startswith("bar.warp.sync")
         if not text or text.startswith(".reg") or not (mentions_ours or text == "ret;"):
             continue
         match = _INSTRUCTION.match(text)
@@ -519,8 +523,9 @@ MODES = {
     "warp_8": (Mode(granularity=Granularity.WARP_8, capacity=4), 8),  # one unit: the CTA's 8 warps
     "cta": (Mode(granularity=Granularity.CTA, capacity=8), 4),
     # Sized at launch: the capacity comes in the address, a ring of 1 wraps, 4 holds both pairs
-    "launch-sized-1": (Mode(), 4, 1),
-    "launch-sized-4": (Mode(), 4, 4),
+    "launch-sized-1": (Mode(layout=2), 4, 1),
+    "launch-sized-4": (Mode(layout=2), 4, 4),
+    "launch-sized-auto": (Mode(), 4, 4),  # layout=auto: a loop with no tensor core, layout 3
     # in layout 3, a ring of 2 wraps with long pairs
     "layout-3-launch-sized-2": (Mode(layout=3), 4, 2, LONG),
     "launch-sized-singles-warpgroup": (Mode(pairs=False, granularity=Granularity.WARPGROUP), 8, 8),
@@ -572,9 +577,9 @@ def expected_entries(case: Case, clocks: list[int]) -> tuple[list[tuple[int, ...
         (make_tag(scope, is_end), clock) for (scope, is_end), clock in zip(ADD_RECORDS, clocks, strict=True)
     ]
     if not case.paired:
-        return records, (0 if case.layout.version >= 3 else len(records))
+        return records, len(records)
     entries: list[tuple[int, ...]] = []
-    compact = 0
+    tally = 0  # twice the slots less the records: two for each pair in two slots
     for (begin_tag, begin), (end_tag, end) in zip(records[::2], records[1::2], strict=True):
         paired_begin = begin_tag | make_tag(0, False, paired=True)
         duration = (end - begin) & 0xFFFFFFFF
@@ -582,10 +587,10 @@ def expected_entries(case: Case, clocks: list[int]) -> tuple[list[tuple[int, ...
             entries.append((paired_begin, begin, end_tag, end))
         elif duration < COMPACT_DURATION_LIMIT:
             entries.append((compact_tag(begin_tag & 0xFFFF) | duration, begin))
-            compact += 1
         else:
             entries += [(paired_begin, begin), (end_tag, end)]
-    return entries, compact
+            tally += 2
+    return entries, tally
 
 
 def regions(case: Case, memory: Memory):

@@ -95,14 +95,14 @@ def test_the_ttir_stage_hands_its_text_to_the_ptx_stage(loop_ptx: str, loop_ttir
     assert sorted(metadata) == sorted(
         ["num_warps", "profile_scratch_size", "profile_scratch_align", METADATA_KEY]
     )
-    bound = 8 * 1  # for i in range(8): "step", its begin and end one paired entry
+    bound = 8 * 2  # for i in range(8): "step", a pair of one slot, or two (layout=auto: 3)
     assert metadata[METADATA_KEY]["capacity"] == {
         "entries": next_power_of_two(bound),
         "source": "bound",
         "bound": bound,
         "reason": f"the loop at loop.py:12 runs 8 times: at most {bound} slots",
     }
-    assert metadata["profile_scratch_size"] == BufferLayout(4, next_power_of_two(bound)).cta_bytes
+    assert metadata["profile_scratch_size"] == BufferLayout(4, next_power_of_two(bound), version=3).cta_bytes
 
 
 def test_the_options_mode_wins_over_the_installed_one(kernel_ptx: str):

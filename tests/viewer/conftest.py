@@ -64,7 +64,7 @@ class FakeUnit:
         self.header["start_clock"] = start_clock
         self.header["start_time"] = start_time
         self.count = 0  # slots written: the header's ``entries``
-        self.tally = 0  # the header's ``tally``: v3, records less slots; v2, entries of one record
+        self.tally = 0  # the header's ``tally``: twice the slots less the records (``records_written``)
 
     @property
     def version(self) -> int:
@@ -82,7 +82,7 @@ class FakeUnit:
     ) -> None:
         """One record of its own: a scope's begin or end, an event's start or end, a mark."""
         self._store((make_tag(scope, is_end, kind, index=index), clock))
-        self.tally += self.version == 2
+        self.tally += 1
 
     def pair(self, scope: int, begin_clock: int, end_clock: int) -> None:
         """A begin and its end in straight-line code, written at the end: in version 3 one slot
@@ -93,9 +93,9 @@ class FakeUnit:
             self._store((begin, begin_clock, end, end_clock))
         elif duration < COMPACT_DURATION_LIMIT and scope < COMPACT_SCOPES:
             self._store((compact_tag(scope) | duration, begin_clock))
-            self.tally += 1
         else:
             self._store((begin, begin_clock), (end, end_clock))
+            self.tally += 2
 
     def value(self, name: int, clock: int, bits: int, value_type: ValueType = ValueType.INT32) -> None:
         """A value mark: its record and the value's 32 bits (``bits``) of ``value_type``."""
@@ -105,7 +105,7 @@ class FakeUnit:
             self.tally += 1
         else:
             self._store((tag, clock), (payload_tag(value_type), bits))
-            self.tally -= 1
+            self.tally += 3
 
     def record_many(self, scope: np.ndarray, is_end: np.ndarray, clock: np.ndarray) -> None:
         """``record`` for each element in turn, written with whole-array operations."""
@@ -117,7 +117,7 @@ class FakeUnit:
         self.ring[slot[keep], 0] = tags[keep]
         self.ring[slot[keep], 1] = np.asarray(clock, dtype=np.int64)[keep] & LOW32
         self.count += len(tags)
-        self.tally += len(tags) if self.version == 2 else 0
+        self.tally += len(tags)
 
     def begin(self, scope: int, clock: int) -> None:
         self.record(scope, False, clock)

@@ -13,8 +13,8 @@ records, stored trimmed:
     many   1000 launches of 16 CTAs x 4 warps
 
 The last two are written as the runtime writes a kernel whose segments are sized from the code
-(capacity 4): raw buffers, one one-slot pair per scope (layout version 3), scopes one after
-another, metadata as the launch hooks give it; ``--records`` does not apply:
+(capacity 4): raw buffers, one pair entry per scope, scopes one after another, metadata as the
+launch hooks give it; ``--records`` does not apply:
 
     launches  4010 launches of 256 CTAs x 4 warps, 3 scopes per warp (6144 records per launch)
     large     5 launches of 16384 CTAs x 8 warps, 4 scopes per warp (1,048,576 records per launch)
@@ -45,15 +45,15 @@ import numpy as np
 
 from proton_ik.contract.layout import (
     CTA_HEADER_DTYPE,
+    ENTRY_BYTES,
+    ENTRY_DTYPE,
     MAGIC,
-    SLOT_BYTES,
-    SLOT_DTYPE,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
     BufferLayout,
 )
-from proton_ik.contract.tags import compact_tag
+from proton_ik.contract.tags import make_tag
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import load, render_session
 
@@ -111,9 +111,9 @@ def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
 
 def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
     """A session as the runtime writes a kernel sized from its code: raw buffers, every unit writing
-    one one-slot pair per scope (scopes one after another), its clocks as an SM at 1.755 GHz reads them."""
+    one pair entry per scope (scopes one after another), its clocks as an SM at 1.755 GHz reads them."""
     launches, num_ctas, units, scopes = PAIRED_SHAPES[shape]
-    layout = BufferLayout(units=units, capacity=PAIRED_CAPACITY, version=VERSION)
+    layout = BufferLayout(units=units, capacity=PAIRED_CAPACITY)
     rng = np.random.default_rng(0)
     ghz, clock0 = 1.755, 10_000_000 * (np.arange(sms) + 1)
     time0 = 1_700_000_000_000_000_000 + 1_000 * np.arange(sms)
@@ -160,18 +160,18 @@ def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
 
             unit["start_clock"], unit["start_time"] = start, time(start)
             unit["end_clock"], unit["end_time"] = end, time(end)
-            # One slot a pair (each far shorter than COMPACT_DURATION_LIMIT), a record more than its slot.
-            unit["entries"], unit["tally"], unit["end_magic"] = scopes, scopes, MAGIC
-            slots = np.ndarray(
+            unit["entries"], unit["tally"], unit["end_magic"] = scopes, 0, MAGIC
+            entries = np.ndarray(
                 (num_ctas, units, scopes),
-                SLOT_DTYPE,
+                ENTRY_DTYPE,
                 buffer,
                 offset + UNIT_HEADER_BYTES,
-                (layout.cta_bytes, layout.unit_bytes, SLOT_BYTES),
+                (layout.cta_bytes, layout.unit_bytes, ENTRY_BYTES),
             )
-            durations = clocks[..., 1 : 2 * scopes : 2] - clocks[..., 0 : 2 * scopes : 2]
-            slots["tag"] = np.array([compact_tag(i) for i in range(scopes)], np.uint32) | durations
-            slots["clock"] = clocks[..., 0 : 2 * scopes : 2] & 0xFFFFFFFF
+            entries["first"]["tag"] = [make_tag(i, False, paired=True) for i in range(scopes)]
+            entries["second"]["tag"] = [make_tag(i, True) for i in range(scopes)]
+            entries["first"]["clock"] = clocks[..., 0 : 2 * scopes : 2] & 0xFFFFFFFF
+            entries["second"]["clock"] = clocks[..., 1 : 2 * scopes : 2] & 0xFFFFFFFF
             meta = {
                 "launch": launch,
                 "kernel": "fused_kernel",

@@ -123,8 +123,8 @@ def write_session(
 
             unit["start_clock"], unit["start_time"] = start, timer(start)
             unit["end_clock"], unit["end_time"] = end, timer(end)
-            # One slot a pair, each a record more than its slot: the tally counts them.
-            unit["entries"], unit["tally"], unit["end_magic"] = count, count, MAGIC
+            # One slot a pair, two records a slot: nothing for the tally to take off.
+            unit["entries"], unit["tally"], unit["end_magic"] = count, 0, MAGIC
             slots = np.ndarray(
                 (num_ctas, units, count),
                 SLOT_DTYPE,

@@ -253,7 +253,7 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
     cta = np.repeat(valid_ctas, layout.units)
     launch = np.repeat(ctas.launch[ctas.valid], layout.units)
     entries = headers["entries"].astype(np.int64)
-    count = records_written(entries, headers["tally"].astype(np.int64), layout.version)
+    count = records_written(entries, headers["tally"].astype(np.int64))
     finished = headers["end_magic"] == MAGIC
     decoded = finished | ((entries < PLAUSIBLE_COUNT) & (count >= 0))
     kept_entries = np.where(decoded, np.minimum(entries, layout.capacity), 0)
