@@ -11,7 +11,7 @@ from typing import Any, cast
 from xdsl.dialects.builtin import ModuleOp
 
 from proton_ik.contract.launch_bound import LaunchBound
-from proton_ik.contract.layout import VERSION, BufferLayout, ring_capacity
+from proton_ik.contract.layout import VERSION, BufferLayout, min_capacity, ring_capacity
 from proton_ik.contract.metadata import Capacity, KernelMetadata, Occupancy, Scope, write_compile_metadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.dialect import make_context
@@ -129,6 +129,8 @@ def layout_version(mode: Mode, ptx: str, module: ModuleOp) -> int:
         return int(mode.layout)
     if mode.aggregate:  # no ring: nothing for the slots to save
         return VERSION
+    if isinstance(mode.capacity, int) and mode.capacity < min_capacity(3):
+        return VERSION  # a ring of one: the one layout that has it
     in_loop = ptx_bound(ptx, entry_records(module, mode.pairs, VERSION)).entries is None
     return 3 if in_loop and not _TENSOR_CORE.search(ptx) else VERSION
 

@@ -108,8 +108,9 @@ class Mode:
     """One instrumentation configuration.
 
     ``instrumentation:granularity=warp:capacity=auto:pairs=on`` is the default.
-    ``capacity`` is ring slots per unit. A slot (16 bytes) holds one record, or both records of
-    a scope whose begin and end sit in straight-line code (``pairs=on``). ``auto`` sizes each
+    ``capacity`` is ring slots per unit. A slot holds one record, or both records of a scope
+    whose begin and end sit in straight-line code (``pairs=on``; see ``layout`` for the slot's
+    size and a long pair's second slot). ``auto`` sizes each
     kernel's segments from its code: the most slots a unit can write, rounded up to a power of
     two, or a ring of ``DEFAULT_RING_CAPACITY`` slots where the code gives no bound (a scope in
     a loop whose trip count is known only at run time). A number ``N`` is a ring of ``N``
@@ -156,7 +157,7 @@ class Mode:
 
     granularity: Granularity = Granularity.WARP
     capacity: int | Literal["auto"] = AUTO
-    pairs: bool = True  # a begin and its end in straight-line code share one 16-byte store
+    pairs: bool = True  # a begin and its end in straight-line code share one store at the end
     aggregate: bool = False  # per-scope statistics per unit instead of a trace of records
     ctas: int | tuple[int, ...] = 1  # a stride over linear CTA ids, or the CTAs that record
     warps: tuple[int, ...] = ()  # the warps whose units record; all when empty

@@ -121,7 +121,7 @@ CTA_HEADER_DTYPE = np.dtype(
         ("nctaid_y", "<u4"),
         ("nctaid_z", "<u4"),
         ("units", "<u4"),
-        ("capacity", "<u4"),  # ring entries per unit
+        ("capacity", "<u4"),  # ring slots per unit
         ("cluster", "<u4"),  # linear cluster id: %clusterid x + y * nx + z * nx * ny (%nclusterid)
         ("cluster_rank", "<u4"),  # %cluster_ctarank: the CTA's rank in its cluster
         ("cluster_ctas", "<u4"),  # %cluster_nctarank: CTAs in the cluster; 0: not recorded

@@ -38,11 +38,12 @@ class RecordKind(enum.IntEnum):
     SCOPE = 0  # a scope's begin or end (the end bit)
     EVENT = 1  # an event instance's start or end (the end bit), which any unit of the CTA may write
     MARK = 2  # an instant
-    VALUE = 3  # an instant with a 32-bit value: one ``VALUE_ENTRY_DTYPE`` entry
+    VALUE = 3  # an instant with a 32-bit value: one v2 entry, or its slot and a payload slot (v3)
 
 
 class ValueType(enum.IntEnum):
-    """How a value mark's 32 bits read: the entry's ``value_type`` word."""
+    """How a value mark's 32 bits read: the v2 entry's ``value_type`` word, or the low bits of
+    the v3 payload slot's tag (``payload_tag``)."""
 
     INT32 = 0
     UINT32 = 1

@@ -62,13 +62,13 @@ def test_sessions_from_before_the_metadata_still_read():
     table = load(DATA / "add.pik").launches
     assert table[["device", "graph", "replay", "config", "capacity_source"]].isna().all().all()
     assert table["capacity"].tolist() == [8]
-    assert "ring: 8 entries per unit\n" in load(DATA / "add.pik").summary_text() + "\n"
+    assert "ring: 8 slots per unit\n" in load(DATA / "add.pik").summary_text() + "\n"
 
 
 def test_the_summary_says_why_the_ring_is_that_large_and_what_tells_launches_apart(session):
     text = load(session).summary_text()
     assert (
-        "  ring: 64 entries per unit (from the bound, bound 48 entries): 8 iterations of 6 records per warp"
+        "  ring: 64 slots per unit (from the bound, bound 48 slots): 8 iterations of 6 records per warp"
         in text
     )
     assert (

@@ -315,12 +315,12 @@ def _ring(launches: pd.DataFrame) -> str:
             part
             for part in (
                 f"from the {source}" if source else "",
-                f"bound {int(bound):,} entries" if bound is not None else "",
+                f"bound {int(bound):,} slots" if bound is not None else "",
             )
             if part
         )
         texts.append(
-            f"{text} entries per unit" + (f" ({why})" if why else "") + (f": {reason}" if reason else "")
+            f"{text} slots per unit" + (f" ({why})" if why else "") + (f": {reason}" if reason else "")
         )
     return "ring: " + "; ".join(texts)
 
