@@ -52,9 +52,8 @@ from proton_ik.lowering.registers import (
 _CLOCK = f"\tmov.u32 \t{CLOCK}, %clock;"
 
 
-def _add(register: str, amount: int, guard: str | None = None) -> str:
-    predicate = f"@{guard} " if guard else ""
-    return f"\t{predicate}add.s32 \t{register}, {register}, {amount};"
+def _add(register: str, amount: int) -> str:
+    return f"\tadd.s32 \t{register}, {register}, {amount};"
 
 
 @dataclass(frozen=True)
@@ -68,28 +67,27 @@ class Ring:
     policy: bool = True
     staged: bool = False
 
-    def address(self, guard: str | None = None) -> list[str]:
+    def address(self) -> list[str]:
         """The address of slot ``COUNT``: ``STAGE_SLOT`` in the stage, else ``ADDRESS``."""
-        predicate = f"@{guard} " if guard else ""
         size = slot_bytes(self.version)
         if self.staged:
-            return [f"\t{predicate}mad.lo.u32 \t{STAGE_SLOT}, {COUNT}, {size}, {STAGE};"]
+            return [f"\tmad.lo.u32 \t{STAGE_SLOT}, {COUNT}, {size}, {STAGE};"]
         return [
-            f"\t{predicate}and.b32 \t{TEMP}, {COUNT}, {self.mask};",
-            f"\t{predicate}mad.wide.u32 \t{ADDRESS}, {TEMP}, {size}, {RECORDS};",
+            f"\tand.b32 \t{TEMP}, {COUNT}, {self.mask};",
+            f"\tmad.wide.u32 \t{ADDRESS}, {TEMP}, {size}, {RECORDS};",
         ]
 
-    def store(self, dtype: np.dtype, values: dict[str, object], guard: str = WRITER) -> str:
-        """One vector store of ``values`` into the fields of ``dtype`` they name, at the address
-        ``address`` found."""
+    def store(self, dtype: np.dtype, values: dict[str, object]) -> str:
+        """The writer lane's vector store of ``values`` into the fields of ``dtype`` they name, at
+        the address ``address`` found."""
         offset, shape, operands = stores_ptx.vector(dtype, values)
         base = STAGE_SLOT if self.staged else ADDRESS
         at = f"[{base}+{offset}]" if offset else f"[{base}]"
         if self.staged:
-            return f"\t@{guard} st.shared.{shape} \t{at}, {operands};"
+            return f"\t@{WRITER} st.shared.{shape} \t{at}, {operands};"
         if not self.policy:
-            return f"\t@{guard} st.global.{shape} \t{at}, {operands};"
-        return f"\t@{guard} st.global.L2::cache_hint.{shape} \t{at}, {operands}, {RECORD_POLICY};"
+            return f"\t@{WRITER} st.global.{shape} \t{at}, {operands};"
+        return f"\t@{WRITER} st.global.L2::cache_hint.{shape} \t{at}, {operands}, {RECORD_POLICY};"
 
 
 def single(ring: Ring, tag: object, is_end: bool, tag_lines: Sequence[str] = ()) -> list[str]:
