@@ -16,7 +16,25 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from proton_ik import viewer
+from proton_ik.contract.layout import (
+    CTA_HEADER_DTYPE,
+    MAGIC,
+    SLOT_DTYPE,
+    UNIT_HEADER_BYTES,
+    UNIT_HEADER_DTYPE,
+    BufferLayout,
+)
+from proton_ik.contract.tags import (
+    COMPACT_DURATION_LIMIT,
+    RecordKind,
+    ValueType,
+    compact_tag,
+    make_tag,
+    payload_tag,
+)
 from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.perfetto import write_perfetto
 
@@ -59,9 +77,57 @@ def run(command: str, path: Path, scratch: Path) -> tuple[int, str]:
     return code, errors.getvalue()
 
 
+def layout_3_capture() -> viewer.LaunchCapture:
+    """A launch in layout version 3, written as its kernel would (no real capture exists yet):
+    2 CTAs of 2 units, rings of 4 slots, with a one-slot pair, a long pair (two slots), a value
+    mark and its payload, and a ring that wrapped."""
+    layout = BufferLayout(units=2, capacity=4, version=3)
+    buffer = np.zeros(2 * layout.cta_bytes, np.uint8)
+    for cta in range(2):
+        header = np.ndarray((), CTA_HEADER_DTYPE, buffer, cta * layout.cta_bytes)
+        for name, value in {"magic": MAGIC, "version": 3, "cta": cta, "smid": cta, "nctaid_x": 2,
+                            "nctaid_y": 1, "nctaid_z": 1, "units": 2, "capacity": 4,
+                            "cluster": cta, "cluster_ctas": 1}.items():  # fmt: skip
+            header[name] = value
+        for unit in range(2):
+            start = 1000 * (cta + 1) + 100 * unit
+            slots = [
+                (compact_tag(0) | 40, start + 10),
+                (make_tag(1, False, paired=True), start + 60),
+                (make_tag(1, True), start + 60 + COMPACT_DURATION_LIMIT),
+                (make_tag(2, False, RecordKind.VALUE), start + COMPACT_DURATION_LIMIT + 80),
+                (payload_tag(ValueType.INT32), 7 + unit),
+            ][: 5 - unit]  # unit 0 wraps its ring of 4, unit 1 fills it
+            offset = layout.unit_offset(unit) + cta * layout.cta_bytes
+            ring = np.ndarray((layout.capacity,), SLOT_DTYPE, buffer, offset + UNIT_HEADER_BYTES)
+            for count, (tag, clock) in enumerate(slots):
+                ring[count % layout.capacity] = (tag, clock)
+            records = 2 + 2 + (1 if len(slots) == 5 else 0)
+            head = np.ndarray((), UNIT_HEADER_DTYPE, buffer, offset)
+            head["start_clock"], head["end_clock"] = start, start + COMPACT_DURATION_LIMIT + 100
+            head["start_time"], head["end_time"] = 10**9 + start, 10**9 + start + 200_000
+            head["entries"], head["tally"], head["end_magic"] = len(slots), 2 * len(slots) - records, MAGIC
+    profile = {
+        "mode": "instrumentation:granularity=warp:capacity=4:pairs=on:layout=3",
+        "num_warps": 2,
+        "warps_per_unit": 1,
+        "layout": layout.to_dict(),
+        "scopes": [
+            {"id": 0, "name": "short", "line": 10},
+            {"id": 1, "name": "long", "line": 11},
+            {"id": 2, "name": "value", "line": 12, "kind": "mark"},
+        ],
+    }
+    meta = {"launch": 0, "kernel": "k", "stream": 0, "grid": [2, 1, 1], "num_warps": 2, "profile": profile}
+    return viewer.LaunchCapture(meta, buffer)
+
+
 def seeds(tmp: Path) -> dict[str, bytes]:
-    """Real files of each format: the captures, stored and deflated, and their traces."""
-    out = {}
+    """Real files of each format: the captures, stored and deflated, and their traces; and a
+    layout 3 session from ``layout_3_capture``."""
+    out = {
+        "layout3.pik": write_session(tmp / "layout3.pik", {"name": "v3"}, [layout_3_capture()]).read_bytes()
+    }
     for name in ("add", "ring", "spin"):
         out[f"{name}.pik"] = (DATA / f"{name}.pik").read_bytes()
         session = viewer.read_session(DATA / f"{name}.pik")
