@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from proton_ik import viewer
 from proton_ik.contract.layout import READ_VERSIONS, BufferLayout
 from proton_ik.contract.tags import (
     COMPACT_DURATION_LIMIT,
@@ -26,6 +27,7 @@ from proton_ik.contract.tags import (
     make_tag,
 )
 from proton_ik.contract.trimmed import inflate, trim, trimmed_view
+from proton_ik.runtime.session_writer import write_session
 from proton_ik.viewer.decode import decode_buffer, decode_views
 
 WRAP = 1 << 32
@@ -327,3 +329,26 @@ def test_the_trimmed_form_decodes_as_the_raw_buffer(fake_launch, programs, capac
             assert np.array_equal(getattr(raw.records, name), getattr(other.records, name)), name
         for name in ("entries", "kept_entries", "count", "kept", "overwritten"):
             assert np.array_equal(getattr(raw.units, name), getattr(other.units, name)), name
+
+
+def test_a_session_of_kernels_of_both_versions_renders_each_with_its_own(fake_launch, tmp_path):
+    """``layout=auto`` gives each kernel its layout: one session holds launches of both, each
+    decoded with the layout its metadata names."""
+    captures = []
+    for launch, version in enumerate(READ_VERSIONS):
+        fake = fake_launch(units=1, capacity=4, version=version)
+        fake.cta(0, smid=3)
+        unit = fake.unit(0, 0, start_clock=1000, start_time=10**9)
+        unit.pair(0, 1100, 1100 + 40 * (launch + 1))
+        unit.pair(1, 1200, 1200 + COMPACT_DURATION_LIMIT)  # two slots in version 3
+        unit.finish(1200 + COMPACT_DURATION_LIMIT + 50, 10**9 + 200_000)
+        captures.append(fake.capture(launch=launch, kernel=f"v{version}", scopes=["short", "long"]))
+    trace = viewer.load(write_session(tmp_path / "both.pik", {"name": "both"}, captures))
+    durations = trace.events.groupby(["kernel", "scope"], observed=True)["dur_cycles"].first().to_dict()
+    assert durations == {
+        ("v2", "short"): 40,
+        ("v2", "long"): COMPACT_DURATION_LIMIT,
+        ("v3", "short"): 80,
+        ("v3", "long"): COMPACT_DURATION_LIMIT,
+    }
+    assert trace.launches["overwritten"].tolist() == [0, 0]
