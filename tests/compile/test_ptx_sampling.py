@@ -57,6 +57,13 @@ CASES = {
         Mode(granularity=Granularity.CTA, capacity=8),
         4,
     ),
+    # layout 3's 8-byte slots (what layout=auto gives a loop of no tensor-core instruction)
+    "layout-3-both": (Mode(layout=3, ctas=(0, 5, 6), warps=(0, 2)), Mode(layout=3), 4),
+    "layout-3-singles-warpgroup": (
+        Mode(layout=3, pairs=False, granularity=Granularity.WARPGROUP, capacity=2, warps=(4,)),
+        Mode(layout=3, pairs=False, granularity=Granularity.WARPGROUP, capacity=2),
+        8,
+    ),
 }
 
 
