@@ -76,10 +76,29 @@ def kernel_registers(ptx: str) -> dict[str, list[str]]:
     return {
         "predicate": re.findall(r"setp\.ne\.b32 \t%pik_ev_on, (%\w+), 0;", ptx),
         "index": re.findall(r"shl\.b32 \t%pik_ev_tag, (%\w+), 16;", ptx),
+        # a value: in layout 2 the entry's third word, in layout 3 its payload slot's second
         "value": re.findall(
             r"st\.global\.L2::cache_hint\.v4\.b32 \t\[%pik_a\], \{\d+, %pik_c, (%\w+), \d+\}, %pik_pol;", ptx
-        ),
+        )
+        + re.findall(r"st\.global\.L2::cache_hint\.v2\.b32 \t\[%pik_a\], \{\d+, (%r\w+)\}", ptx),
     }
+
+
+def launched(case: interpreter.Case) -> interpreter.Launch:
+    """The grid run with the kernel's own registers given by role: each CTA's predicate, event
+    index and value."""
+    roles = {register: role for role, names in kernel_registers(case.ptx).items() for register in names}
+    assert len(roles) == 5, "a register serves two roles: the test cannot set them apart"
+
+    def inputs(cta: int, tid: int) -> dict[str, int]:
+        values = {
+            "predicate": int(predicate_on(cta)),
+            "index": INDEX_BASE + INDEX_STEP * cta,
+            "value": VALUE_BASE + cta,
+        }
+        return {register: values[role] for register, role in roles.items()}
+
+    return interpreter.launch(case, GRID, inputs=inputs)
 
 
 def predicate_on(cta: int) -> bool:
@@ -111,19 +130,7 @@ def test_the_ptx_reads_one_register_of_each_role(compiled):
 
 def test_false_predicates_write_nothing_and_count_nothing(compiled):
     case, ids = compiled
-    registers = kernel_registers(case.ptx)
-    roles = {register: role for role, names in registers.items() for register in names}
-    assert len(roles) == 5, "a register serves two roles: the test cannot set them apart"
-
-    def inputs(cta: int, tid: int) -> dict[str, int]:
-        values = {
-            "predicate": int(predicate_on(cta)),
-            "index": INDEX_BASE + INDEX_STEP * cta,
-            "value": VALUE_BASE + cta,
-        }
-        return {register: values[role] for register, role in roles.items()}
-
-    result = interpreter.launch(case, GRID, inputs=inputs)
+    result = launched(case)
     _, unit, slots = interpreter.regions(case, result.memory)
     value_view = slots.view(np.uint32).reshape(*slots.shape, 4)
     for cta in range(GRID[0]):
@@ -161,27 +168,7 @@ def test_in_layout_3_each_record_is_a_slot_and_a_value_two(compiled_layout_3):
     mark's two slots and one off a record's slot."""
     case, ids = compiled_layout_3
     assert case.layout.version == 3
-    roles = {
-        **{register: "predicate" for register in kernel_registers(case.ptx)["predicate"]},
-        **{register: "index" for register in kernel_registers(case.ptx)["index"]},
-        **{
-            register: "value"
-            for register in re.findall(
-                r"st\.global\.L2::cache_hint\.v2\.b32 \t\[%pik_a\], \{\d+, (%r\w+)\}", case.ptx
-            )
-        },
-    }
-    assert len(roles) == 5, "a register serves two roles: the test cannot set them apart"
-
-    def inputs(cta: int, tid: int) -> dict[str, int]:
-        values = {
-            "predicate": int(predicate_on(cta)),
-            "index": INDEX_BASE + INDEX_STEP * cta,
-            "value": VALUE_BASE + cta,
-        }
-        return {register: values[role] for register, role in roles.items()}
-
-    result = interpreter.launch(case, GRID, inputs=inputs)
+    result = launched(case)
     _, unit, slots = interpreter.regions(case, result.memory)
     words = slots.view(np.uint32).reshape(*slots.shape, 2)
     for cta in range(GRID[0]):
