@@ -48,6 +48,7 @@ from proton_ik.contract.layout import (
     ENTRY_BYTES,
     ENTRY_DTYPE,
     MAGIC,
+    READ_VERSIONS,
     UNIT_HEADER_BYTES,
     UNIT_HEADER_DTYPE,
     VERSION,
@@ -77,8 +78,9 @@ PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
 PAIRED_CAPACITY = 4
 
 
-def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
-    """A session whose every unit runs ``outer(a){ inner(b) } c`` in a loop, as ``busy_launch``."""
+def build_session(path: Path, shape: str, records: int, sms: int = 132, version: int = VERSION) -> None:
+    """A session whose every unit runs ``outer(a){ inner(b) } c`` in a loop, as ``busy_launch``,
+    in layout ``version``."""
     launches, num_ctas, units = SHAPES[shape]
     iterations = max(1, records // (launches * num_ctas * units * RECORDS_PER_ITERATION))
     capacity = 1 << int(np.ceil(np.log2(iterations * RECORDS_PER_ITERATION)))
@@ -91,7 +93,7 @@ def build_session(path: Path, shape: str, records: int, sms: int = 132) -> None:
     is_end = np.tile([0, 0, 1, 1, 0, 1], iterations).astype(bool)
     with SessionWriter(path, {"name": shape, "time_shift_cycles": 40}, compress=False, trim=True) as writer:
         for launch in range(launches):
-            fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas)
+            fake = FakeLaunch(units=units, capacity=capacity, num_ctas=num_ctas, version=version)
             start = 400_000 * launch
             for cta in range(num_ctas):
                 sm = cta % sms
@@ -219,6 +221,9 @@ def main() -> None:
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "proton_ik_finalize_speed"
     )
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--layout", type=int, choices=READ_VERSIONS, default=VERSION, help="the model shapes' layout version"
+    )
     parser.add_argument("--finalize-only", action="store_true", help="skip the tables and the JSON")
     parser.add_argument(
         "--workers", type=int, help="processes for a session of several parts (default: one per core)"
@@ -235,9 +240,10 @@ def main() -> None:
             if not path.exists():
                 build_paired_session(path, shape)
         else:
-            path = args.cache / f"{shape}-{args.records}-trimmed.pik"
+            layout = "" if args.layout == VERSION else f"-layout{args.layout}"
+            path = args.cache / f"{shape}-{args.records}{layout}-trimmed.pik"
             if not path.exists():
-                build_session(path, shape, args.records)
+                build_session(path, shape, args.records, version=args.layout)
         runs = [
             json.loads(
                 subprocess.run(
