@@ -85,9 +85,9 @@ MUTATIONS = [
     ),
     Mutation(
         "records-lose-l2-policy",
-        "proton_ik.lowering.stores_ptx",
-        'return f"\\t@{WRITER} st.global.L2::cache_hint.{shape} \\t[{address}], {operands}, {RECORD_POLICY};"',
-        'return f"\\t@{WRITER} st.global.{shape} \\t[{address}], {operands};"',
+        "proton_ik.lowering.slots_ptx",
+        'return f"\\t@{WRITER} st.global.L2::cache_hint.{shape} \\t{at}, {operands}, {RECORD_POLICY};"',
+        'return f"\\t@{WRITER} st.global.{shape} \\t{at}, {operands};"',
         "the records' stores go without their L2 policy: their lines leave L2 between entries",
     ),
     Mutation(
@@ -96,6 +96,35 @@ MUTATIONS = [
         "return 1 <= entries <= MAX_CAPACITY and",
         "return 1 <= entries and",
         "the mode accepts any power-of-two capacity, with no upper bound",
+    ),
+    # Layout version 3 (issue 28)
+    Mutation(
+        "compact-pair-stores-its-end-clock",
+        "proton_ik.lowering.slots_ptx",
+        'ring.store(SLOT_DTYPE, {"tag": PAIR_WORD, "clock": begin}),',
+        'ring.store(SLOT_DTYPE, {"tag": PAIR_WORD, "clock": CLOCK}),',
+        "a one-slot pair stores its end's clock where its begin's goes",
+    ),
+    Mutation(
+        "compact-limit-one-too-high",
+        "proton_ik.lowering.slots_ptx",
+        'f"\\tsetp.ge.u32 \\t{LONG_PAIR}, {PAIR_WORD}, {COMPACT_DURATION_LIMIT};",',
+        'f"\\tsetp.ge.u32 \\t{LONG_PAIR}, {PAIR_WORD}, {COMPACT_DURATION_LIMIT + 1};",',
+        "a pair of exactly 2**18 cycles takes one slot, its duration spilling into the scope id",
+    ),
+    Mutation(
+        "long-pair-untallied",
+        "proton_ik.lowering.slots_ptx",
+        "_add(TALLY, 2),",
+        "_add(TALLY, 0),",
+        "a pair in two slots counts four records, not two",
+    ),
+    Mutation(
+        "decoder-compact-end-one-late",
+        "proton_ik.viewer.decode.slots",
+        "clock + compact_duration(tag), second_clock)",
+        "clock + compact_duration(tag) + 1, second_clock)",
+        "the decoder reads a one-slot pair's end a cycle late",
     ),
 ]
 BY_NAME = {m.name: m for m in MUTATIONS}

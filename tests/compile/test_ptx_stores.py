@@ -516,6 +516,9 @@ MODES = {
     "layout-3-pairs-unstaged": (Mode(layout=3, stage=False), 4),
     "layout-3-long-pairs": (Mode(layout=3), 4, None, LONG),  # staged, each pair in two slots
     "layout-3-long-pairs-unstaged": (Mode(layout=3, stage=False), 4, None, LONG),
+    # pairs of exactly the limit (two slots) and one cycle under it (one slot)
+    "layout-3-pairs-at-the-limit": (Mode(layout=3, stage=False), 4, None, COMPACT_DURATION_LIMIT),
+    "layout-3-pairs-under-the-limit": (Mode(layout=3, stage=False), 4, None, COMPACT_DURATION_LIMIT - 1),
     "layout-3-singles-ring": (Mode(layout=3, pairs=False, capacity=2), 4),
     "warpgroup": (Mode(granularity=Granularity.WARPGROUP, capacity=4), 8),
     "warp_2": (Mode(granularity=Granularity.WARP_2, capacity=4), 8),  # Proton's warp_2: 2 warps a unit
