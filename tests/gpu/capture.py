@@ -2,8 +2,10 @@
 
 Run on a GPU machine from the repository root: ``python tests/gpu/capture.py OUT_DIR``. It
 writes ``add.pik`` (three scopes, no ring wrap), ``ring.pik`` (a ring that wraps),
-``spin.pik`` (scopes of known length, with the reference spans in the session info) and
-``demo.pik`` (the demo matmul), each a few hundred kB at most.
+``spin.pik`` (scopes of known length, with the reference spans in the session info),
+``slots.pik`` (layout version 3: a persistent kernel's one-slot pairs, sized at launch, and a
+spin's pairs too long for one slot) and ``demo.pik`` (the demo matmul), each a few hundred kB
+at most.
 """
 
 from __future__ import annotations
@@ -63,6 +65,16 @@ def main(out_dir: Path) -> None:
         "instrumentation:capacity=2",
     )
     (out_dir / "spin_reference.txt").write_text(" ".join(str(v) for v in spans.cpu().tolist()) + "\n")
+
+    tiles_out = torch.zeros(24 * 128, device="cuda")
+    tiles_in = torch.randn(4 * 128, device="cuda")
+    long_spans = torch.zeros(4, dtype=torch.int64, device="cuda")
+
+    def slots() -> None:
+        kernels.persistent_kernel[(8,)](tiles_in, tiles_out, 24, 4 * 128, NUM_PROGRAMS=8, BLOCK=128)
+        kernels.spin_kernel[(4,)](long_spans, CYCLES=300_000, num_warps=1)  # over 2**18 cycles
+
+    capture(out_dir, "slots", slots, "instrumentation:layout=3")
 
     capture(out_dir, "demo", demo.launch_demo, demo.DEMO_MODE)
 
