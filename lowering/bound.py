@@ -121,6 +121,20 @@ def ptx_bound(ptx: str, entries: Sequence[EntryRecord]) -> EntryBound:
     return EntryBound(most, f"straight-line code: at most {_entries(most)}")
 
 
+def recording_loops(ptx: str, entries: Sequence[EntryRecord]) -> list[list[str]]:
+    """The lines of each loop (a cycle of the control-flow graph) that stores one of ``entries``."""
+    lines = ptx.splitlines()
+    start, end = ptx_text.entry_body(lines)
+    flow = ptx_text.control_flow(lines, start, end)
+    sites = {flow.blocks[e.record.site.value.data] for e in entries if e.record.site is not None}
+    loops = [
+        set(component)
+        for component in _components(flow.entry, flow.successors)
+        if (len(component) > 1 or component[0] in flow.successors[component[0]]) and sites & set(component)
+    ]
+    return [[lines[i] for i in range(start, end + 1) if flow.blocks[i] in loop] for loop in loops]
+
+
 def _components(entry: int, successors: dict[int, list[int]]) -> list[list[int]]:
     """The strongly connected components reachable from ``entry`` (Tarjan's algorithm, without
     recursion: kernels have thousands of blocks), each listed after every component it reaches."""

@@ -19,7 +19,7 @@ from proton_ik.dialect.markers import MARKER_PREFIX
 from proton_ik.dialect.pik import RecordOp
 from proton_ik.lowering import ptx_text, staging, ttir_text
 from proton_ik.lowering.assign_scope_ids import AssignScopeIds, scope_table
-from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, ptx_bound
+from proton_ik.lowering.bound import EntryBound, entry_bound, entry_records, recording_loops
 from proton_ik.lowering.check_scopes import CheckScopes
 from proton_ik.lowering.collect import collect_markers
 from proton_ik.lowering.kernel_scope import around_kernel
@@ -115,24 +115,30 @@ def instrument(
     )
 
 
-# Tensor-core instructions: a loop that issues them is bound by them, not by the records' bytes.
+# Tensor-core instructions: a kernel that issues them is bound by them, not by the records' bytes.
 _TENSOR_CORE = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:wgmma|mma|tcgen05)\.", re.MULTILINE)
+# The kernel's own global memory traffic, which the records' bytes compete with.
+_GLOBAL_MEMORY = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:(?:ld|st|red|atom)\.(?:[\w:]+\.)*global\b|cp\.async\b)")
 
 
 def layout_version(mode: Mode, ptx: str, module: ModuleOp) -> int:
     """The buffer layout a kernel writes: the mode's, or, with ``layout=auto``, version 3 where
-    a record is stored inside a loop that issues no tensor-core instruction, version 2 elsewhere.
-    Version 3's half bytes paid in such loops (add_rms_norm on an H100: +2.1% to +0.5%), where
-    the records' traffic is the cost; its longer pair end cost more than it saved in K loops of
-    tensor-core matmuls and attention, and in short kernels (docs/PERFORMANCE.md, issue 28)."""
+    a record is stored inside a loop that moves global memory, in a kernel that issues no
+    tensor-core instruction; version 2 elsewhere. Version 3's half bytes paid in such loops
+    (add_rms_norm on an H100: +2.1% to +0.5%), where the records' traffic shares the memory
+    system with the kernel's; its longer pair end cost more than it saved in K loops of
+    tensor-core matmuls and attention, and in short kernels (docs/PERFORMANCE.md, issue 28).
+    A loop that moves no memory pays the longer pair end for nothing."""
     if mode.layout != AUTO:
         return int(mode.layout)
     if mode.aggregate:  # no ring: nothing for the slots to save
         return VERSION
     if isinstance(mode.capacity, int) and mode.capacity < min_capacity(3):
         return VERSION  # a ring of one: the one layout that has it
-    in_loop = ptx_bound(ptx, entry_records(module, mode.pairs, VERSION)).entries is None
-    return 3 if in_loop and not _TENSOR_CORE.search(ptx) else VERSION
+    if _TENSOR_CORE.search(ptx):
+        return VERSION
+    loops = recording_loops(ptx, entry_records(module, mode.pairs, VERSION))
+    return 3 if any(_GLOBAL_MEMORY.match(line) for loop in loops for line in loop) else VERSION
 
 
 def may_instrument(ptx: str, mode: Mode) -> bool:

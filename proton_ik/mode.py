@@ -121,8 +121,8 @@ class Mode:
     entries. ``3``: 8-byte slots, a pair in one where its duration is under 2**18 cycles (about
     130 us) and in two otherwise, a single record in one; at least 2 slots per unit. Half the
     bytes, but four more instructions and a branch at each pair's end. ``auto`` (the default):
-    3 for a kernel that records inside a loop with no tensor-core instruction (a memory-bound
-    loop, where the bytes cost), 2 elsewhere (docs/PERFORMANCE.md, issue 28).
+    3 for a kernel that records inside a loop that moves global memory and issues no
+    tensor-core instruction (where the bytes cost), 2 elsewhere (docs/PERFORMANCE.md, issue 28).
 
     ``aggregate=on`` keeps no records: per scope and unit, the kernel adds up the count, sum,
     min, max and a log2 histogram of durations in cycles, in a buffer whose size depends on the

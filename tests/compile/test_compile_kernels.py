@@ -845,11 +845,23 @@ def test_the_cta_header_holds_the_cluster_from_sm_90_and_zeros_before_it(sm):
     assert compiled.asm["cubin"]
 
 
-def test_layout_auto_gives_a_loop_of_no_tensor_core_instruction_layout_3(
+@triton.jit
+def arithmetic_loop_kernel(out, n, ITERS: tl.constexpr, BLOCK: tl.constexpr):
+    """Scopes in a loop that moves no memory: only arithmetic between its records."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    acc = offs.to(tl.float32)
+    for _ in tl.range(ITERS, loop_unroll_factor=1):
+        with pl.scope("step"):
+            acc = acc * 1.0001 + 0.5
+    tl.store(out + offs, acc, mask=offs < n)
+
+
+def test_layout_auto_gives_a_memory_loop_of_no_tensor_core_instruction_layout_3(
     compile_kernel, matmul: Case, add: Case
 ):
-    """Version 3's half bytes pay where records are written in a loop that is not bound by
-    tensor cores; its longer pair end costs more elsewhere (docs/PERFORMANCE.md, issue 28)."""
+    """Version 3's half bytes pay where records are written in a loop that moves global memory
+    and is not bound by tensor cores; its longer pair end costs more elsewhere
+    (docs/PERFORMANCE.md, issue 28)."""
     signature = {"x": "*fp32", "out": "*fp32", "n": "i32", "iters": "i32", "BLOCK": "constexpr"}
     looping = compile_kernel(control_flow_kernel, signature, {"BLOCK": 256}, mode=Mode(), num_warps=4)
     assert looping.metadata.proton_ik["layout"]["version"] == 3
@@ -860,3 +872,19 @@ def test_layout_auto_gives_a_loop_of_no_tensor_core_instruction_layout_3(
         control_flow_kernel, signature, {"BLOCK": 256}, mode=Mode(layout=2), num_warps=4
     )
     assert explicit.metadata.proton_ik["layout"]["version"] == 2
+    # a ring of one slot exists in layout 2 only
+    one = compile_kernel(control_flow_kernel, signature, {"BLOCK": 256}, mode=Mode(capacity=1), num_warps=4)
+    assert (one.metadata.proton_ik["layout"]["version"], one.metadata.proton_ik["layout"]["capacity"]) == (
+        2,
+        1,
+    )
+    # a loop of arithmetic only: nothing for the half bytes to save
+    arithmetic = compile_kernel(
+        arithmetic_loop_kernel,
+        {"out": "*fp32", "n": "i32", "ITERS": "constexpr", "BLOCK": "constexpr"},
+        {"ITERS": 100, "BLOCK": 256},
+        mode=Mode(),
+        num_warps=4,
+    )
+    assert "// pik pair end" in arithmetic.asm["ptx"] and "%pik_pw" not in arithmetic.asm["ptx"]
+    assert arithmetic.metadata.proton_ik["layout"]["version"] == 2
