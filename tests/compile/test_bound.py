@@ -397,6 +397,12 @@ def test_a_number_is_a_ring_of_that_many_entries():
             "capacity=3: ring slots per unit must be a power of two .* or capacity=auto",
         ),
         ("instrumentation:capacity=0", "capacity=0: ring slots per unit must be a power of two"),
+        # layout 3's rings keep every unit header 16-byte aligned: two slots at least
+        (
+            "instrumentation:capacity=1:layout=3",
+            "capacity=1: ring slots per unit must be a power of two between 2",
+        ),
+        ("instrumentation:layout=4", "layout='4': use layout=auto .*, layout=2 .* or layout=3"),
     ],
 )
 def test_bad_capacities_say_what_to_type(text: str, message: str):
