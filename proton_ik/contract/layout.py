@@ -19,9 +19,10 @@ unit's first warp writes. A record is two 32-bit words: a tag (scope id, begin/e
 ``contract.tags``) and the low 32 bits of %clock. Slot ``i`` goes to ring position ``i % capacity``; the capacity is a
 power of two, so the position is one AND, and no write ever leaves the unit's segment.
 
-**Version 3** (written with ``layout=3`` in the mode; on an H100 it cost more than version 2,
-docs/PERFORMANCE.md): 8-byte slots, each one self-describing by the top four bits of its first
-word (``slot_form``):
+**Version 3** (what ``layout=auto``, the default, writes for a kernel whose records sit in a
+loop that moves global memory and that has no tensor-core instruction, and ``layout=3`` for
+every kernel; docs/PERFORMANCE.md): 8-byte slots, each one self-describing by the top four bits
+of its first word (``slot_form``):
 
 - a single record: ``{tag, clock}`` (forms 0 to 3 and 8 to 11: the tag's end bit and kind);
 - a scope pair whose duration fits ``COMPACT_DURATION_BITS`` and whose scope id fits
@@ -37,7 +38,7 @@ A unit header counts the slots written (``entries``) and ``tally``, twice the sl
 records (+1 per single record, +2 per two-slot pair, +3 per value mark, 0 for a one-slot pair),
 so ``records_written`` is exact however the ring overwrote, in either version.
 
-**Version 2** (``VERSION``, what the lowering writes by default): 16-byte entries, each
+**Version 2** (``VERSION``, what every other kernel gets): 16-byte entries, each
 holding one record (the other 8 bytes left as they were) or a pair (the begin's tag carries
 ``TAG_PAIR_BIT``); a value mark is one ``VALUE_ENTRY_DTYPE`` entry. Its header's ``tally``
 counts the entries that hold one record: twice the entries less the records, as in version 3.
@@ -95,7 +96,7 @@ import numpy as np
 from proton_ik.contract.sampling import ALL, Sampling
 from proton_ik.contract.tags import MAX_SCOPES
 
-VERSION = 2  # what the lowering writes unless the mode asks for layout=3 (``Mode.layout``)
+VERSION = 2  # what the lowering writes unless the mode or ``layout=auto`` picks 3 (``Mode.layout``)
 READ_VERSIONS = (2, 3)
 MAGIC = 0x314B4950  # b"PIK1" read as a little-endian u32
 CTA_ALIGN = 128  # alignment of each CTA's region and of the whole buffer
