@@ -9,6 +9,7 @@ whose first slot was overwritten leaves its end record, or nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -352,3 +353,36 @@ def test_a_session_of_kernels_of_both_versions_renders_each_with_its_own(fake_la
         ("v3", "long"): COMPACT_DURATION_LIMIT,
     }
     assert trace.launches["overwritten"].tolist() == [0, 0]
+
+
+# A real capture (tests/gpu/capture.py, an H200): a persistent kernel whose K steps are pairs of
+# one slot each and whose tiles (a loop between begin and end) are two records, and a spin's
+# scopes of 300,000 cycles, longer than a one-slot pair may be.
+SLOTS_CAPTURE = Path(__file__).parents[1] / "data" / "slots.pik"
+
+
+def test_a_real_layout_3_capture_decodes_exactly():
+    session = viewer.read_session(SLOTS_CAPTURE)
+    persistent, spin = session.launches
+    for launch, slots_per_unit in ((persistent, 3 * 2 + 12), (spin, 2)):
+        layout = BufferLayout.from_dict(launch.meta["profile"]["layout"])
+        assert layout.version == 3
+        units = decode_buffer(launch.buffer, layout).units
+        assert (units.entries == slots_per_unit).all() and (units.overwritten == 0).all()
+
+    trace = viewer.load(SLOTS_CAPTURE)
+    assert trace.problems == [] and trace.record_count == 968
+    events = trace.events
+    tiles = events[events.scope == "tile"]
+    steps = events[events.scope == "k"]
+    # 8 programs x 4 warps; 24 tiles taken by stride 8: 3 tiles a program, 4 K steps a tile.
+    assert tiles.groupby(["cta", "warp"], observed=True).size().eq(3).all() and len(tiles) == 96
+    assert steps.groupby(["cta", "warp"], observed=True).size().eq(12).all() and len(steps) == 384
+    for (cta, warp), inner in steps.groupby(["cta", "warp"], observed=True):
+        outer = tiles[(tiles.cta == cta) & (tiles.warp == warp)].sort_values("begin_cycles")
+        holder = np.searchsorted(outer.begin_cycles.to_numpy(), inner.begin_cycles.to_numpy(), "right") - 1
+        assert (holder >= 0).all()
+        assert (inner.end_cycles.to_numpy() <= outer.end_cycles.to_numpy()[holder]).all()
+    spins = events[events.scope == "spin"]
+    assert len(spins) == 4 and spins.dur_cycles.between(COMPACT_DURATION_LIMIT, 300_000 + 200).all()
+    assert (spins.dur_cycles >= 300_000).all()

@@ -13,7 +13,8 @@ from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer.decode import decode_buffer
 
 DATA = Path(__file__).parents[1] / "data"
-CAPTURES = [DATA / "add.pik", DATA / "ring.pik", DATA / "spin.pik"]  # layout version 2: 16-byte entries
+# Layout version 2 (16-byte entries) and, in slots.pik, version 3 (8-byte slots).
+CAPTURES = [DATA / "add.pik", DATA / "ring.pik", DATA / "spin.pik", DATA / "slots.pik"]
 
 
 def _same_decode(a: np.ndarray, b: np.ndarray, layout: BufferLayout) -> None:
