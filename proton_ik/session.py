@@ -213,11 +213,11 @@ class Session:
         self._session_info[CLOCK_PAIRS] = [pair] if pair is not None else []
         writing = threading.Lock()  # one drain thread per device
 
-        def sink(meta, data, trimmed_on_device):
+        def sink(launches):
             with writing:
                 # Created at the first launch: a session that records nothing (a program that
                 # stops early, say) leaves no empty file behind.
-                self._file().add_launch(meta, data, trimmed_on_device=trimmed_on_device)
+                self._file().add_launches(launches)
 
         launches, seconds = self.flush_every
         recorder = LaunchRecorder(

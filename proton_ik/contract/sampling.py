@@ -115,3 +115,12 @@ class Sampling:
 
 
 ALL = Sampling()
+
+
+def held_ctas(meta: dict[str, Any], sampling: Sampling) -> tuple[dict[str, Any], int]:
+    """The CTA regions a launch of ``meta["num_ctas"]`` CTAs holds something in, and its metadata
+    as stored. A launch that samples CTAs writes only the first ``cta_slots`` regions, and only
+    those are copied: the stored ``num_ctas`` says how many."""
+    launched = int(meta["num_ctas"])
+    held = sampling.cta_slots(launched)
+    return (meta if held == launched else {**meta, "num_ctas": held}), held

@@ -97,3 +97,16 @@ def inflate(stored: np.ndarray, layout: BufferLayout, num_ctas: int) -> np.ndarr
     owner, slot = _owners(_kept(view.unit_headers, layout))
     target.slots[target.slot0.reshape(-1)[owner] + slot] = view.slots
     return raw
+
+
+def trimmed_from_gathered(
+    gathered: np.ndarray, layout: BufferLayout, num_ctas: int, kept: np.ndarray
+) -> np.ndarray:
+    """The trimmed form of a ring launch, from what the drain gathered on the
+    device: every CTA header, every unit header, then each unit's first ``max(kept)`` ring slots.
+    ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
+    slots = int(kept.max(initial=0))
+    headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
+    rings = gathered[headers:].reshape(num_ctas * layout.units, slots, layout.slot_bytes)
+    written = rings[np.arange(slots) < kept.reshape(-1, 1)]
+    return np.concatenate([gathered[:headers], written.reshape(-1)])

@@ -42,11 +42,15 @@ from proton_ik.contract.layout import (
     BufferLayout,
     field_offset,
 )
+from proton_ik.contract.sampling import held_ctas
+from proton_ik.contract.trimmed import trimmed_from_gathered
 from proton_ik.runtime.loaded import KernelInfo
 from proton_ik.runtime.pool import PoolChunk, RingPool
+from proton_ik.runtime.write_batches import next_batch
 
-# meta, bytes, and whether the bytes are already trimmed (headers and written slots only)
-Sink = Callable[[dict[str, Any], np.ndarray, bool], None]
+# Launches to write, each as meta, bytes, and whether the bytes are already trimmed (headers and
+# written slots only); the sink returns once they are in the file and flushed.
+Sink = Callable[[list[tuple[dict[str, Any], np.ndarray, bool]]], None]
 
 _ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
 DRAIN_AT = 0.5  # start copying launches off the device once the pool is this full
@@ -99,6 +103,10 @@ class _Copied:
     meta: dict[str, Any] | None = None
     data: np.ndarray | None = None
     trimmed: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.data is None else self.data.nbytes
 
 
 class Drain:
@@ -326,25 +334,27 @@ class Drain:
                 self._to_write.put(copied)
 
     def _write(self) -> None:
-        """The writer thread: each copied launch into the sink, in the order it was taken; then
-        its chunk goes back to the pool."""
-        while True:
-            copied = self._to_write.get()
-            if copied is None:
-                return
+        """The writer thread: copied launches into the sink, in the order they were taken, as
+        many at once as have been copied (``write_batches``); then their chunks go back."""
+        ended = False
+        while not ended:
+            batch, ended = next_batch(self._to_write, lambda copied: copied.nbytes)
             try:
-                if self._error is None and copied.meta is not None and copied.data is not None:
-                    self.sink(copied.meta, copied.data, copied.trimmed)
+                written = [
+                    (c.meta, c.data, c.trimmed) for c in batch if c.meta is not None and c.data is not None
+                ]
+                if self._error is None and written:
+                    self.sink(written)
             except BaseException as error:  # surfaced to the user at the next allocate or flush
                 self._error = error
             finally:
-                launch = copied.launch
-                self.pool.release(launch.chunk)
-                if launch.owns_event:
-                    self._free_events.append(launch.launched)
+                for copied in batch:
+                    self.pool.release(copied.launch.chunk)
+                    if copied.launch.owns_event:
+                        self._free_events.append(copied.launch.launched)
                 with self._cond:
-                    self._busy -= 1
-                    self._taken += 1
+                    self._busy -= len(batch)
+                    self._taken += len(batch)
                     self._room_wanted = False
                     self._cond.notify_all()
 
@@ -357,7 +367,7 @@ class Drain:
             return
         chunk = launch.chunk
         layout = kernel.layout
-        meta, num_ctas = held_ctas(launch.meta(), layout)
+        meta, num_ctas = held_ctas(launch.meta(), layout.sampling)
         with torch.cuda.stream(self.side_stream):
             self.side_stream.wait_event(launch.launched)
             if kernel.dense or layout.aggregate:
@@ -425,25 +435,3 @@ class Drain:
             (layout.cta_bytes, layout.unit_bytes, 1),
             chunk.offset + CTA_HEADER_BYTES,
         ).zero_()
-
-
-def held_ctas(meta: dict[str, Any], layout: BufferLayout) -> tuple[dict[str, Any], int]:
-    """The CTA regions a launch of ``meta["num_ctas"]`` CTAs holds something in, and its metadata
-    as stored. A launch that samples CTAs writes only the first ``cta_slots`` regions
-    (``contract.sampling``), and only those are copied: the stored ``num_ctas`` says how many."""
-    launched = int(meta["num_ctas"])
-    held = layout.sampling.cta_slots(launched)
-    return (meta if held == launched else {**meta, "num_ctas": held}), held
-
-
-def trimmed_from_gathered(
-    gathered: np.ndarray, layout: BufferLayout, num_ctas: int, kept: np.ndarray
-) -> np.ndarray:
-    """The trimmed form (``contract.trimmed``) of a ring launch, from what the drain gathered on the
-    device: every CTA header, every unit header, then each unit's first ``max(kept)`` ring slots.
-    ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
-    slots = int(kept.max(initial=0))
-    headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
-    rings = gathered[headers:].reshape(num_ctas * layout.units, slots, layout.slot_bytes)
-    written = rings[np.arange(slots) < kept.reshape(-1, 1)]
-    return np.concatenate([gathered[:headers], written.reshape(-1)])

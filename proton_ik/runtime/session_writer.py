@@ -84,12 +84,27 @@ class SessionWriter:
             for part in parts:
                 member.write(part)
 
+    def add_launches(self, launches: Iterable[tuple[Mapping[str, Any], np.ndarray, bool]]) -> None:
+        """``add_launch`` each of (meta, buffer, trimmed on device), with one flush after them all
+        (also when one fails: the caller may reuse the buffers once this returns)."""
+        try:
+            for meta, buffer, trimmed_on_device in launches:
+                self.add_launch(meta, buffer, trimmed_on_device=trimmed_on_device, flush=False)
+        finally:
+            self._flush()
+
     def add_launch(
-        self, meta: Mapping[str, Any], buffer: np.ndarray, *, trimmed_on_device: bool = False
+        self,
+        meta: Mapping[str, Any],
+        buffer: np.ndarray,
+        *,
+        trimmed_on_device: bool = False,
+        flush: bool = True,
     ) -> None:
         """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer, or, with
         ``trimmed_on_device``, a buffer the runtime already trimmed (``meta["num_ctas"]`` says
-        how many CTAs it holds)."""
+        how many CTAs it holds). ``flush=False`` leaves it unflushed: the caller keeps the buffer
+        unchanged until its next flush (``add_launches``)."""
         if self._archive is None:
             raise ValueError(f"session file {self.path} is already closed; start a new session")
         check_required_meta(meta)
@@ -111,7 +126,8 @@ class SessionWriter:
         self._member(entry, npy_parts(np.ascontiguousarray(array).reshape(-1)))
         self._member(launch_meta_member(entry), [text.encode()])
         self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
-        self._flush()
+        if flush:
+            self._flush()
 
     def _flush(self) -> None:
         """Hand what is written to the operating system: it survives this process being killed.

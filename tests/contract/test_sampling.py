@@ -9,8 +9,7 @@ import pytest
 from proton_ik.contract.fields import SchemaError
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata, Occupancy
-from proton_ik.contract.sampling import ALL, MAX_LISTED_CTAS, Sampling
-from proton_ik.runtime.drain import held_ctas
+from proton_ik.contract.sampling import ALL, MAX_LISTED_CTAS, Sampling, held_ctas
 
 
 @pytest.mark.parametrize(
@@ -102,11 +101,11 @@ def test_the_drain_keeps_only_the_regions_a_sampled_launch_writes():
     many; the launch's buffer holds those regions and no more."""
     layout = BufferLayout(units=4, capacity=4, sampling=Sampling(cta_stride=4))
     meta = {"launch": 3, "num_ctas": 10}
-    stored, held = held_ctas(meta, layout)
+    stored, held = held_ctas(meta, layout.sampling)
     assert (held, stored["num_ctas"], meta["num_ctas"]) == (3, 3, 10)
     assert layout.sampling.buffer_bytes(10, layout.cta_bytes) == 3 * layout.cta_bytes
     unsampled = BufferLayout(units=4, capacity=4)
-    assert held_ctas(meta, unsampled) == (meta, 10)
+    assert held_ctas(meta, unsampled.sampling) == (meta, 10)
     assert unsampled.sampling.buffer_bytes(10, unsampled.cta_bytes) == 10 * unsampled.cta_bytes
 
 

@@ -16,8 +16,7 @@ from proton_ik.contract.layout import (
     field_offset,
     min_capacity,
 )
-from proton_ik.contract.trimmed import trim
-from proton_ik.runtime.drain import trimmed_from_gathered
+from proton_ik.contract.trimmed import trim, trimmed_from_gathered
 
 ENTRIES = field_offset(UNIT_HEADER_DTYPE, "entries")
 

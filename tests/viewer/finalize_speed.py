@@ -22,6 +22,8 @@ launch hooks give it; ``--records`` does not apply:
               what unscoped=kernel records of a compiled model's kernels
     small     20,000 launches of 16 CTAs x 4 warps, 1 scope per warp (128 records per launch):
               a loop of short kernels, as many launches as records allow
+    gelu      1000 launches of 64 CTAs x 4 warps, 3 scopes per warp (1536 records per launch):
+              the benchmark runner's host section
 
 Sessions of more than one part (``render.parts.PART_BYTES`` of stored data) render in parts,
 on ``--workers`` processes (default: one per core). Prints finalize's records per second, seconds per million records for each stage, and the trace
@@ -74,6 +76,7 @@ PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
     "large": (5, 16384, 8, 4),
     "kernels": (100, 4096, 4, 1),  # unscoped=kernel on a compiled model: many CTAs, one scope a warp
     "small": (20_000, 16, 4, 1),  # issue 24's many small launches: 128 records each
+    "gelu": (1000, 64, 4, 3),  # the runner's host section: 1000 launches of its short GELU
 }
 PAIRED_CAPACITY = 4
 
