@@ -30,7 +30,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,8 +43,8 @@ from proton_ik.contract.layout import (
 )
 from proton_ik.contract.sampling import held_ctas
 from proton_ik.contract.trimmed import trimmed_from_gathered
-from proton_ik.runtime.loaded import KernelInfo
 from proton_ik.runtime.pool import PoolChunk, RingPool
+from proton_ik.runtime.queued_launch import CopiedLaunch, QueuedLaunch, copied_whole
 from proton_ik.runtime.write_batches import next_batch
 
 # Launches to write, each as meta, bytes, and whether the bytes are already trimmed (headers and
@@ -58,55 +57,7 @@ EVENTS_AT_START = 256  # made with the drain, so that the launches of a loop fin
 # One event for this many launches of a stream: a launch is done once an event recorded after it
 # on its stream is, so the launches between two events share the later one.
 LAUNCHES_PER_EVENT = 8
-
-
-@dataclass(slots=True)
-class QueuedLaunch:
-    """One launch waiting in the pool: what the launch path keeps of it (the session file's
-    metadata is made from it on the drain thread, ``meta``), its chunk, and its event."""
-
-    chunk: PoolChunk
-    number: int | None = None  # None: not recorded; only give the chunk back once it is done
-    kernel: KernelInfo | None = None
-    num_ctas: int = 0
-    stream: int = 0
-    device: int = 0
-    extra: dict[str, Any] | None = None  # names, metrics, config, host scopes, graph replay: as stored
-    # A torch.cuda.Event recorded on the launch's stream after it, shared by the launches of that
-    # stream since the last one (None until it is recorded: the drain waits for it)
-    launched: Any = None
-    owns_event: bool = False  # the last launch of those that share it: it gives the event back
-
-    def meta(self) -> dict[str, Any]:
-        kernel = self.kernel
-        assert kernel is not None and self.number is not None, "a launch not recorded has no metadata"
-        meta = {
-            "launch": self.number,
-            "kernel": kernel.name,
-            "stream": self.stream,
-            "device": self.device,
-            "num_warps": kernel.num_warps,
-            "num_ctas": self.num_ctas,
-            "profile": kernel.profile,
-        }
-        if self.extra:
-            meta.update(self.extra)
-        return meta
-
-
-@dataclass(slots=True)
-class _Copied:
-    """A launch taken off the queue, and what the writer thread is to write of it (nothing when
-    ``meta`` is None: a launch not recorded, or a copy that failed)."""
-
-    launch: QueuedLaunch
-    meta: dict[str, Any] | None = None
-    data: np.ndarray | None = None
-    trimmed: bool = False
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.data is None else self.data.nbytes
+COPY_BATCH_BYTES = 8 << 20  # whole-chunk launches copied before one wait for the side stream
 
 
 class Drain:
@@ -160,7 +111,7 @@ class Drain:
         # checksum and a write, both outside the GIL) while the next launch crosses from the
         # device. A launch's chunk, and so its window of the host mirror, is given back only
         # once it is written: the ring cannot hand that window to a later launch before.
-        self._to_write: queue.SimpleQueue[_Copied | None] = queue.SimpleQueue()
+        self._to_write: queue.SimpleQueue[CopiedLaunch | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"proton_ik-drain-{device}", daemon=True)
         self._writer = threading.Thread(target=self._write, name=f"proton_ik-writer-{device}", daemon=True)
         self._thread.start()
@@ -320,18 +271,33 @@ class Drain:
                     self._idle = True
                     self._cond.wait()
                     self._idle = False
-                launch = self._waiting.popleft()
-                self._busy += 1
-            copied = _Copied(launch)
+                batch = [CopiedLaunch(launch) for launch in self._take()]
             try:
                 if self._error is None:
-                    self._copy_out(copied)
-                else:
-                    launch.launched.synchronize()
+                    self._copy_out(batch)
+                else:  # nothing more is written: each chunk goes back once its launch is done
+                    for copied in batch:
+                        copied.launch.launched.synchronize()
             except BaseException as error:  # surfaced to the user at the next allocate or flush
                 self._error = error
             finally:
-                self._to_write.put(copied)
+                for copied in batch:
+                    self._to_write.put(copied)
+
+    def _take(self) -> list[QueuedLaunch]:
+        """The oldest launch, then (under ``_cond``) the launches behind it whose copies may share
+        its wait for the side stream: each copied whole, ``COPY_BATCH_BYTES`` in all at most. A
+        finalize that drains a thousand short launches then waits once for many, not once each."""
+        taken = [self._waiting.popleft()]
+        held = taken[0].chunk.size
+        while copied_whole(taken[-1]) and self._waiting and self._should_take():
+            after = self._waiting[0]
+            if not copied_whole(after) or held + after.chunk.size > COPY_BATCH_BYTES:
+                break
+            taken.append(self._waiting.popleft())
+            held += after.chunk.size
+        self._busy += len(taken)
+        return taken
 
     def _write(self) -> None:
         """The writer thread: copied launches into the sink, in the order they were taken, as
@@ -358,32 +324,38 @@ class Drain:
                     self._room_wanted = False
                     self._cond.notify_all()
 
-    def _copy_out(self, copied: _Copied) -> None:
+    def _copy_out(self, batch: list[CopiedLaunch]) -> None:
+        """Copy a batch (``_take``) to the host: a launch not recorded is only waited for."""
         torch = self._torch
-        launch = copied.launch
-        kernel = launch.kernel
-        if launch.number is None or kernel is None:
-            launch.launched.synchronize()
+        first = batch[0].launch
+        if first.number is None or first.kernel is None:
+            first.launched.synchronize()
             return
-        chunk = launch.chunk
-        layout = kernel.layout
-        meta, num_ctas = held_ctas(launch.meta(), layout.sampling)
         with torch.cuda.stream(self.side_stream):
-            self.side_stream.wait_event(launch.launched)
-            if kernel.dense or layout.aggregate:
+            waited = None
+            for copied in batch:
+                launch = copied.launch
+                kernel, chunk = launch.kernel, launch.chunk
+                assert kernel is not None
+                layout = kernel.layout
+                meta, num_ctas = held_ctas(launch.meta(), layout.sampling)
+                if launch.launched is not waited:  # launches of a stream share an event
+                    self.side_stream.wait_event(launch.launched)
+                    waited = launch.launched
+                if not copied_whole(launch):
+                    copied.meta, copied.data, copied.trimmed = (
+                        meta,
+                        self._copy_written(chunk, layout, num_ctas),
+                        True,
+                    )
+                    continue
                 size = num_ctas * layout.cta_bytes
                 window = slice(chunk.offset, chunk.offset + size)
                 self.host_arena[window].copy_(self.arena[window], non_blocking=True)
                 self._clear_headers(chunk, layout, num_ctas)
-                self.side_stream.synchronize()
                 self.copied_bytes += size
                 copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
-            else:
-                copied.meta, copied.data, copied.trimmed = (
-                    meta,
-                    self._copy_written(chunk, layout, num_ctas),
-                    True,
-                )
+            self.side_stream.synchronize()
 
     def _copy_written(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
         """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their

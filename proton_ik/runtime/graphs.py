@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from proton_ik.runtime.drain import QueuedLaunch
 from proton_ik.runtime.hooks import CapturedLaunch, LaunchRecorder
+from proton_ik.runtime.queued_launch import QueuedLaunch
 
 _ATTRIBUTE = "_proton_ik_captured"
 

@@ -32,9 +32,10 @@ from triton.runtime import _allocation
 
 from proton_ik import host_scopes
 from proton_ik.runtime import launch_sizing
-from proton_ik.runtime.drain import Drain, QueuedLaunch, Sink
+from proton_ik.runtime.drain import Drain, Sink
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
+from proton_ik.runtime.queued_launch import QueuedLaunch
 
 if TYPE_CHECKING:
     from proton_ik.runtime.autotune import AutotuneFollower
@@ -179,7 +180,7 @@ class LaunchRecorder:
     Every microsecond here is added to every launch of the user's program, so the launch path
     (the ``launch_metadata`` wrapper, ``allocate``, ``exit``) makes no Python object it can avoid
     and takes no lock another thread holds for long; the session file's metadata of a launch is
-    made later, on the drain thread (``drain.QueuedLaunch.meta``). There is no enter hook: the
+    made later, on the drain thread (``queued_launch.QueuedLaunch.meta``). There is no enter hook: the
     allocator and the exit hook see everything it would.
     """
 

@@ -3,9 +3,10 @@
 The drain's writer thread writes what the drain thread copied off the device. Where launches come
 faster than one write and flush each (a finalize that drains a thousand short launches at once),
 it takes every copied launch already waiting, up to a bound, writes them all and flushes the
-file once: a flush waits for the file's own thread, which cost 0.7 ms a launch of 45 kB on an
-H200 host, longer than writing it (docs/PERFORMANCE.md, "The last flush of many short
-launches"). Where launches come one at a time, a batch is one launch, flushed as before.
+file once: a flush waits for the file's own thread, and 1000 flushes of 45 kB launches took
+0.72 s of an H200 host's finalize, where writing their bytes takes 15 ms (docs/PERFORMANCE.md,
+"The last flush of many short launches"). Where launches come one at a time, a batch is one
+launch, flushed as before.
 """
 
 from __future__ import annotations
