@@ -86,6 +86,7 @@ meaning of the bytes written before them (events, sampling, clusters) did not.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -369,13 +370,15 @@ class BufferLayout:
         """The dtype ring slots are read as: ``SLOT_DTYPE`` (v3) or ``ENTRY_DTYPE`` (v2)."""
         return slot_dtype(self.version)
 
-    @property
+    # Cached: a render reads them dozens of times a launch (the cache lives in the instance's
+    # __dict__, outside the frozen fields that equality and hashing see).
+    @functools.cached_property
     def unit_bytes(self) -> int:
         if self.aggregate:
             return UNIT_HEADER_BYTES + self.aggregate_scopes * AGGREGATE_STATS_BYTES
         return UNIT_HEADER_BYTES + self.capacity * self.slot_bytes
 
-    @property
+    @functools.cached_property
     def cta_bytes(self) -> int:
         raw = CTA_HEADER_BYTES + self.units * self.unit_bytes
         return -(-raw // CTA_ALIGN) * CTA_ALIGN
