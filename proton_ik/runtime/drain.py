@@ -19,7 +19,9 @@ A launch that samples CTAs (``contract.sampling``) writes only its first CTA reg
 those are copied (``held_ctas``).
 
 A writer thread puts each copied launch into the session file while the drain thread copies the
-next one off the device, so that the copy, the file's checksum and its write overlap. Neither
+next one off the device, so that the copy, the file's checksum and its write overlap. Launches
+waiting in numbers go in batches: several whole-chunk copies before one wait for the side
+stream, several launches written before one flush of the file (``write_batches``). Neither
 device nor host memory grows with the number of launches; both are freed at ``close``.
 """
 
@@ -332,30 +334,33 @@ class Drain:
             first.launched.synchronize()
             return
         with torch.cuda.stream(self.side_stream):
-            waited = None
-            for copied in batch:
-                launch = copied.launch
-                kernel, chunk = launch.kernel, launch.chunk
-                assert kernel is not None
-                layout = kernel.layout
-                meta, num_ctas = held_ctas(launch.meta(), layout.sampling)
-                if launch.launched is not waited:  # launches of a stream share an event
-                    self.side_stream.wait_event(launch.launched)
-                    waited = launch.launched
-                if not copied_whole(launch):
-                    copied.meta, copied.data, copied.trimmed = (
-                        meta,
-                        self._copy_written(chunk, layout, num_ctas),
-                        True,
-                    )
-                    continue
-                size = num_ctas * layout.cta_bytes
-                window = slice(chunk.offset, chunk.offset + size)
-                self.host_arena[window].copy_(self.arena[window], non_blocking=True)
-                self._clear_headers(chunk, layout, num_ctas)
-                self.copied_bytes += size
-                copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
-            self.side_stream.synchronize()
+            try:
+                waited = None
+                for copied in batch:
+                    if copied.launch.launched is not waited:  # launches of a stream share an event
+                        waited = copied.launch.launched
+                        self.side_stream.wait_event(waited)
+                    self._copy_one(copied)
+            finally:  # the batch's copies are done before any of its chunks can go back
+                self.side_stream.synchronize()
+
+    def _copy_one(self, copied: CopiedLaunch) -> None:
+        """Queue a launch's copy (and its headers' clearing) on the side stream, and say what the
+        writer is to write of it."""
+        launch = copied.launch
+        kernel, chunk = launch.kernel, launch.chunk
+        assert kernel is not None
+        layout = kernel.layout
+        meta, num_ctas = held_ctas(launch.meta(), layout.sampling)
+        if copied_whole(launch):
+            size = num_ctas * layout.cta_bytes
+            window = slice(chunk.offset, chunk.offset + size)
+            self.host_arena[window].copy_(self.arena[window], non_blocking=True)
+            self._clear_headers(chunk, layout, num_ctas)
+            self.copied_bytes += size
+            copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
+        else:
+            copied.meta, copied.data, copied.trimmed = meta, self._copy_written(chunk, layout, num_ctas), True
 
     def _copy_written(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
         """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their
