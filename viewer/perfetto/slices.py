@@ -102,10 +102,19 @@ def launch_events(rows: Sequence[Mapping[str, Any]], names: dict[str, int]) -> R
             body.field(_INT_VALUE_KEY, numbers)
             events.message(_ANNOTATIONS_KEY, body, None if present.all() else present)
             continue
-        encoded = [annotation_field(iid, value) for value in values]
-        table = list(dict.fromkeys(encoded))
-        codes = {entry: code for code, entry in enumerate(table)}
-        events.pick(np.array([codes[entry] for entry in encoded], dtype=np.int64), table)
+        # Encoded once per distinct value (a kernel's name, its capacity's reason: the launches
+        # of a session share a few), told apart by type and repr: 1, 1.0 and True encode apart.
+        table: list[bytes] = []
+        codes: dict[tuple[type, str], int] = {}
+        picked = np.empty(n, dtype=np.int64)
+        for index, value in enumerate(values):
+            key = (type(value), repr(value))
+            code = codes.get(key)
+            if code is None:
+                code = codes[key] = len(table)
+                table.append(annotation_field(iid, value))
+            picked[index] = code
+        events.pick(picked, table)
     events.constant(_LAUNCH_KIND_FIELD + _BEGIN_TYPE)
     events.varint(np.array([names[launch_slice_name(row)] for row in rows], dtype=np.int64))
     return events
