@@ -74,3 +74,15 @@ def test_launches_of_one_kernel_share_their_annotations_and_differ_in_their_numb
     rows = [{"launch": n, "kernel": "k", "ctas": 16, "records": 128 + n, "mhz": 1980.0} for n in range(3)]
     names = {launch_slice_name(row): 7 for row in rows}
     assert _each(rows, names) == [_reference(row, names) for row in rows]
+
+
+def test_values_that_compare_equal_but_encode_apart_stay_apart():
+    # 1, True and 1.0 are equal (and hash alike) in Python; a launch's annotation says each as it is.
+    values = [1, True, 1.0, -0.0, 0.0, np.float32(1.0), np.int64(1), "1"]
+    configs = [{"a": 1}, {"a": True}, {"a": 1.0}, [1], [True], None, {"a": 1}, [1.0]]
+    rows = [
+        {"launch": n, "kernel": "k", "mhz": mhz, "config_args": config}
+        for n, (mhz, config) in enumerate(zip(values, configs, strict=True))
+    ]
+    names = {launch_slice_name(row): 3 for row in rows}
+    assert _each(rows, names) == [_reference(row, names) for row in rows]
