@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from proton_ik.contract.buffer_view import BufferView
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.session_format import Capture
 from proton_ik.contract.tags import RecordKind
@@ -48,13 +49,27 @@ from proton_ik.viewer.tables.table import (
 )
 from proton_ik.viewer.tables.timebase import ClockAnchors, LineFit, SmClocks, clocks_from_lines, fit_lines
 
+# Launches whose views the clock fit keeps for the decoding pass, at most (``Pipeline``).
+KEPT_VIEWS_AT_MOST = 1 << 16
+
 # --- pass 1: clocks, from the headers -----------------------------------------------------------
 
 
-def _header_groups(launches: Sequence[Launch]) -> Iterator[tuple[list[Launch], UnitTable]]:
+def _header_groups(
+    launches: Sequence[Launch], kept: dict[int, BufferView] | None = None
+) -> Iterator[tuple[list[Launch], UnitTable]]:
     """The unit headers of ``launches``, read as little of each launch as its stored form allows:
-    per run, the launches of each kernel and profile and their units decoded together."""
-    for run in runs(launches, lambda launch: launch.view(headers_only=True), split=False):
+    per run, the launches of each kernel and profile and their units decoded together. ``kept``:
+    where to keep, by launch index, the views that hold the whole launch (a raw one's headers
+    are read with its slots), for the decoding pass to take instead of reading them again."""
+
+    def view(launch: Launch) -> BufferView:
+        seen = launch.view(headers_only=True)
+        if kept is not None and launch.headers_read_whole:
+            kept[launch.index] = seen
+        return seen
+
+    for run in runs(launches, view, split=False):
         for key in dict.fromkeys(piece.launch.key for piece in run):
             group = [piece for piece in run if piece.launch.key == key]
             _, units = decode_headers([piece.view for piece in group], group[0].launch.layout)
@@ -69,13 +84,15 @@ class SessionClocks:
     start_ns: int
 
 
-def fit_session(launches: Sequence[Launch], count: int | None = None) -> SessionClocks:
+def fit_session(
+    launches: Sequence[Launch], count: int | None = None, kept: dict[int, BufferView] | None = None
+) -> SessionClocks:
     """Fit every launch's clocks from its unit headers, reading as little of each launch as its
     stored form allows; only the fitted lines (one per launch and SM) are kept. ``count``: the
     session's launches, where ``launches`` are some of them (a part: its lines borrow a rate
-    from the part's launches only)."""
+    from the part's launches only); ``kept``: as ``_header_groups`` keeps views."""
     lines, starts = [], []
-    for group, units in _header_groups(launches):
+    for group, units in _header_groups(launches, kept):
         index = np.array([launch.index for launch in group], dtype=np.int64)
         lines.append(fit_lines(unit_anchors(units, index)))
         starts.append(_start_range(units, index))
@@ -212,10 +229,15 @@ class Pipeline:
         self.files = Labels()
         self.host_scopes = Labels()
         self.host_scopes.code("")  # code 0: no host scope, as tables built by hand have it
+        # The views the fit read whole, for ``chunks`` to decode: a launch read and checked once.
+        # Only for a few launches' worth: each kept view holds a few hundred bytes of objects.
+        self._kept: dict[int, BufferView] = {}
         try:
             fitted = self.launches if only is None else self.launches[only[0] : only[1]]
-            clocks = fit_session(fitted, len(self.launches))
+            kept = self._kept if len(fitted) <= KEPT_VIEWS_AT_MOST else None
+            clocks = fit_session(fitted, len(self.launches), kept)
         except ValueError:
+            self._kept.clear()
             if only is None:
                 raise
             clocks = fit_session(self.launches)
@@ -231,8 +253,12 @@ class Pipeline:
     def chunks(self) -> Iterator[Chunk]:
         """The session's chunks (or those of its ``only`` launches), in launch order."""
         launches = self.launches if self.only is None else self.launches[self.only[0] : self.only[1]]
-        for run in runs(launches, lambda launch: launch.view(), split=True):
+        for run in runs(launches, self._view, split=True):
             yield self._chunk(run)
+
+    def _view(self, launch: Launch) -> BufferView:
+        kept = self._kept.pop(launch.index, None)
+        return kept if kept is not None else launch.view()
 
     def _chunk(self, run: list[Piece]) -> Chunk:
         parts = [

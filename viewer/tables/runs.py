@@ -45,6 +45,12 @@ class Launch:
     def where(self) -> str:
         return f"launch {self.meta['launch']} ({self.meta['kernel']})"
 
+    @property
+    def headers_read_whole(self) -> bool:
+        """Whether ``view(headers_only=True)`` reads the whole launch: all but a trimmed stored
+        launch, whose front alone holds the headers."""
+        return not (isinstance(self.capture, StoredLaunch) and self.capture.trimmed)
+
     def view(self, *, headers_only: bool = False) -> BufferView:
         """The launch's headers and ring slots, from its stored form (a trimmed one is not rebuilt)."""
         if isinstance(self.capture, StoredLaunch):
