@@ -102,9 +102,9 @@ def inflate(stored: np.ndarray, layout: BufferLayout, num_ctas: int) -> np.ndarr
 def trimmed_from_gathered(
     gathered: np.ndarray, layout: BufferLayout, num_ctas: int, kept: np.ndarray
 ) -> np.ndarray:
-    """The trimmed form of a ring launch, from what the drain gathered on the
-    device: every CTA header, every unit header, then each unit's first ``max(kept)`` ring slots.
-    ``kept`` holds each unit's written slots, min(entries, capacity), in CTA then unit order."""
+    """The trimmed form of a ring launch, from what the drain gathered on the device: every CTA
+    header, every unit header, then each unit's first ``max(kept)`` ring slots. ``kept`` holds
+    each unit's written slots, min(entries, capacity), in CTA then unit order."""
     slots = int(kept.max(initial=0))
     headers = num_ctas * (CTA_HEADER_BYTES + layout.units * UNIT_HEADER_BYTES)
     rings = gathered[headers:].reshape(num_ctas * layout.units, slots, layout.slot_bytes)

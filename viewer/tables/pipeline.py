@@ -3,7 +3,9 @@
 Two passes over the launches. The first reads only headers: each unit's start and end
 (clock64, globaltimer) pairs are fitted into per-(launch, SM) lines as they come, so the
 session's clock conversions (an SM with too short a span borrows its launch's or the session's
-rate) and its first unit start are known before any record is decoded. The second decodes runs
+rate) and its first unit start are known before any record is decoded (a raw launch's
+headers come with its slots: that view is kept for the second pass, which then reads the launch
+no more). The second decodes runs
 of consecutive launches of up to ``GROUP_BYTES`` of stored data (a larger launch in pieces of
 whole CTAs), pairs their records and hands each run on as a ``Chunk``: event, unit and
 unmatched columns, and the rows of the launches that end in it. Launches of one kernel and
