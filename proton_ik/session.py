@@ -365,7 +365,7 @@ class Session:
             written = self.session_path.stat().st_size
         except OSError:  # nothing written yet
             written = 0
-        return start_workers_for(written + pending)
+        return start_workers_for(written + pending, launches=self._recorder.launches)
 
     def _place_session_file(self) -> session_files.Claim | None:
         """Claim the final names of the session file and its traces, and move the session file

@@ -170,3 +170,16 @@ def test_no_more_workers_start_ahead_than_the_file_makes_parts(tmp_path, monkeyp
     path = tmp_path / "s.pik"
     path.write_bytes(b"\0" * size)
     assert render_parts.start_workers(path, workers) == started
+
+
+@pytest.mark.parametrize(("size", "launches", "started"), [(1500, 0, None), (1500, 5, 2), (1500, 25, 4)])
+def test_the_launches_weigh_in_the_workers_started_ahead(monkeypatch, size, launches, started):
+    """As ``plan_parts`` weighs them: the 1000 GELU launches' session of 35 MB made 6 parts of 8
+    MiB with its launches' weight, and 4 by its bytes alone, so 2 parts waited for a cold worker."""
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
+    monkeypatch.setattr(render_parts, "LAUNCH_BYTES", 100)
+    monkeypatch.setattr(render_parts, "Workers", lambda count: count)
+    assert render_parts.start_workers_for(size, 16, launches=launches) == started
+    sizes = [size // max(launches, 1)] * max(launches, 1)
+    if started is not None:
+        assert len(render_parts.plan_parts(sizes)) >= started
