@@ -136,6 +136,62 @@ def prologue_stores(ptx: str) -> str:
     return _changed("prologue_stores", ptx, edited + tail)
 
 
+UNIT_HEADER_STORE = re.compile(
+    r"^\t@%pik_w st\.global(?P<shape>\.\S+) \t\[%pik_unit_base\+(?P<offset>\d+)\], (?P<values>\{[^}]*\});$",
+    re.MULTILINE,
+)
+CTA_HEADER_STORE = re.compile(
+    r"^\t@%pik_h st\.global(?P<shape>\.\S+) \t\[%pik_base\+(?P<offset>\d+)\], (?P<values>\{[^}]*\});$",
+    re.MULTILINE,
+)
+HEADER_WARPS = 32  # a CTA's warps at most: each stages its unit header in 48 bytes of its own
+HEADER_BYTES = 48  # what the frame writes of a unit header, and of the CTA header
+
+
+def headers_bulk(ptx: str) -> str:
+    """The unit header and the CTA header written into shared memory and copied out by one bulk
+    copy each (``cp.async.bulk``), the exit waiting only until shared memory has been read, not
+    for the writes to land: whether the exit's cost (the frame's whole cost on short CTAs) is
+    its stores' global writes, which the copy engine would then carry after the CTA retires."""
+    head, tail = _split(ptx)
+
+    def staged(match: re.Match[str], predicate: str, base: str) -> str:
+        return (
+            f"\t@%pik_{predicate} st.shared{match['shape']} \t[{base}+{match['offset']}], {match['values']};"
+        )
+
+    def copy(predicate: str, target: str, stage: str) -> str:
+        return (
+            f"\t@%pik_{predicate} fence.proxy.async.shared::cta;\n"
+            f"\t@%pik_{predicate} cp.async.bulk.global.shared::cta.bulk_group \t[{target}], [{stage}], {HEADER_BYTES};\n"
+            f"\t@%pik_{predicate} cp.async.bulk.commit_group;\n"
+        )
+
+    edited = UNIT_HEADER_STORE.sub(lambda m: staged(m, "w", "%pik_hs"), tail)
+    edited = CTA_HEADER_STORE.sub(lambda m: staged(m, "h", "%pik_hc"), edited)
+    last_unit = edited.rindex("[%pik_hs+")
+    at = edited.index("\n", last_unit) + 1
+    edited = edited[:at] + copy("w", "%pik_unit_base", "%pik_hs") + edited[at:]
+    last_cta = edited.rindex("[%pik_hc+")
+    at = edited.index("\n", last_cta) + 1
+    edited = edited[:at] + copy("h", "%pik_base", "%pik_hc") + edited[at:]
+    edited = edited.replace(
+        "\tsub.s64 \t%pik_unit_base, %pik_rec, 48;\n",
+        "\tsub.s64 \t%pik_unit_base, %pik_rec, 48;\n\tmov.u32 \t%pik_hc, pik_headers;\n"
+        f"\tmad.lo.u32 \t%pik_hs, %pik_warp, {HEADER_BYTES}, %pik_hc;\n"
+        f"\tadd.u32 \t%pik_hc, %pik_hc, {HEADER_WARPS * HEADER_BYTES};\n",
+        1,
+    )
+    edited = edited.replace("\tret;", "\tcp.async.bulk.wait_group.read \t0;\n\tret;")
+    whole = (
+        head.replace("\t.reg .pred \t%pik_w", "\t.reg .b32 \t%pik_hs, %pik_hc;\n\t.reg .pred \t%pik_w", 1)
+        + edited
+    )
+    at = whole.index(".visible .entry")
+    stage = f".shared .align 16 .b8 pik_headers[{(HEADER_WARPS + 1) * HEADER_BYTES}];\n\n"
+    return _changed("headers_bulk", ptx, whole[:at] + stage + whole[at:])
+
+
 FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
     change.__name__: change
     for change in (
@@ -150,6 +206,7 @@ FRAME_EXPERIMENTS: dict[str, Callable[[str], str]] = {
         region_first,
         one_cta_store,
         region_first_one_cta_store,
+        headers_bulk,
     )
 }
 RECORD_STORE = re.compile(

@@ -62,6 +62,7 @@ def test_each_experiment_edits_what_it_says() -> None:
         assert _changes(found, kernel, "no_cta_header") == {"tail_stores": 3}
         assert _changes(found, kernel, "no_unit_times") == {"tail_stores": 4}
         assert _changes(found, kernel, "full_cta_header") == {"tail_stores": 7}
+        assert _changes(found, kernel, "headers_bulk") == {"tail_stores": 0}  # copied, not stored
         assert frame["end_read_first"]
         assert _changes(found, kernel, "region_first") == {"end_read_first": False}
         assert _changes(found, kernel, "one_cta_store") == {"tail_stores": 4}
