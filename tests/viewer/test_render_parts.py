@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -183,3 +184,22 @@ def test_the_launches_weigh_in_the_workers_started_ahead(monkeypatch, size, laun
     sizes = [size // max(launches, 1)] * max(launches, 1)
     if started is not None:
         assert len(render_parts.plan_parts(sizes)) >= started
+
+
+def test_a_closed_session_file_says_how_many_launches_it_holds(tmp_path):
+    """From its zip's end records alone (ZIP64 as the runtime writes it, or plain), before the
+    file is read: what ``start_workers`` weighs the launches by."""
+    from proton_ik.runtime.session_writer import SessionWriter
+    from proton_ik.viewer.session_file import read_session, stored_launches_hint
+
+    launch = read_session(Path(__file__).parents[1] / "data" / "ring.pik").launches[0]
+    for compress in (False, True):
+        path = tmp_path / f"s{compress}.pik"
+        with SessionWriter(path, {"name": "s"}, compress=compress) as writer:
+            for number in range(5):
+                writer.add_launch({**launch.meta, "launch": number}, launch.buffer)
+        assert stored_launches_hint(path) == 5
+        cut = tmp_path / "cut.pik"
+        cut.write_bytes(path.read_bytes()[:-30])  # never closed: no end records
+        assert stored_launches_hint(cut) == 0
+    assert stored_launches_hint(tmp_path / "missing.pik") == 0

@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
-from proton_ik.viewer.session_file import StoredSession, read_session, session_from_portable
+from proton_ik.viewer.session_file import (
+    StoredSession,
+    read_session,
+    session_from_portable,
+    stored_launches_hint,
+)
 from proton_ik.viewer.tables import Launch, Pipeline, prepare, time_shift_cycles
 
 PART_BYTES = 8 << 20  # stored bytes a part holds at least (its last launch may take it over)
@@ -226,12 +231,13 @@ class Workers:
 
 
 def start_workers(session_path: Path, workers: int | None) -> Workers | None:
-    """``start_workers_for`` a session file as it lies; None where it cannot be read."""
+    """``start_workers_for`` a session file as it lies (its launches counted from its zip's end
+    records); None where it cannot be read."""
     try:
         size = session_path.stat().st_size
     except OSError:
         return None
-    return start_workers_for(size, workers)
+    return start_workers_for(size, workers, stored_launches_hint(session_path))
 
 
 def start_workers_for(stored_bytes: int, workers: int | None = None, launches: int = 0) -> Workers | None:

@@ -17,6 +17,7 @@ from proton_ik.viewer.session_file.reader import (
     StoredSession,
     read_session,
     session_from_portable,
+    stored_launches_hint,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "check_info",
     "read_session",
     "session_from_portable",
+    "stored_launches_hint",
 ]

@@ -32,6 +32,7 @@ from proton_ik.viewer.session_file.zip_members import (
     Member,
     MemberPlace,
     mapped_file,
+    member_count,
     member_problem,
     read_member,
     read_npy,
@@ -313,3 +314,12 @@ def _manifest(path: Path, member: zipfile.ZipInfo, file_size: int) -> Any:
         raise SessionFileError(
             f"{path}: {MANIFEST} is not valid JSON ({reason(error)}); the file is corrupt"
         ) from None
+
+
+def stored_launches_hint(path: str | Path) -> int:
+    """About how many launches a closed session file holds, from its zip's end records alone:
+    for sizing work before the file is read; 0 where the end records are not found. Counted as
+    format version 2 stores them (each launch its buffer and its metadata, beside the session
+    info and the manifest); a version 1 file (a buffer a launch, and the manifest) reads half."""
+    members = member_count(Path(path))
+    return max(0, (members - 1) // 2) if members else 0

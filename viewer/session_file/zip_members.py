@@ -242,3 +242,34 @@ def _npy_header(header: bytes) -> tuple[tuple[int, ...], bool, np.dtype]:
     if dtype.hasobject:
         raise ValueError("the buffer holds Python objects")
     return shape, fortran_order, dtype
+
+
+_END = struct.Struct("<IHHHHIIH")  # end of central directory: signature ... comment length
+_LOCATOR = struct.Struct("<IIQI")  # ZIP64 end locator: signature, disk, the ZIP64 end's offset, disks
+_END64_ENTRIES = struct.Struct("<IQHHIIQQ")  # the ZIP64 end record up to its entry count
+
+
+def member_count(path: Path) -> int | None:
+    """How many members the zip's end records say it holds, from its last bytes alone (no
+    directory is read); None where they are not found (a file never closed, or one with a
+    comment after them)."""
+    try:
+        with open(path, "rb") as file:
+            size = file.seek(0, os.SEEK_END)
+            if size < _END.size:
+                return None
+            file.seek(size - _END.size)
+            end = _END.unpack(file.read(_END.size))
+            if end[0] != 0x06054B50 or end[-1] != 0:
+                return None
+            if end[4] != 0xFFFF or size < _END.size + _LOCATOR.size:
+                return end[4]
+            file.seek(size - _END.size - _LOCATOR.size)
+            locator = _LOCATOR.unpack(file.read(_LOCATOR.size))
+            if locator[0] != 0x07064B50 or not 0 <= locator[2] <= size - _END64_ENTRIES.size:
+                return None
+            file.seek(locator[2])
+            end64 = _END64_ENTRIES.unpack(file.read(_END64_ENTRIES.size))
+            return int(end64[7]) if end64[0] == 0x06064B50 else None
+    except OSError:
+        return None
