@@ -67,3 +67,22 @@ def test_a_trimmed_launch_is_read_for_its_headers_then_whole(reads, tmp_path):
     assert set(reads.values()) == {1} and {whole for _, whole in reads} == {True, False}
     reads.clear()
     _same(events, _events(DATA / "ring.pik", reads))
+
+
+@pytest.mark.parametrize("why", ["deflated", "not mapped"])
+def test_a_launch_read_as_a_copy_is_not_kept(reads, tmp_path, monkeypatch, why):
+    """A deflated member is inflated into memory, and a file that cannot be mapped is read
+    launch by launch: keeping each launch's view until it is decoded would hold the session."""
+    path = tmp_path / "s.pik"
+    session = read_session(DATA / "slots.pik")
+    with SessionWriter(path, session.info, compress=why == "deflated") as writer:
+        for launch in session.launches:
+            writer.add_launch(launch.meta, launch.buffer)
+    if why == "not mapped":
+        from proton_ik.viewer.session_file import reader
+
+        monkeypatch.setattr(reader, "mapped_file", lambda path: None)
+    events = _events(path, reads)
+    assert set(reads.values()) == {1} and {whole for _, whole in reads} == {True, False}
+    reads.clear()
+    _same(events, _events(DATA / "slots.pik", reads))

@@ -103,6 +103,13 @@ class StoredLaunch:
         return self.member.filename
 
     @property
+    def read_in_place(self) -> bool:
+        """Whether the launch's bytes are read where the mapped file holds them, not copied:
+        stored uncompressed, in a file the file system lets us map. Its views then cost no memory
+        to keep beyond the map's pages."""
+        return self.member.compress_type == zipfile.ZIP_STORED and self._file.array() is not None
+
+    @property
     def trimmed(self) -> bool:
         """Stored in the trimmed form (``contract.trimmed``): headers and kept ring slots only."""
         return self.meta.get(STORED_KEY) == TRIMMED

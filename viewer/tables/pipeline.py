@@ -63,11 +63,12 @@ def _header_groups(
     """The unit headers of ``launches``, read as little of each launch as its stored form allows:
     per run, the launches of each kernel and profile and their units decoded together. ``kept``:
     where to keep, by launch index, the views that hold the whole launch (a raw one's headers
-    are read with its slots), for the decoding pass to take instead of reading them again."""
+    are read with its slots, in place in the mapped file), for the decoding pass to take
+    instead of reading them again."""
 
     def view(launch: Launch) -> BufferView:
         seen = launch.view(headers_only=True)
-        if kept is not None and launch.headers_read_whole:
+        if kept is not None and launch.headers_view_keeps:
             kept[launch.index] = seen
         return seen
 

@@ -46,10 +46,15 @@ class Launch:
         return f"launch {self.meta['launch']} ({self.meta['kernel']})"
 
     @property
-    def headers_read_whole(self) -> bool:
-        """Whether ``view(headers_only=True)`` reads the whole launch: all but a trimmed stored
-        launch, whose front alone holds the headers."""
-        return not (isinstance(self.capture, StoredLaunch) and self.capture.trimmed)
+    def headers_view_keeps(self) -> bool:
+        """Whether ``view(headers_only=True)`` reads the whole launch and its view may be kept at
+        no cost in memory: a launch in memory, or a raw stored one read in place from the mapped
+        file. Not a trimmed launch (its front alone holds the headers), nor a deflated one or
+        one of a file that cannot be mapped (each read is a copy: keeping every launch's until
+        it is decoded would hold the whole session)."""
+        if not isinstance(self.capture, StoredLaunch):
+            return True
+        return not self.capture.trimmed and self.capture.read_in_place
 
     def view(self, *, headers_only: bool = False) -> BufferView:
         """The launch's headers and ring slots, from its stored form (a trimmed one is not rebuilt)."""
