@@ -136,6 +136,32 @@ class FakeUnit:
         self.header["end_magic"] = MAGIC
 
 
+def write_cta_header(
+    buffer: np.ndarray, layout: BufferLayout, num_ctas: int, cta: int, smid: int, **overrides: int
+) -> None:
+    """CTA ``cta``'s header in a launch of ``num_ctas`` CTAs (a 1-D grid), as the epilogue writes it."""
+    header = np.ndarray((), CTA_HEADER_DTYPE, buffer, cta * layout.cta_bytes)
+    fields = {
+        "magic": MAGIC,
+        "version": layout.version,
+        "cta": cta,
+        "smid": smid,
+        "nctaid_x": num_ctas,
+        "nctaid_y": 1,
+        "nctaid_z": 1,
+        "units": layout.units,
+        "capacity": layout.capacity,
+        # What an sm_90 kernel launched without clusters records: a cluster of its own.
+        "cluster": cta,
+        "cluster_rank": 0,
+        "cluster_ctas": 1,
+        "reserved": 0,
+        **overrides,
+    }
+    for name, value in fields.items():
+        header[name] = value
+
+
 class FakeLaunch:
     """One launch's buffer: ``num_ctas`` CTA regions of ``units`` units of ``capacity`` slots, in
     layout ``version``."""
@@ -146,26 +172,7 @@ class FakeLaunch:
         self.buffer = np.full(num_ctas * self.layout.cta_bytes, UNWRITTEN, dtype=np.uint8)
 
     def cta(self, cta: int, smid: int, **overrides: int) -> None:
-        header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
-        fields = {
-            "magic": MAGIC,
-            "version": self.layout.version,
-            "cta": cta,
-            "smid": smid,
-            "nctaid_x": self.num_ctas,
-            "nctaid_y": 1,
-            "nctaid_z": 1,
-            "units": self.layout.units,
-            "capacity": self.layout.capacity,
-            # What an sm_90 kernel launched without clusters records: a cluster of its own.
-            "cluster": cta,
-            "cluster_rank": 0,
-            "cluster_ctas": 1,
-            "reserved": 0,
-            **overrides,
-        }
-        for name, value in fields.items():
-            header[name] = value
+        write_cta_header(self.buffer, self.layout, self.num_ctas, cta, smid, **overrides)
 
     def unit(self, cta: int, unit: int, start_clock: int, start_time: int) -> FakeUnit:
         return FakeUnit(self, cta, unit, start_clock, start_time)

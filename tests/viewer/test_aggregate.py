@@ -18,7 +18,6 @@ from proton_ik.cli import main
 from proton_ik.contract.buffer_view import raw_view
 from proton_ik.contract.layout import (
     AGGREGATE_STATS_DTYPE,
-    CTA_HEADER_DTYPE,
     HISTOGRAM_BINS,
     MAGIC,
     READ_VERSIONS,
@@ -35,6 +34,8 @@ from proton_ik.viewer import LaunchCapture
 from proton_ik.viewer.summary.aggregate import ESTIMATE_NOTE, histogram_quantile
 from proton_ik.viewer.tables.aggregate import AGGREGATE_COLUMNS, HIST_COLUMNS, decode_stats
 from proton_ik.viewer.trace import Trace
+
+from .conftest import write_cta_header
 
 UNWRITTEN = 0xCD
 SCOPES = ["outer", "inner"]
@@ -62,18 +63,7 @@ class FakeAggregateLaunch:
         return np.ndarray((), UNIT_HEADER_DTYPE, self.buffer, offset)
 
     def cta(self, cta: int, smid: int) -> None:
-        header = np.ndarray((), CTA_HEADER_DTYPE, self.buffer, cta * self.layout.cta_bytes)
-        fields = {
-            "magic": MAGIC,
-            "version": self.layout.version,
-            "cta": cta,
-            "smid": smid,
-            "nctaid_x": self.num_ctas,
-        }
-        fields.update(nctaid_y=1, nctaid_z=1, units=self.layout.units, capacity=0, reserved=0)
-        fields.update(cluster=cta, cluster_rank=0, cluster_ctas=1)  # an sm_90 kernel without clusters
-        for name, value in fields.items():
-            header[name] = value
+        write_cta_header(self.buffer, self.layout, self.num_ctas, cta, smid)  # capacity 0: no ring
 
     def start(self, cta: int, unit: int, clock: int) -> None:
         header = self.header(cta, unit)
