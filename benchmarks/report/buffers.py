@@ -300,9 +300,16 @@ def _checks_md(results: dict[str, Any]) -> list[str]:
             [
                 f"autotune, {tune['calls']} calls",
                 f"config {tune['config_outside']} (tuned outside a session); {tune['calls']} rows of "
-                f"{tune['records_expected']:,} records",
-                f"config {tune['config_inside']}; {tune['launch_rows']} rows, records "
-                f"{sorted(set(tune['records_per_launch']))}; config column {tune['config_column']}",
+                f"{tune['records_expected']:,} records, and one row marked autotune=benchmark per config "
+                f"tried",
+                f"config {tune['config_inside']}; {tune['launch_rows']} rows: "
+                + (
+                    f"{len(tune['user_records'])} of records {sorted(set(tune['user_records']))}, "
+                    f"{tune['benchmark_rows']} benchmark rows of {tune['configs_tried']} configs"
+                    if "user_records" in tune
+                    else f"records {sorted(set(tune['records_per_launch']))}"
+                )
+                + f"; config column {tune['config_column']}",
                 _fmt(tune["same_config"] and tune["exact"]),
             ]
         )
