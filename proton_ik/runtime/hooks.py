@@ -35,6 +35,7 @@ from proton_ik.runtime import launch_sizing
 from proton_ik.runtime.drain import Drain, Sink
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
+from proton_ik.runtime.pool_stalls import PoolStall
 from proton_ik.runtime.queued_launch import QueuedLaunch
 
 if TYPE_CHECKING:
@@ -135,19 +136,6 @@ class CapturedLaunch:
     device: int
     extra: dict[str, Any] | None
     buffer: Any
-
-
-@dataclass(frozen=True)
-class PoolStall:
-    """How long a device's full pool held the program back: the user's threads waited ``waits``
-    times, ``seconds`` in all, for earlier launches' records to reach the file. ``needed_bytes``:
-    the pool every launch of the session took together (a pool that large never waits)."""
-
-    device: int
-    waits: int
-    seconds: float
-    pool_bytes: int
-    needed_bytes: int
 
 
 @dataclass

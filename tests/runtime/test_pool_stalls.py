@@ -10,7 +10,7 @@ import pytest
 
 from proton_ik.runtime import hooks
 from proton_ik.runtime.pool import RingPool
-from proton_ik.session import STALL_WARN_SECONDS, warn_of_stalls
+from proton_ik.runtime.pool_stalls import STALL_WARN_SECONDS, PoolStall, warn_of_stalls
 
 
 def test_the_pool_counts_every_byte_it_hands_out_even_when_reused():
@@ -32,13 +32,13 @@ def test_the_recorder_reports_only_devices_that_waited():
 
     recorder.drains = {1: drain(7, 0.5), 0: drain(0, 0.0)}
     (stall,) = recorder.pool_stalls()
-    assert stall == hooks.PoolStall(1, 7, 0.5, 512 << 20, 3 << 30)
+    assert stall == PoolStall(1, 7, 0.5, 512 << 20, 3 << 30)
 
 
 def test_a_stall_is_said_once_with_the_pool_that_would_have_held_everything():
     stalls = [
-        hooks.PoolStall(0, 120, 1.5, 512 << 20, (5 << 30) + 1),
-        hooks.PoolStall(1, 3, 0.25, 1 << 30, 1 << 30),
+        PoolStall(0, 120, 1.5, 512 << 20, (5 << 30) + 1),
+        PoolStall(1, 3, 0.25, 1 << 30, 1 << 30),
     ]
     with pytest.warns(UserWarning) as caught:
         assert warn_of_stalls(stalls) == pytest.approx(1.75)
@@ -62,11 +62,11 @@ def test_a_stall_is_said_once_with_the_pool_that_would_have_held_everything():
 )
 def test_the_pool_suggested_is_the_next_power_of_two_as_a_user_types_it(needed, typed):
     with pytest.warns(UserWarning, match=f"pool_bytes={typed} would have held them"):
-        warn_of_stalls([hooks.PoolStall(0, 1, 1.0, 1 << 20, needed)])
+        warn_of_stalls([PoolStall(0, 1, 1.0, 1 << 20, needed)])
 
 
 def test_a_wait_too_short_to_matter_goes_unsaid():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert warn_of_stalls([hooks.PoolStall(0, 1, STALL_WARN_SECONDS / 2, 1 << 20, 1 << 20)]) > 0
+        assert warn_of_stalls([PoolStall(0, 1, STALL_WARN_SECONDS / 2, 1 << 20, 1 << 20)]) > 0
         assert warn_of_stalls([]) == 0
