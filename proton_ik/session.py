@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is 
     from proton_ik.runtime.graphs import GraphFollower
     from proton_ik.runtime.hooks import LaunchRecorder
     from proton_ik.runtime.session_writer import SessionWriter
-    from proton_ik.viewer.render import Workers  # the viewer is imported at finalize
+    from proton_ik.viewer.render import ForkServer, StartedRunners  # imported when needed
 
 DEFAULT_POOL_BYTES = 512 << 20
 # The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
@@ -161,6 +161,7 @@ class Session:
         self._autotune: AutotuneFollower | None = None
         self._writer: SessionWriter | None = None
         self._session_info: dict[str, Any] = {}
+        self._fork_server: ForkServer | None = None  # the trace's render workers, forked at finalize
 
     def start(self) -> None:
         outer = compile_mode.active_mode()
@@ -225,6 +226,10 @@ class Session:
             self.pool_bytes, sink, launch_metadata=self.launch_metadata, flush=FlushPolicy(launches, seconds)
         )
         recorder.drain_for(device)
+        if "pftrace" in self.formats:  # it imports the render while the program runs
+            from proton_ik.viewer.render import start_fork_server
+
+            self._fork_server = start_fork_server()
         graphs, autotune = GraphFollower(recorder), AutotuneFollower(self.plain)
         recorder.autotune = autotune
         recorder.install()
@@ -316,10 +321,11 @@ class Session:
         try:
             return self._finish(result, began, workers)
         finally:
-            if workers is not None:
-                workers.close()
+            for started in (workers, self._fork_server):
+                if started is not None:
+                    started.close()
 
-    def _finish(self, result: Result, began: float, workers: Workers | None) -> Result:
+    def _finish(self, result: Result, began: float, workers: StartedRunners | None) -> Result:
         assert self._recorder is not None
         failure: RuntimeError | None = None
         try:
@@ -353,12 +359,15 @@ class Session:
         result.finalize_seconds = time.perf_counter() - began
         return result
 
-    def _workers_ahead(self) -> Workers | None:
-        """Render workers for the trace (``viewer.render.start_workers_for``), started before the
-        drains' last flush from what the session holds so far: its file and its launches still in
-        the device pools. None where the trace will not be rendered in parts on workers."""
+    def _workers_ahead(self) -> StartedRunners | None:
+        """Render workers for the trace: forks of the session's fork server, or else processes
+        started before the drains' last flush (``viewer.render.start_workers_for``) from what the
+        session holds so far: its file and its launches still in the device pools. None where the
+        trace will not be rendered in parts on workers."""
         if "pftrace" not in self.formats or self._recorder is None or self._recorder.launches == 0:
             return None
+        if self._fork_server is not None and self._fork_server.alive:
+            return self._fork_server
         from proton_ik.viewer.render import start_workers_for
 
         pending = sum(drain.pool.used for drain in self._recorder.drains.values())
@@ -388,7 +397,7 @@ class Session:
         return claim
 
     def _render(
-        self, claim: session_files.Claim, paths: dict[str, str], workers: Workers | None = None
+        self, claim: session_files.Claim, paths: dict[str, str], workers: StartedRunners | None = None
     ) -> int:
         """Write the traces beside the session file, each moved onto its claimed name once
         whole; the records rendered."""

@@ -296,20 +296,20 @@ def _checks_md(results: dict[str, Any]) -> list[str]:
         )
     tune = results.get("autotune", {})
     if "config_inside" in tune:
+        expected = f"config {tune['config_outside']} (tuned outside a session); {tune['calls']} rows of {tune['records_expected']:,} records"
+        if "user_records" in tune:  # runs since the benchmark rows are told apart
+            expected += ", and one row marked autotune=benchmark per config tried"
+            found = (
+                f"{len(tune['user_records'])} rows of records {sorted(set(tune['user_records']))}, "
+                f"{tune['benchmark_rows']} benchmark rows of {tune['configs_tried']} configs"
+            )
+        else:
+            found = f"{tune['launch_rows']} rows, records {sorted(set(tune['records_per_launch']))}"
         rows.append(
             [
                 f"autotune, {tune['calls']} calls",
-                f"config {tune['config_outside']} (tuned outside a session); {tune['calls']} rows of "
-                f"{tune['records_expected']:,} records, and one row marked autotune=benchmark per config "
-                f"tried",
-                f"config {tune['config_inside']}; {tune['launch_rows']} rows: "
-                + (
-                    f"{len(tune['user_records'])} of records {sorted(set(tune['user_records']))}, "
-                    f"{tune['benchmark_rows']} benchmark rows of {tune['configs_tried']} configs"
-                    if "user_records" in tune
-                    else f"records {sorted(set(tune['records_per_launch']))}"
-                )
-                + f"; config column {tune['config_column']}",
+                expected,
+                f"config {tune['config_inside']}; {found}; config column {tune['config_column']}",
                 _fmt(tune["same_config"] and tune["exact"]),
             ]
         )

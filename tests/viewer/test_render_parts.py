@@ -4,6 +4,7 @@ launch boundaries by stored size."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import warnings
 from pathlib import Path
@@ -99,7 +100,7 @@ def test_parts_a_worker_cannot_render_are_rendered_here_with_a_warning(session, 
 
 
 def test_the_ranks_of_a_job_on_one_host_share_its_cores(monkeypatch):
-    monkeypatch.setattr(render_parts.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     assert render_parts.default_workers() == 4
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")
@@ -118,7 +119,7 @@ def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_pa
 
     def worker(tasks, started=None):
         if started is not None:
-            started.communicate("\n")  # a worker started ahead, told there is nothing for it
+            started.cancel()  # a worker started ahead, told there is nothing for it
         handed.extend(task.session_json for task in tasks)
         return render_parts.render_some(tasks)  # as the worker process runs them
 

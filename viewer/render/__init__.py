@@ -13,14 +13,26 @@ from typing import TYPE_CHECKING
 from proton_ik.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from proton_ik.viewer.render.parts import Workers, start_workers_for
+    from proton_ik.viewer.render.forkserver import ForkServer, start_fork_server
+    from proton_ik.viewer.render.parts import StartedRunners, Workers, start_workers_for
     from proton_ik.viewer.render.session import RenderStats, render_session
 
-__all__ = ["RenderStats", "Workers", "render_session", "start_workers_for"]
+__all__ = [
+    "ForkServer",
+    "RenderStats",
+    "StartedRunners",
+    "Workers",
+    "render_session",
+    "start_fork_server",
+    "start_workers_for",
+]
 
 # Imported when first asked for (PEP 562): a worker process runs ``parts`` alone, without the
 # writers of the other formats that ``session`` imports.
 _EXPORTED_FROM = {
+    "ForkServer": "proton_ik.viewer.render.forkserver",
+    "start_fork_server": "proton_ik.viewer.render.forkserver",
+    "StartedRunners": "proton_ik.viewer.render.parts",
     "Workers": "proton_ik.viewer.render.parts",
     "start_workers_for": "proton_ik.viewer.render.parts",
     "RenderStats": "proton_ik.viewer.render.session",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,9 +25,16 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
+from proton_ik.viewer.render.cores import (
+    FEWEST_WORKERS,
+    MAX_WORKERS,
+    default_workers,
+    worker_command,
+    worker_environment,
+)
 from proton_ik.viewer.session_file import (
     StoredSession,
     read_session,
@@ -42,10 +48,6 @@ PART_BYTES = 8 << 20  # stored bytes a part holds at least (its last launch may 
 # part of many small launches renders as slowly as one of fewer, larger ones (docs/PERFORMANCE.md,
 # "Parts weighed by launches").
 LAUNCH_BYTES = 16 << 10
-MAX_WORKERS = 32
-# Where the cores allow fewer workers than this, the parts render in this process: on 2 cores
-# (the render already compresses on a second thread), 2 workers rendered 25% slower than 1.
-FEWEST_WORKERS = 4
 
 
 def plan_parts(
@@ -143,7 +145,7 @@ def render_parts(
     host_offset_ns: int,
     workers: int | None,
     session: StoredSession | None = None,
-    started: Workers | None = None,
+    started: StartedRunners | None = None,
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
@@ -180,20 +182,6 @@ def render_parts(
     return done
 
 
-def default_workers() -> int:
-    """The cores this process may run on, shared among the ranks of a job on this host
-    (``LOCAL_WORLD_SIZE``, as torchrun sets it), which finalize at about the same time."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    try:
-        ranks = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-    except ValueError:
-        ranks = 1
-    return max(1, cores // ranks)
-
-
 class Workers:
     """Worker processes started before the session is read (``start_workers``): each imports
     what a part's render needs (about a second on a GPU host) while this process reads and
@@ -206,8 +194,8 @@ class Workers:
             try:
                 self._idle.append(
                     subprocess.Popen(
-                        [*_worker_command(), "--wait"],
-                        env=_worker_environment(),
+                        [*worker_command(), "--wait"],
+                        env=worker_environment(),
                         stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE,
@@ -217,8 +205,8 @@ class Workers:
             except OSError:
                 break  # no Python to start: the parts start their own workers, or render here
 
-    def take(self) -> subprocess.Popen[str] | None:
-        return self._idle.pop() if self._idle else None
+    def take(self) -> StartedWorker | None:
+        return StartedWorker(self._idle.pop()) if self._idle else None
 
     def close(self) -> None:
         """End the workers no part came to, at once: waiting for them to finish their imports
@@ -228,6 +216,44 @@ class Workers:
                 process.kill()
             process.communicate()
         self._idle.clear()
+
+
+class StartedWorker:
+    """A worker process of ``Workers``, taken for one share of the parts."""
+
+    def __init__(self, process: subprocess.Popen[str]):
+        self._process = process
+
+    def run(self, job: Path, done: Path) -> tuple[int, str]:
+        """Its parts (``job``), what they counted in ``done``: its exit status and standard error."""
+        try:
+            _, stderr = self._process.communicate(json.dumps([str(job), str(done)]) + "\n")
+        except BaseException:
+            self._process.kill()
+            self._process.wait()
+            raise
+        return self._process.returncode, stderr
+
+    def cancel(self) -> None:
+        """No part came to it: it ends."""
+        self._process.communicate("\n")
+
+
+class Runner(Protocol):
+    """What renders one share of the parts in another process: a ``StartedWorker``, or a fork of
+    the session's ``ForkServer``."""
+
+    def run(self, job: Path, done: Path) -> tuple[int, str]: ...
+
+    def cancel(self) -> None: ...
+
+
+class StartedRunners(Protocol):
+    """Where the parts' runners come from: ``Workers`` started ahead, or a ``ForkServer``."""
+
+    def take(self) -> Runner | None: ...
+
+    def close(self) -> None: ...
 
 
 def start_workers(session_path: Path, workers: int | None) -> Workers | None:
@@ -256,20 +282,12 @@ def start_workers_for(stored_bytes: int, workers: int | None = None, launches: i
     return Workers(min(wanted, parts_at_least)) if parts_at_least >= 2 else None
 
 
-def _worker_command() -> list[str]:
-    return [sys.executable, "-m", "proton_ik.viewer.render.parts"]
-
-
-def _worker_environment() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
-
-
 def _run(
     tasks: list[_Part],
     workers: int | None,
     session: StoredSession | None = None,
     scratch: Path | None = None,
-    started: Workers | None = None,
+    started: StartedRunners | None = None,
 ) -> list[PartDone]:
     wanted = min(workers or default_workers(), len(tasks), MAX_WORKERS)
     if workers is None and wanted < FEWEST_WORKERS:
@@ -290,7 +308,7 @@ def _run(
     return [by_part[task.part] for task in tasks]
 
 
-def _in_a_process_or_here(tasks: list[_Part], worker: subprocess.Popen[str] | None = None) -> list[PartDone]:
+def _in_a_process_or_here(tasks: list[_Part], worker: Runner | None = None) -> list[PartDone]:
     """``_in_a_process``, or, where the worker could not run them (no Python to start, a worker
     killed for memory), ``render_some`` in this process, with a warning: the trace is written
     either way, and a fault of the session itself is raised here as the serial render raises it."""
@@ -301,24 +319,18 @@ def _in_a_process_or_here(tasks: list[_Part], worker: subprocess.Popen[str] | No
         return render_some(tasks)
 
 
-def _in_a_process(tasks: list[_Part], worker: subprocess.Popen[str] | None = None) -> list[PartDone]:
-    """``render_some`` in ``worker`` (started ahead, ``Workers``) or in a new Python process
-    running this module. Not multiprocessing: a fork copies a process that holds CUDA and other
+def _in_a_process(tasks: list[_Part], worker: Runner | None = None) -> list[PartDone]:
+    """``render_some`` in ``worker`` (started ahead, ``Workers``, or forked, ``ForkServer``) or in
+    a new Python process running this module. Not multiprocessing: a fork copies a process that holds CUDA and other
     libraries' threads badly, and a spawned child imports the user's main script again, running
     a script with no ``__main__`` guard twice."""
     job, done = tasks[0].output.with_suffix(".task"), tasks[0].output.with_suffix(".done")
     job.write_text(json.dumps([task.to_json() for task in tasks]))
     if worker is not None:
-        try:
-            _, stderr = worker.communicate(json.dumps([str(job), str(done)]) + "\n")
-        except BaseException:
-            worker.kill()
-            worker.wait()
-            raise
-        returncode = worker.returncode
+        returncode, stderr = worker.run(job, done)
     else:
-        command = [*_worker_command(), str(job), str(done)]
-        ran = subprocess.run(command, env=_worker_environment(), capture_output=True, text=True, check=False)
+        command = [*worker_command(), str(job), str(done)]
+        ran = subprocess.run(command, env=worker_environment(), capture_output=True, text=True, check=False)
         returncode, stderr = ran.returncode, ran.stderr
     if returncode != 0:
         which = ", ".join(f"{t.part} (launches {t.launches[0]} to {t.launches[1] - 1})" for t in tasks)
@@ -372,7 +384,7 @@ def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) ->
     return PartDone(task.part, launches, records, events, tuple(problems), tuple(host))
 
 
-def _work(job: Path, done: Path) -> None:
+def work(job: Path, done: Path) -> None:
     """The worker process: its parts (a JSON list of tasks), and what they counted, as JSON."""
     tasks = [_Part.from_json(task) for task in json.loads(job.read_text())]
     done.write_text(json.dumps([dataclasses.asdict(part) for part in render_some(tasks)]))
@@ -384,11 +396,11 @@ def _wait_for_work() -> None:
     line = sys.stdin.readline()
     if line.strip():
         job, done = json.loads(line)
-        _work(Path(job), Path(done))
+        work(Path(job), Path(done))
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--wait"]:
         _wait_for_work()
     else:
-        _work(Path(sys.argv[1]), Path(sys.argv[2]))
+        work(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -20,7 +20,13 @@ from tqdm import tqdm
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
-from proton_ik.viewer.render.parts import Workers, plan_parts, render_parts, start_workers, stored_sizes
+from proton_ik.viewer.render.parts import (
+    StartedRunners,
+    plan_parts,
+    render_parts,
+    start_workers,
+    stored_sizes,
+)
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
@@ -58,7 +64,7 @@ def render_session(
     host_offset_ns: int = 0,
     workers: int | None = None,
     trace_link: str | None = None,
-    started: Workers | None = None,
+    started: StartedRunners | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -121,7 +127,7 @@ def _render_in_parts(
     host_offset_ns: int,
     workers: int | None,
     session: StoredSession,
-    started: Workers | None,
+    started: StartedRunners | None,
 ) -> RenderStats:
     """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats.
     ``session``: the file as read already, for the parts rendered in this process."""

@@ -1,0 +1,201 @@
+"""Render workers forked from a server that imported the render while the session ran
+(``viewer.render.forkserver``): the same trace as a render in this process, no Python started
+at finalize, and every way the server can fail leaves the trace written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from proton_ik.viewer import render_session
+from proton_ik.viewer.render import ForkServer, forkserver, start_fork_server
+from proton_ik.viewer.render import cores as render_cores
+from proton_ik.viewer.render import parts as render_parts
+
+from .test_host_scopes import write_host_scoped
+
+
+@pytest.fixture
+def session(tmp_path, busy_launch, monkeypatch):
+    """Six launches, a part each."""
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    return write_host_scoped(tmp_path / "h.pik", busy_launch)
+
+
+@pytest.fixture
+def server():
+    started = ForkServer()
+    yield started
+    started.close()
+
+
+def _no_new_python(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker process was started at the render")
+
+    monkeypatch.setattr(render_parts.subprocess, "run", refuse)
+    monkeypatch.setattr(render_parts.subprocess, "Popen", refuse)
+
+
+def test_forked_workers_render_the_same_trace_and_start_no_python(session, tmp_path, server, monkeypatch):
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    _no_new_python(monkeypatch)
+    forked = tmp_path / "forked.pftrace"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no part fell back to this process
+        stats = render_session(session, {"pftrace": forked}, workers=3, started=server)
+    assert forked.read_bytes() == here.read_bytes() and stats.launches == 6
+    assert not server.alive  # the render ends what it was given
+
+
+def test_a_failing_worker_says_why_and_the_server_goes_on(tmp_path, server):
+    job, done = tmp_path / "0.task", tmp_path / "0.done"
+    job.write_text("not json")
+    returncode, stderr = server.run(job, done)
+    assert returncode == 1 and "JSONDecodeError" in stderr and not done.exists()
+    job.write_text("[]")  # no parts: nothing to render, and nothing fails
+    assert server.run(job, done) == (0, "") and json.loads(done.read_text()) == []
+
+
+def test_a_server_killed_before_the_render_leaves_the_trace_written(session, tmp_path, server):
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    server._process.kill()
+    server._process.wait()
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not server.alive and server.take() is None
+    spread = tmp_path / "spread.pftrace"
+    render_session(session, {"pftrace": spread}, workers=2, started=server)  # fresh workers instead
+    assert spread.read_bytes() == here.read_bytes()
+
+
+def test_a_server_killed_while_its_workers_run_fails_them_and_the_parts_render_here(tmp_path, server):
+    job, done = tmp_path / "0.task", tmp_path / "0.done"
+    job.write_text("[]")
+    server._process.kill()
+    with pytest.raises(RuntimeError, match="fork server"):
+        server.run(job, done)
+
+
+def test_a_ctrl_c_the_program_catches_does_not_end_the_server(tmp_path, server):
+    time.sleep(0.5)  # its imports made and its handlers set
+    server._process.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    job, done = tmp_path / "0.task", tmp_path / "0.done"
+    job.write_text("[]")
+    assert server.alive and server.run(job, done) == (0, "")
+
+
+def test_close_ends_the_server_while_a_forked_process_holds_its_input(server):
+    """A process the program forked (a data loader's worker, say) holds the server's input pipe:
+    closing it alone would leave the server waiting."""
+    assert server._process.stdin is not None
+    holder = subprocess.Popen(["sleep", "30"], pass_fds=(server._process.stdin.fileno(),))
+    try:
+        began = time.monotonic()
+        server.close()
+        assert server._process.poll() is not None and time.monotonic() - began < 5
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_server_does_not_fork_with_a_second_thread(tmp_path):
+    """Forking a process of several threads can copy a lock another thread holds: the server
+    answers that it will not, and the parts start their own workers."""
+    code = (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "from proton_ik.viewer.render.forkserver import serve\n"
+        "serve()\n"
+    )
+    request = {"job": str(tmp_path / "0.task"), "done": str(tmp_path / "0.done"), "err": str(tmp_path / "e")}
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=render_cores.worker_environment(),
+        check=True,
+    )
+    assert json.loads(ran.stdout) == {"job": request["job"], "rc": forkserver.UNSAFE}
+
+
+def test_the_server_runs_one_thread_after_its_imports():
+    code = "from proton_ik.viewer.render import forkserver, parts\nprint(forkserver._threads())\n"
+    environment = {**render_cores.worker_environment(), **forkserver.ONE_THREAD}
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True
+    )
+    assert ran.stdout.strip() == "1"
+
+
+def test_a_server_starts_only_where_the_render_would_use_workers(monkeypatch):
+    monkeypatch.setattr(forkserver, "default_workers", lambda: render_cores.FEWEST_WORKERS - 1)
+    assert start_fork_server() is None
+    monkeypatch.setattr(forkserver, "default_workers", lambda: render_cores.FEWEST_WORKERS)
+    started = start_fork_server()
+    assert started is not None
+    started.close()
+
+
+def test_finalize_renders_on_the_sessions_fork_server_and_ends_it(tmp_path, drained_session, monkeypatch):
+    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    monkeypatch.setattr(render_parts, "default_workers", lambda: 4)
+    session = drained_session(tmp_path / "forked", "forked")
+    session._fork_server = server = ForkServer()
+    _no_new_python(monkeypatch)
+    result = session.finalize()
+    assert server._process.poll() is not None
+    here = tmp_path / "here.pftrace"
+    render_session(result.paths["session"], {"pftrace": here}, workers=1)
+    assert Path(result.paths["pftrace"]).read_bytes() == here.read_bytes()
+
+
+def test_a_session_that_records_nothing_ends_its_server_too(tmp_path, drained_session):
+    session = drained_session(tmp_path / "empty", "empty")
+    session._recorder.launches = 0
+    session._fork_server = server = ForkServer()
+    session.finalize()
+    assert server._process.poll() is not None
+
+
+def test_the_server_ends_with_the_process_that_started_it(tmp_path):
+    """A program killed before finalize leaves no server behind."""
+    code = (
+        "import sys, time\n"
+        "from proton_ik.viewer.render import ForkServer\n"
+        "server = ForkServer()\n"
+        "print(server._process.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    program = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=render_cores.worker_environment()
+    )
+    assert program.stdout is not None
+    pid = int(program.stdout.readline())
+    program.kill()
+    program.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        with_status = Path(f"/proc/{pid}/status")
+        if with_status.exists() and "zombie" in with_status.read_text():
+            return  # exited; its parent (killed) was not there to reap it
+        time.sleep(0.05)
+    pytest.fail("the fork server outlived the process that started it")
