@@ -14,7 +14,8 @@ closes its input, or when that process dies.
 
 The protocol, one JSON object a line: the parent writes ``{"job", "done", "err"}`` (paths in the
 render's private scratch folder); the server forks a worker that runs ``parts.work(job, done)``
-with its standard error in ``err``, and writes ``{"job", "rc"}`` when the worker has exited.
+with its standard error in ``err``, and writes ``{"job", "rc"}`` when the worker has exited. The
+session kills the server when its render is done.
 """
 
 from __future__ import annotations
@@ -124,21 +125,16 @@ class ForkServer:
             waiting.set_exception(RuntimeError(self._gone))
 
     def close(self) -> None:
-        """End the server: told to quit, it exits once its workers have. (Closing its input alone
-        would not do: a process the program forked since holds that pipe open too.)"""
-        with contextlib.suppress(OSError, ValueError):
-            assert self._process.stdin is not None
-            self._process.stdin.write(json.dumps({"quit": True}) + "\n")
-            self._process.stdin.flush()
+        """End the server at once. It holds nothing once the parts it forked are done, and it may
+        still be importing (a session shorter than that would wait for it), or its input may be
+        held open by a process the program forked since (then it would never see it close)."""
+        with contextlib.suppress(OSError):
+            self._process.kill()
+        self._process.wait()
+        self._reader.join(timeout=10)
         with contextlib.suppress(OSError):
             assert self._process.stdin is not None
             self._process.stdin.close()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._reader.join(timeout=10)
 
 
 class ForkedWorker:
@@ -225,9 +221,6 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
             request = json.loads(line)
-            if request.get("quit"):
-                reading = False
-                break
             if _threads() > 1:
                 _answer(out, request["job"], UNSAFE)
                 continue
