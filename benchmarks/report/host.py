@@ -46,8 +46,9 @@ def markdown(results: dict[str, Any]) -> list[str]:
         lines += [
             "",
             "loop s: start, the launches and a synchronize; finalize s: finalize with the traces written. "
-            "Proton synchronizes, copies and parses after every launch, inside the loop. Ours writes the "
-            "session file (.pik) and both traces (.pftrace, .json); bytes per million events for each.",
+            "Proton synchronizes, copies and parses after every launch, inside the loop. Ours writes what "
+            "a session writes by default, the session file (.pik) and its Perfetto trace (.pftrace); "
+            "bytes per million events for each.",
         ]
     return lines
 

@@ -22,9 +22,10 @@ def test_every_launch_lines_up_with_its_cupti_kernel(tmp_path):
 
     found = capture_torch_profiler.capture(tmp_path)
     steps = 3
-    assert found["launches"] == steps * (1 + len(capture_torch_profiler.SPINS)) + 2
+    said = {key: found[key] for key in ("launches", "matched", "unmatched", "streams", "errors")}
+    assert found["launches"] == steps * (1 + len(capture_torch_profiler.SPINS)) + 2, said
     assert found["matched"] == found["launches"] and found["unmatched"] == [], found["unmatched_detail"]
-    assert len(found["streams"]) == 2 and len(set(found["streams"].values())) == 2
+    assert len(found["streams"]) == 2 and len(set(found["streams"].values())) == 2, said
     errors = found["errors"]
-    assert errors["kernels"] >= steps * 3  # the 100 us, 1 ms and 10 ms launches at least
-    assert errors["begin_median_ns"] < 2_000 and errors["end_median_ns"] < 2_000
+    assert errors["kernels"] >= steps * 3, said  # the 100 us, 1 ms and 10 ms launches at least
+    assert errors["begin_median_ns"] < 2_000 and errors["end_median_ns"] < 2_000, said
