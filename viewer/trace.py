@@ -18,6 +18,7 @@ import numpy as np
 from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
+from proton_ik.viewer.arrays import release_freed_memory
 from proton_ik.viewer.session_file import LaunchCapture, read_session
 from proton_ik.viewer.summary import (
     Summary,
@@ -126,7 +127,8 @@ class Trace:
         captures = list(captures)
         if not captures:
             # A launch with no CTAs gives tables with every column and no rows.
-            chunks = list(Pipeline([LaunchCapture(_NO_LAUNCH, np.zeros(0, dtype=np.uint8))], shift).chunks())
+            empty = Pipeline([LaunchCapture(_NO_LAUNCH, np.zeros(0, dtype=np.uint8))], shift)
+            chunks = [_kept(chunk, only) for chunk in empty.chunks()]
             events, units, unmatched, launches = _tables(chunks, only)
             return cls(info, events, units, unmatched, launches.iloc[:0])
         pipeline = Pipeline(captures, shift)
@@ -229,15 +231,21 @@ def load_for_summary(path: str | Path) -> Trace:
 
 def _kept(chunk: Chunk, only: Mapping[str, list[str]] | None) -> Chunk:
     """``chunk`` with only the ``only`` columns of its events and units (their masks and the
-    ``order`` they are sorted by kept too)."""
-    if only is None:
-        return chunk
+    ``order`` they are sorted by kept too; None: all of them), each table a dict of its own, for
+    ``_in_launch_order`` to take the columns out of."""
 
-    def keep(columns: Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    def keep(columns: Mapping[str, np.ndarray], names: list[str] | None) -> dict[str, np.ndarray]:
+        if names is None:
+            return dict(columns)
         wanted = {*names, *(f"{name}_missing" for name in names), "order"}
         return {name: column for name, column in columns.items() if name in wanted}
 
-    return replace(chunk, events=keep(chunk.events, only["events"]), units=keep(chunk.units, only["units"]))
+    return replace(
+        chunk,
+        events=keep(chunk.events, None if only is None else only["events"]),
+        units=keep(chunk.units, None if only is None else only["units"]),
+        unmatched=dict(chunk.unmatched),
+    )
 
 
 def _tables(
@@ -273,12 +281,16 @@ def _tables(
     return (*tables, launches)
 
 
-def _in_launch_order(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Columns of the chunks joined, rows in launch order (a chunk's are grouped by kernel)."""
-    columns = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-    order = columns["order"]
-    if len(order) and (np.diff(order) < 0).any():
-        # Stable: each launch's rows keep their order; the runs of launches merge in one pass.
-        rows = np.argsort(order, kind="stable")
-        columns = {name: column[rows] for name, column in columns.items()}
+def _in_launch_order(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:  # emptied
+    """Columns of the chunks joined, rows in launch order (a chunk's are grouped by kernel). Each
+    column is taken out of the chunks as it is joined, so that memory holds a table of millions
+    of rows about once, not the chunks' columns and the joined ones side by side."""
+    order = np.concatenate([part["order"] for part in parts])
+    # Stable: each launch's rows keep their order; the runs of launches merge in one pass.
+    rows = np.argsort(order, kind="stable") if len(order) and (np.diff(order) < 0).any() else None
+    columns = {}
+    for name in list(parts[0]):
+        joined = np.concatenate([part.pop(name) for part in parts])
+        columns[name] = joined if rows is None else joined[rows]
+        release_freed_memory()  # the chunks' pieces of it: the heap would keep them
     return columns

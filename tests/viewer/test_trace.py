@@ -1,6 +1,9 @@
 import json
+import platform
+import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -135,3 +138,28 @@ def test_a_session_loaded_for_its_summary_summarizes_as_the_whole_load(name, mon
     pd.testing.assert_frame_equal(lean.scopes, whole.scopes)
     pd.testing.assert_frame_equal(lean.kernels, whole.kernels)
     assert set(lean_trace.events.columns) < set(load(path).events.columns)
+
+
+def test_joining_the_chunks_takes_each_column_out_of_them_as_it_goes(monkeypatch):
+    """Memory holds a table of millions of rows about once while its chunks are joined: each
+    column leaves the chunks as it is joined, and the heap's freed pages are handed back; the
+    rows still come out in launch order."""
+    from proton_ik.viewer import trace as trace_module
+
+    trims: list[int] = []
+    monkeypatch.setattr(trace_module, "release_freed_memory", lambda: trims.append(1))
+    parts = [
+        {"order": np.array([2, 2]), "value": np.array([20, 21])},
+        {"order": np.array([0, 1]), "value": np.array([0, 10])},
+    ]
+    joined = trace_module._in_launch_order(parts)
+    assert parts == [{}, {}] and len(trims) == 2
+    assert joined["order"].tolist() == [0, 1, 2, 2] and joined["value"].tolist() == [0, 10, 20, 21]
+
+
+def test_freed_memory_goes_back_where_the_c_library_can_give_it():
+    from proton_ik.viewer.arrays import freed, release_freed_memory
+
+    release_freed_memory()  # never raises; glibc's malloc_trim where there is one
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert freed._TRIM is not None
