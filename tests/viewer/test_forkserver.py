@@ -200,3 +200,26 @@ def test_the_server_ends_with_the_process_that_started_it(tmp_path):
             return  # exited; its parent (killed) was not there to reap it
         time.sleep(0.05)
     pytest.fail("the fork server outlived the process that started it")
+
+
+def test_a_server_with_a_second_thread_hands_its_share_to_a_worker_of_its_own(tmp_path, monkeypatch):
+    """A library that starts a thread in the server (here a ``sitecustomize`` that does): the
+    server does not fork, the share renders in a new worker process, and the later shares start
+    their own too."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    environment = render_cores.worker_environment()
+    threaded = {**environment, "PYTHONPATH": f"{site}{os.pathsep}{environment['PYTHONPATH']}"}
+    monkeypatch.setattr(forkserver, "worker_environment", lambda: threaded)
+    server = ForkServer()
+    monkeypatch.setattr(forkserver, "worker_environment", lambda: environment)
+    try:
+        job, done = tmp_path / "0.task", tmp_path / "0.done"
+        job.write_text("[]")
+        assert server.run(job, done) == (0, "") and json.loads(done.read_text()) == []
+        assert server.take() is None and "second thread" in str(server._gone)
+    finally:
+        server.close()

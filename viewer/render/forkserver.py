@@ -33,7 +33,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO
 
-from proton_ik.viewer.render.cores import FEWEST_WORKERS, default_workers, worker_environment
+from proton_ik.viewer.render.cores import (
+    FEWEST_WORKERS,
+    default_workers,
+    worker_command,
+    worker_environment,
+)
 
 # Numerical libraries that start a thread pool when loaded, unless told to use one thread: the
 # server must stay single-threaded to fork safely (a part's render calls none of their routines).
@@ -97,8 +102,16 @@ class ForkServer:
                 del self._waiting[str(job)]
                 raise RuntimeError(f"the render's fork server has ended ({error})") from None
         returncode = answer.result()
-        if returncode == UNSAFE:
-            raise RuntimeError("the render's fork server has a second thread and does not fork")
+        if returncode == UNSAFE:  # this share, and those after it, in processes of their own
+            self._gone = "the render's fork server has a second thread, and does not fork"
+            ran = subprocess.run(
+                [*worker_command(), str(job), str(done)],
+                env=worker_environment(),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            return ran.returncode, ran.stderr
         try:
             stderr = err.read_text(errors="replace")
         except OSError:
