@@ -88,12 +88,16 @@ def _show(args: argparse.Namespace) -> int:
         kind = _kind(path)
         if (refused := _not_ours(path, kind)) is not None:
             raise refused
-        trace = viewer.load_for_summary(path) if kind == "session" else _read_trace(path, kind)
-        summary = trace.summary()
+        if kind == "session":  # gathered chunk by chunk, without the events table
+            summarized = viewer.summarize_session(path)
+            summary, info = summarized.summary, summarized.info
+        else:
+            trace = _read_trace(path, kind)
+            summary, info = trace.summary(), getattr(trace, "info", {}) or {}
         if len(paths) > 1:
             print(terminal_safe(f"== {path}"))
         print(terminal_safe(str(summary)))
-        label = ranks.label_of(getattr(trace, "info", {}) or {}, path.name)
+        label = ranks.label_of(info, path.name)
         summaries[label if label not in summaries else f"{label} ({path.name})"] = summary
     if len(paths) > 1:
         print("== side by side: mean per scope, and the slowest session")

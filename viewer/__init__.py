@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
     from proton_ik.viewer.summary import Summary
     from proton_ik.viewer.tables import cluster_table
-    from proton_ik.viewer.trace import Trace, load, load_for_summary
+    from proton_ik.viewer.trace import SummarizedSession, Trace, load, load_for_summary, summarize_session
 
 # Imported when first asked for (PEP 562): a render worker process (``render.parts``) imports
 # the modules its part needs, not the summaries, tables and writers of every format (nor pandas).
@@ -72,6 +72,8 @@ _EXPORTED_FROM = {
     "Trace": "proton_ik.viewer.trace",
     "load": "proton_ik.viewer.trace",
     "load_for_summary": "proton_ik.viewer.trace",
+    "SummarizedSession": "proton_ik.viewer.trace",
+    "summarize_session": "proton_ik.viewer.trace",
 }
 
 
@@ -83,6 +85,7 @@ __all__ = [
     "RenderStats",
     "Rendered",
     "SessionFileError",
+    "SummarizedSession",
     "Summary",
     "Trace",
     "aggregate_table",
@@ -92,6 +95,7 @@ __all__ = [
     "read_session",
     "render",
     "render_session",
+    "summarize_session",
 ]
 
 

@@ -8,7 +8,7 @@ want the tables; ``render.render_session`` writes trace files without holding th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,13 +18,17 @@ import numpy as np
 from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
-from proton_ik.viewer.arrays import release_freed_memory
+from proton_ik.viewer.arrays import groups, release_freed_memory
 from proton_ik.viewer.session_file import LaunchCapture, read_session
 from proton_ik.viewer.summary import (
+    SCOPE_KEYS,
+    ScopeSample,
     Summary,
+    launch_labels,
     summarize,
     summarize_aggregates,
     summarize_events,
+    summary_of,
     unrecorded_warnings,
 )
 from proton_ik.viewer.tables import (
@@ -36,10 +40,13 @@ from proton_ik.viewer.tables import (
     TimeShift,
     aggregate_frame,
     categories,
+    cluster_frame,
     cluster_table,
+    cta_columns,
     empty_frame,
     frame,
     frames,
+    join_ctas,
     parts_of,
     time_shift_cycles,
 )
@@ -227,6 +234,93 @@ def load_for_summary(path: str | Path) -> Trace:
     and time on sessions of tens of millions of records."""
     session = read_session(path)
     return Trace.from_captures(session.info, session.launches, only=SUMMARY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class SummarizedSession:
+    """A session file's info and its ``Summary`` (``summarize_session``)."""
+
+    info: dict[str, Any]
+    summary: Summary
+
+
+def summarize_session(path: str | Path) -> SummarizedSession:
+    """``load_for_summary(path).summary()``, the same tables and text, without the events table:
+    each chunk's scope events are gathered as a number and two durations each (``ScopeSample``),
+    its finished units as lifetimes summed per launch and kernel, and only the units of CTAs
+    whose thread-block cluster was recorded are kept (for the clusters' table). What ``proton-ik
+    show`` runs: a third of ``load_for_summary``'s memory on sessions of millions of events."""
+    import pandas as pd
+
+    session = read_session(path)
+    info = dict(session.info)
+    if not session.launches:
+        return SummarizedSession(info, Trace.from_captures(info, []).summary())
+    shift = time_shift_cycles(info)
+    pipeline = Pipeline(session.launches, shift)
+    sample, kept, lifetimes, ctas = ScopeSample(), [], [], []
+    for chunk in pipeline.chunks():
+        sample.add(chunk)
+        lifetimes.append(_lifetimes(chunk.units))
+        ctas.append(_cta_rows(chunk.units, chunk.kernels))
+        lean = _kept(chunk, SUMMARY_COLUMNS)
+        lean = replace(
+            lean,
+            # Empty columns of their own: a slice would hold the chunk's whole column.
+            events={name: np.empty(0, column.dtype) for name, column in lean.events.items()},
+            units={name: np.empty(0, column.dtype) for name, column in lean.units.items()},
+        )
+        kept.append(lean)
+        release_freed_memory()
+    _, _, unmatched, launches = _tables(kept, SUMMARY_COLUMNS)
+    kernels = kept[-1].kernels
+    launch, kernel, lifetime = (np.concatenate(column) for column in zip(*lifetimes, strict=True))
+    finished = pd.DataFrame(
+        {"launch": launch, "kernel": np.asarray(kernels or [""], dtype=object)[kernel], "dur_ns": lifetime}
+    )
+    problems = [
+        f"launch {row.launch} ({row.kernel}): {problem}"
+        for row in launches.itertuples()
+        for problem in row.problems
+    ]
+    summary = summary_of(
+        sample.statistics(launch_labels(launches), SCOPE_KEYS),
+        finished,
+        unmatched,
+        launches,
+        problems,
+        unrecorded_warnings(info),
+        summarize_aggregates(aggregate_frame(pipeline.launches, pipeline.session.clocks, shift), shift.pair),
+        summarize_events(frames([part for chunk in kept for part in chunk.async_parts])[0]),
+    )
+    return SummarizedSession(info, replace(summary, clusters=cluster_frame(join_ctas(ctas))))
+
+
+def _lifetimes(units: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A chunk's finished units' lifetimes summed per (launch, kernel code): launch, kernel, sum."""
+    done = units["finished"] & ~units["dur_ns_missing"]
+    launch, kernel = units["launch"][done].astype(np.int64), units["kernel"][done].astype(np.int64)
+    which, first = groups(launch - launch.min(initial=0), kernel)
+    sums = np.zeros(len(first), dtype=np.int64)
+    np.add.at(sums, which, units["dur_ns"][done].astype(np.int64))
+    return launch[first], kernel[first], sums
+
+
+def _cta_rows(units: Mapping[str, np.ndarray], kernels: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A chunk's CTAs whose cluster was recorded (``tables.cta_columns``), from its units as
+    ``tables.cluster_table`` reads a units table: a unit with no start starts last, one with no
+    end has not ended."""
+    missing_end = units["end_ns_missing"]
+    return cta_columns(
+        {
+            "launch": units["launch"].astype(np.int64),
+            "kernel": np.asarray(kernels or ("",), dtype=object)[units["kernel"]],
+            **{name: units[name].astype(np.int64) for name in ("cta", "sm", "cluster", "cluster_rank")},
+            "start_ns": np.where(units["start_ns_missing"], np.iinfo(np.int64).max, units["start_ns"]),
+            "end_ns": np.where(missing_end, 0, units["end_ns"]),
+            "finished": units["finished"] & ~missing_end,
+        }
+    )
 
 
 def _kept(chunk: Chunk, only: Mapping[str, list[str]] | None) -> Chunk:

@@ -163,3 +163,57 @@ def test_freed_memory_goes_back_where_the_c_library_can_give_it():
     release_freed_memory()  # never raises; glibc's malloc_trim where there is one
     if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
         assert freed._TRIM is not None
+
+
+def _same_summary(path: Path) -> None:
+    from proton_ik.viewer import summarize_session
+
+    whole = load(path).summary()
+    gathered = summarize_session(path)
+    assert gathered.info == dict(load(path).info)
+    lean = gathered.summary
+    assert str(lean) == str(whole)
+    for name in ("scopes", "kernels", "clusters", "events", "aggregates"):
+        pd.testing.assert_frame_equal(getattr(lean, name), getattr(whole, name))
+    assert (lean.problems, lean.warnings) == (whole.problems, whole.warnings)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["add.pik", "ring.pik", "events.pik", "clusters.pik", "diff_a.pik", "slots.pik", "torch_profiler.pik"],
+)
+@pytest.mark.parametrize("chunk_bytes", [1, None])
+def test_a_session_summarized_chunk_by_chunk_summarizes_as_the_whole_load(name, chunk_bytes, monkeypatch):
+    """``summarize_session`` (what ``proton-ik show`` runs) keeps no events table: the same
+    summary, text and tables, whether a chunk holds one CTA or many launches."""
+    if chunk_bytes is not None:
+        monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", chunk_bytes)
+    _same_summary(Path(__file__).parents[1] / "data" / name)
+
+
+def test_host_scopes_and_launch_names_summarize_chunk_by_chunk_as_whole(tmp_path, busy_launch, monkeypatch):
+    from .test_host_scopes import write_host_scoped
+
+    monkeypatch.setattr("proton_ik.viewer.tables.runs.GROUP_BYTES", 1)  # launches across chunks
+    _same_summary(write_host_scoped(tmp_path / "h.pik", busy_launch))
+
+
+def test_a_session_with_no_launch_summarizes_as_whole(tmp_path):
+    path = write_session(tmp_path / "empty.pik", {"name": "empty"}, [])
+    _same_summary(path)
+
+
+def test_the_gathered_events_take_twenty_bytes_each():
+    """An event's pair number and two durations, not the events table's columns."""
+    from proton_ik.viewer.session_file import read_session
+    from proton_ik.viewer.summary import ScopeSample
+    from proton_ik.viewer.tables import Pipeline, time_shift_cycles
+
+    session = read_session(Path(__file__).parents[1] / "data" / "add.pik")
+    sample = ScopeSample()
+    events = 0
+    for chunk in Pipeline(session.launches, time_shift_cycles(session.info)).chunks():
+        sample.add(chunk)
+        events += len(chunk.events["launch"])
+    held = sum(part.nbytes for parts in (sample._pair, sample._ns, sample._cycles) for part in parts)
+    assert events and held == 20 * events

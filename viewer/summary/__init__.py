@@ -10,16 +10,30 @@ from __future__ import annotations
 
 from proton_ik.viewer.summary.aggregate import summarize_aggregates
 from proton_ik.viewer.summary.async_events import summarize_events
-from proton_ik.viewer.summary.scopes import LAUNCH_KEYS, LOSS_COLUMNS, Summary, summarize, unrecorded_warnings
+from proton_ik.viewer.summary.scopes import (
+    LAUNCH_KEYS,
+    LOSS_COLUMNS,
+    SCOPE_KEYS,
+    Summary,
+    launch_labels,
+    summarize,
+    summary_of,
+    unrecorded_warnings,
+)
+from proton_ik.viewer.summary.statistics import ScopeSample
 from proton_ik.viewer.summary.text_columns import formatted
 
 __all__ = [
     "LAUNCH_KEYS",
     "LOSS_COLUMNS",
+    "SCOPE_KEYS",
+    "ScopeSample",
     "Summary",
     "formatted",
+    "launch_labels",
     "summarize",
     "summarize_aggregates",
     "summarize_events",
+    "summary_of",
     "unrecorded_warnings",
 ]

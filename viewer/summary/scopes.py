@@ -30,6 +30,7 @@ LOSS_COLUMNS = {
 
 
 LAUNCH_KEYS = ["host_scope", "kernel", "name"]  # what a scope's statistics are grouped under
+SCOPE_KEYS = [*LAUNCH_KEYS, "scope"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +68,30 @@ def summarize(
     launches it ran in (of its kernel, launch name and host scope). ``aggregates``: the
     aggregate launches' per-scope rows (``summarize_aggregates``), printed
     under their kernels."""
-    keys = [*LAUNCH_KEYS, "scope"]
-    events, unmatched = _with_files(events), _with_files(unmatched)
-    labels = _launch_labels(launches)
+    labels = launch_labels(launches)
+    statistics = scope_statistics(_with_files(events), labels, SCOPE_KEYS)
     # Only the columns read here are labelled: a copy of a table of millions of rows with all its
     # columns costs more than the statistics.
-    finished = _labelled(units.loc[units["finished"], ["launch", "kernel", "dur_ns"]], labels)
-    lifetime = finished.groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
-    scopes = _with_losses(scope_statistics(events, labels, keys), _labelled(unmatched, labels))
+    finished = units.loc[units["finished"], ["launch", "kernel", "dur_ns"]]
+    return summary_of(statistics, finished, unmatched, launches, problems, warnings, aggregates, event_stats)
+
+
+def summary_of(
+    statistics: pd.DataFrame,
+    finished: pd.DataFrame,
+    unmatched: pd.DataFrame,
+    launches: pd.DataFrame,
+    problems: list[str],
+    warnings: Sequence[str] = (),
+    aggregates: pd.DataFrame | None = None,
+    event_stats: pd.DataFrame | None = None,
+) -> Summary:
+    """``summarize`` from the scopes' ``statistics`` (``scope_statistics``, or a session's
+    ``ScopeSample`` gathered chunk by chunk) and the ``finished`` units' launch, kernel and
+    lifetime (``dur_ns``; rows of several units each may be summed already)."""
+    labels = launch_labels(launches)
+    lifetime = _labelled(finished, labels).groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
+    scopes = _with_losses(statistics, _labelled(_with_files(unmatched), labels))
     kernel_time = pd.Series(
         lifetime.reindex(pd.MultiIndex.from_frame(scopes[LAUNCH_KEYS])).to_numpy(), dtype=np.float64
     )
@@ -113,7 +130,7 @@ def _with_losses(stats: pd.DataFrame, unmatched: pd.DataFrame) -> pd.DataFrame:
     return scopes.reset_index()
 
 
-def _launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
+def launch_labels(launches: pd.DataFrame) -> pd.DataFrame | None:
     """Host scope path and launch name by launch number, where the launch table has them."""
     present = [key for key in ("host_scope", "name") if key in launches]
     if not len(launches) or not present:

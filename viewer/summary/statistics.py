@@ -10,9 +10,15 @@ they are looked up once per (launch, kernel) (``launch_keys``), not per row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+from proton_ik.viewer.arrays import groups as numbered_keys  # (``groups`` names groups of rows here)
+
+if TYPE_CHECKING:
+    from proton_ik.viewer.tables import Chunk
 
 STATISTICS = ["line", "file", "count", "mean_ns", "median_ns", "mean_cycles", "median_cycles", "total_ns"]
 PERCENTILES = ["p90_ns", "p90_cycles"]
@@ -143,3 +149,129 @@ def _first(column, group: np.ndarray, groups: int):
     found = rows < len(group)
     taken = column.take(np.where(found, rows, 0))
     return taken.where(found) if isinstance(taken, pd.Series) else pd.Series(taken).where(found).array
+
+
+class ScopeSample:
+    """The scope events of a session gathered chunk by chunk, for ``scope_statistics`` without its
+    events table: each event's (launch, kernel, scope) as a number and its two durations (20
+    bytes an event, where the table's columns take about 60), and each (launch, kernel, scope)'s
+    first source line and file. ``statistics`` gives what ``scope_statistics`` gives the table
+    the chunks join into."""
+
+    def __init__(self) -> None:
+        self._pairs: dict[tuple[int, int, int], int] = {}  # (launch, kernel code, scope code) -> pair
+        self._order: list[int] = []  # per pair: its launch's place in the session (the table's row order)
+        self._line: list[int | None] = []  # per pair: its first line, in row order
+        self._file: list[int | None] = []  # per pair: its first file code
+        self._pair: list[np.ndarray] = []
+        self._ns: list[np.ndarray] = []
+        self._cycles: list[np.ndarray] = []
+        self.kernels: tuple[str, ...] = ()
+        self.scopes: tuple[str, ...] = ()
+        self.files: tuple[str, ...] = ()
+
+    def add(self, chunk: Chunk) -> None:
+        """One ``tables.Chunk``'s events (its rows are in the order the table keeps a launch's)."""
+        events = chunk.events
+        self.kernels, self.scopes, self.files = chunk.kernels, chunk.scopes, chunk.files
+        launch = np.asarray(events["launch"], dtype=np.int64)
+        if not len(launch):
+            return
+        kernel, scope = (
+            np.asarray(events["kernel"], dtype=np.int64),
+            np.asarray(events["scope"], dtype=np.int64),
+        )
+        pair_of, row = numbered_keys(launch - launch.min(), kernel, scope + 1)
+        found = zip(launch[row].tolist(), kernel[row].tolist(), scope[row].tolist(), strict=True)
+        numbers = np.empty(len(row), dtype=np.int64)
+        for index, triple in enumerate(found):
+            number = self._pairs.get(triple)
+            if number is None:
+                number = self._pairs[triple] = len(self._order)
+                self._order.append(int(events["order"][row[index]]))
+                self._line.append(None)
+                self._file.append(None)
+            numbers[index] = number
+        self._first(pair_of, numbers, ~events["line_missing"], events["line"], self._line)
+        self._first(pair_of, numbers, events["file"] >= 0, events["file"], self._file)
+        self._pair.append(numbers[pair_of].astype(np.int32))
+        # Copies: a chunk's column may be a view that holds more than itself.
+        self._ns.append(np.array(events["dur_ns"], dtype=np.int64))
+        self._cycles.append(np.array(events["dur_cycles"], dtype=np.int64))
+
+    @staticmethod
+    def _first(pair_of: np.ndarray, numbers: np.ndarray, present: np.ndarray, values, firsts: list) -> None:
+        """Each pair's first present value, where an earlier chunk gave it none (a launch's rows
+        come chunk after chunk, in order)."""
+        local, at = np.unique(pair_of[present], return_index=True)
+        rows = np.flatnonzero(present)[at]
+        for index, row in zip(local.tolist(), rows.tolist(), strict=True):
+            number = int(numbers[index])
+            if firsts[number] is None:
+                firsts[number] = int(values[row])
+
+    def statistics(self, labels: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
+        """``scope_statistics`` of the gathered events (once: the events are let go as it reads
+        them)."""
+        triples = np.array(list(self._pairs) or np.zeros((0, 3)), dtype=np.int64).reshape(-1, 3)
+        frame = pd.DataFrame(
+            {"launch": triples[:, 0], "kernel": np.asarray(self.kernels or [""], dtype=object)[triples[:, 1]]}
+        )
+        launch = launch_keys(frame, labels)
+        scope = [self.scopes[s] if s >= 0 else "nan" for s in triples[:, 2].tolist()]
+        names = [
+            (launch.host_scope[k], launch.kernel[k], launch.name[k], scope[p])
+            for p, k in enumerate(launch.row.tolist())
+        ]
+        group_names = sorted(set(names))
+        number = {group: i for i, group in enumerate(group_names)}
+        pair_group = np.array([number[name] for name in names], dtype=np.int32)
+        # Each gathered list is let go once joined: memory holds the events' columns once.
+        pair, self._pair = (np.concatenate(self._pair) if self._pair else np.zeros(0, np.int32)), []
+        group = pair_group[pair] if len(pair) else np.zeros(0, dtype=np.int32)
+        del pair
+        counts = np.bincount(group, minlength=len(group_names))
+        ns_values, self._ns = _joined(self._ns), []
+        ns, ns_p90 = _durations(ns_values, group, counts)
+        del ns_values
+        cycles_values, self._cycles = _joined(self._cycles), []
+        cycles, cycles_p90 = _durations(cycles_values, group, counts)
+        stats = pd.DataFrame(
+            {
+                "line": self._group_first(self._line, pair_group, len(group_names), "Int64"),
+                "file": self._group_first(
+                    [None if f is None else self.files[f] for f in self._file],
+                    pair_group,
+                    len(group_names),
+                    object,
+                ),
+                "count": counts.astype(np.int64),
+                "mean_ns": ns["mean"],
+                "median_ns": ns["median"],
+                "mean_cycles": cycles["mean"],
+                "median_cycles": cycles["median"],
+                "total_ns": ns["total"],
+            },
+            index=pd.MultiIndex.from_tuples(group_names, names=keys),
+        )
+        stats["p90_ns"] = ns_p90
+        stats["p90_cycles"] = cycles_p90
+        return stats
+
+    def _group_first(
+        self, firsts: list, pair_group: np.ndarray, groups: int, dtype
+    ) -> pd.api.extensions.ExtensionArray:
+        """Each group's value of its pair whose launch comes first among those with one."""
+        chosen: list = [None] * groups
+        at: list[int | None] = [None] * groups
+        for pair, value in enumerate(firsts):
+            if value is None:
+                continue
+            group, order = int(pair_group[pair]), self._order[pair]
+            if at[group] is None or order < at[group]:  # type: ignore[operator]
+                chosen[group], at[group] = value, order
+        return pd.array(chosen, dtype=dtype)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -16,6 +16,7 @@ from proton_ik.viewer.tables.aggregate import HIST_COLUMNS, aggregate_frame, emp
 from proton_ik.viewer.tables.chunk import Chunk, Columns, batches, chunk_from_tables, empty_chunk
 from proton_ik.viewer.tables.clusters import (
     cluster_columns,
+    cluster_frame,
     cluster_lines,
     cluster_table,
     cta_columns,
@@ -61,6 +62,7 @@ __all__ = [
     "categories",
     "chunk_from_tables",
     "cluster_columns",
+    "cluster_frame",
     "cluster_lines",
     "cluster_table",
     "config_text",

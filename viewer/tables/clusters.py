@@ -109,7 +109,6 @@ def _tuples(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 def cluster_table(units: pd.DataFrame) -> pd.DataFrame:
     """The clusters of a session's units table (``Trace.units``): ``CLUSTER_COLUMNS``, one row per
     launch and cluster; empty where no cluster was recorded."""
-    import pandas as pd
 
     needed = ("kernel", "launch", "cta", "sm", "cluster", "cluster_rank", "start_ns", "end_ns", "finished")
     if any(name not in units for name in needed) or not len(units):
@@ -127,9 +126,16 @@ def cluster_table(units: pd.DataFrame) -> pd.DataFrame:
         "end_ns": end.fillna(0).to_numpy(np.int64),
         "finished": units["finished"].to_numpy(bool) & end.notna().to_numpy(),
     }
-    if not (columns["cluster"] >= 0).any():
+    return cluster_frame(cta_columns(columns))
+
+
+def cluster_frame(ctas: Columns) -> pd.DataFrame:
+    """``cluster_table`` of ``cta_columns``' rows (of one table, or joined by ``join_ctas``)."""
+    import pandas as pd
+
+    if not len(ctas["launch"]):
         return _empty()
-    clusters = cluster_columns(cta_columns(columns))
+    clusters = cluster_columns(ctas)
     table = pd.DataFrame({name: clusters[name] for name in CLUSTER_COLUMNS}, columns=CLUSTER_COLUMNS)
     table["kernel"] = pd.Categorical(table["kernel"])
     for name in ("end_ns", "end_skew_ns"):
