@@ -168,13 +168,7 @@ class Trace:
     @property
     def problems(self) -> list[str]:
         """Every launch's problems, prefixed with the launch."""
-        if not len(self.launches):
-            return []
-        return [
-            f"launch {row.launch} ({row.kernel}): {problem}"
-            for row in self.launches.itertuples()
-            for problem in row.problems
-        ]
+        return _problems(self.launches)
 
     @cached_property
     def clusters(self) -> pd.DataFrame:
@@ -247,9 +241,9 @@ class SummarizedSession:
 def summarize_session(path: str | Path) -> SummarizedSession:
     """``load_for_summary(path).summary()``, the same tables and text, without the events table:
     each chunk's scope events are gathered as a number and two durations each (``ScopeSample``),
-    its finished units as lifetimes summed per launch and kernel, and only the units of CTAs
-    whose thread-block cluster was recorded are kept (for the clusters' table). What ``proton-ik
-    show`` runs: a third of ``load_for_summary``'s memory on sessions of millions of events."""
+    its finished units as lifetimes summed per launch and kernel, and its CTAs whose thread-block
+    cluster was recorded as a row each (for the clusters' table). What ``proton-ik show`` runs:
+    two thirds of ``load_for_summary``'s memory on sessions of millions of events."""
     import pandas as pd
 
     session = read_session(path)
@@ -278,22 +272,28 @@ def summarize_session(path: str | Path) -> SummarizedSession:
     finished = pd.DataFrame(
         {"launch": launch, "kernel": np.asarray(kernels or [""], dtype=object)[kernel], "dur_ns": lifetime}
     )
-    problems = [
-        f"launch {row.launch} ({row.kernel}): {problem}"
-        for row in launches.itertuples()
-        for problem in row.problems
-    ]
     summary = summary_of(
         sample.statistics(launch_labels(launches), SCOPE_KEYS),
         finished,
         unmatched,
         launches,
-        problems,
+        _problems(launches),
         unrecorded_warnings(info),
         summarize_aggregates(aggregate_frame(pipeline.launches, pipeline.session.clocks, shift), shift.pair),
         summarize_events(frames([part for chunk in kept for part in chunk.async_parts])[0]),
     )
     return SummarizedSession(info, replace(summary, clusters=cluster_frame(join_ctas(ctas))))
+
+
+def _problems(launches: pd.DataFrame) -> list[str]:
+    """Every launch's problems (the launch table's), prefixed with the launch."""
+    if not len(launches):
+        return []
+    return [
+        f"launch {row.launch} ({row.kernel}): {problem}"
+        for row in launches.itertuples()
+        for problem in row.problems
+    ]
 
 
 def _lifetimes(units: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
