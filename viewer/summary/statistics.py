@@ -73,18 +73,32 @@ def scope_statistics(events: pd.DataFrame, labels: pd.DataFrame | None, keys: li
     group = np.array([number[name] for name in names], dtype=np.int64)[pair]
     index = pd.MultiIndex.from_tuples(groups, names=keys)
     counts = np.bincount(group, minlength=len(groups))
-    ns, ns_p90 = _durations(events["dur_ns"].to_numpy(), group, counts)
-    cycles, cycles_p90 = _durations(events["dur_cycles"].to_numpy(), group, counts)
+    ns = _durations(events["dur_ns"].to_numpy(), group, counts)
+    cycles = _durations(events["dur_cycles"].to_numpy(), group, counts)
+    lines = _first(events["line"].array, group, len(groups))
+    return _statistics_frame(
+        index, lines, _first(events["file"].array, group, len(groups)), counts, ns, cycles
+    )
+
+
+Durations = tuple[dict[str, np.ndarray], np.ndarray]  # ``_durations``: total, mean, median; p90
+
+
+def _statistics_frame(
+    index: pd.MultiIndex, lines, files, counts: np.ndarray, ns: Durations, cycles: Durations
+) -> pd.DataFrame:
+    """The statistics' table (``STATISTICS``, then ``PERCENTILES``), a row per group of ``index``."""
+    (ns_stats, ns_p90), (cycles_stats, cycles_p90) = ns, cycles
     stats = pd.DataFrame(
         {
-            "line": _first(events["line"].array, group, len(groups)),
-            "file": _first(events["file"].array, group, len(groups)),
+            "line": lines,
+            "file": files,
             "count": counts.astype(np.int64),
-            "mean_ns": ns["mean"],
-            "median_ns": ns["median"],
-            "mean_cycles": cycles["mean"],
-            "median_cycles": cycles["median"],
-            "total_ns": ns["total"],
+            "mean_ns": ns_stats["mean"],
+            "median_ns": ns_stats["median"],
+            "mean_cycles": cycles_stats["mean"],
+            "median_cycles": cycles_stats["median"],
+            "total_ns": ns_stats["total"],
         },
         index=index,
     )
@@ -232,31 +246,19 @@ class ScopeSample:
         del pair
         counts = np.bincount(group, minlength=len(group_names))
         ns_values, self._ns = _joined(self._ns), []
-        ns, ns_p90 = _durations(ns_values, group, counts)
+        ns = _durations(ns_values, group, counts)
         del ns_values
         cycles_values, self._cycles = _joined(self._cycles), []
-        cycles, cycles_p90 = _durations(cycles_values, group, counts)
-        stats = pd.DataFrame(
-            {
-                "line": self._group_first(self._line, pair_group, len(group_names), "Int64"),
-                "file": self._group_first(
-                    [None if f is None else self.files[f] for f in self._file],
-                    pair_group,
-                    len(group_names),
-                    object,
-                ),
-                "count": counts.astype(np.int64),
-                "mean_ns": ns["mean"],
-                "median_ns": ns["median"],
-                "mean_cycles": cycles["mean"],
-                "median_cycles": cycles["median"],
-                "total_ns": ns["total"],
-            },
-            index=pd.MultiIndex.from_tuples(group_names, names=keys),
+        cycles = _durations(cycles_values, group, counts)
+        files = [None if f is None else self.files[f] for f in self._file]
+        return _statistics_frame(
+            pd.MultiIndex.from_tuples(group_names, names=keys),
+            self._group_first(self._line, pair_group, len(group_names), "Int64"),
+            self._group_first(files, pair_group, len(group_names), object),
+            counts,
+            ns,
+            cycles,
         )
-        stats["p90_ns"] = ns_p90
-        stats["p90_cycles"] = cycles_p90
-        return stats
 
     def _group_first(
         self, firsts: list, pair_group: np.ndarray, groups: int, dtype
