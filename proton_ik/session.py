@@ -73,6 +73,12 @@ class Result:
         return self._trace_or_empty().events
 
     def summary(self):
+        """Per-scope statistics of the session: read off its file chunk by chunk (no events
+        table: ``viewer.summarize_session``), or off the trace where it is loaded already."""
+        if self._trace is None and self.launches and self.session_path is not None:
+            from proton_ik import viewer
+
+            return viewer.summarize_session(self.session_path).summary
         return self._trace_or_empty().summary()
 
 

@@ -140,3 +140,19 @@ def test_finalize_starts_the_render_workers_before_the_last_flush(tmp_path, drai
     here = tmp_path / "here.pftrace"
     render_session(result.paths["session"], {"pftrace": here}, workers=1)
     assert Path(result.paths["pftrace"]).read_bytes() == here.read_bytes()
+
+
+def test_a_results_summary_is_read_off_its_file_without_loading_the_trace(tmp_path, drained_session):
+    """``result.summary()`` gathers the statistics chunk by chunk (``summarize_session``): the
+    same text and tables as the loaded trace's, with no events table built for it."""
+    import pandas as pd
+
+    from proton_ik.viewer import load
+
+    result = drained_session(tmp_path / "s", "s").finalize()
+    summary = result.summary()
+    assert result._trace is None  # nothing loaded
+    whole = load(result.paths["session"]).summary()
+    assert str(summary) == str(whole)
+    pd.testing.assert_frame_equal(summary.scopes, whole.scopes)
+    assert len(result.events) and str(result.summary()) == str(whole)  # then off the loaded trace
