@@ -28,7 +28,7 @@ from proton_ik.viewer.summary import (
     summarize,
     summarize_aggregates,
     summarize_events,
-    summary_of,
+    table_statistics,
     unrecorded_warnings,
 )
 from proton_ik.viewer.tables import (
@@ -177,8 +177,7 @@ class Trace:
 
     def summary(self) -> Summary:
         summary = summarize(
-            self.events,
-            self.units,
+            *table_statistics(self.events, self.units, self.launches),
             self.unmatched,
             self.launches,
             self.problems,
@@ -272,7 +271,7 @@ def summarize_session(path: str | Path) -> SummarizedSession:
     finished = pd.DataFrame(
         {"launch": launch, "kernel": np.asarray(kernels or [""], dtype=object)[kernel], "dur_ns": lifetime}
     )
-    summary = summary_of(
+    summary = summarize(
         sample.statistics(launch_labels(launches), SCOPE_KEYS),
         finished,
         unmatched,

@@ -17,7 +17,7 @@ from proton_ik.viewer.summary.scopes import (
     Summary,
     launch_labels,
     summarize,
-    summary_of,
+    table_statistics,
     unrecorded_warnings,
 )
 from proton_ik.viewer.summary.statistics import ScopeSample
@@ -34,6 +34,6 @@ __all__ = [
     "summarize",
     "summarize_aggregates",
     "summarize_events",
-    "summary_of",
+    "table_statistics",
     "unrecorded_warnings",
 ]

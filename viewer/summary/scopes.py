@@ -53,30 +53,18 @@ class Summary:
         return format_summary(self)
 
 
-def summarize(
-    events: pd.DataFrame,
-    units: pd.DataFrame,
-    unmatched: pd.DataFrame,
-    launches: pd.DataFrame,
-    problems: list[str],
-    warnings: Sequence[str] = (),
-    aggregates: pd.DataFrame | None = None,
-    event_stats: pd.DataFrame | None = None,
-) -> Summary:
-    """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
-    kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
-    launches it ran in (of its kernel, launch name and host scope). ``aggregates``: the
-    aggregate launches' per-scope rows (``summarize_aggregates``), printed
-    under their kernels."""
-    labels = launch_labels(launches)
-    statistics = scope_statistics(_with_files(events), labels, SCOPE_KEYS)
+def table_statistics(
+    events: pd.DataFrame, units: pd.DataFrame, launches: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What ``summarize`` reads of a trace's tables: the scopes' statistics, and the finished
+    units' launch, kernel and lifetime."""
+    statistics = scope_statistics(_with_files(events), launch_labels(launches), SCOPE_KEYS)
     # Only the columns read here are labelled: a copy of a table of millions of rows with all its
     # columns costs more than the statistics.
-    finished = units.loc[units["finished"], ["launch", "kernel", "dur_ns"]]
-    return summary_of(statistics, finished, unmatched, launches, problems, warnings, aggregates, event_stats)
+    return statistics, units.loc[units["finished"], ["launch", "kernel", "dur_ns"]]
 
 
-def summary_of(
+def summarize(
     statistics: pd.DataFrame,
     finished: pd.DataFrame,
     unmatched: pd.DataFrame,
@@ -86,9 +74,13 @@ def summary_of(
     aggregates: pd.DataFrame | None = None,
     event_stats: pd.DataFrame | None = None,
 ) -> Summary:
-    """``summarize`` from the scopes' ``statistics`` (``scope_statistics``, or a session's
-    ``ScopeSample`` gathered chunk by chunk) and the ``finished`` units' launch, kernel and
-    lifetime (``dur_ns``; rows of several units each may be summed already)."""
+    """Count, mean, median and p90 of each scope's duration (ns and cycles), and its share of the
+    kernel's time: the sum of its durations over the sum of the finished unit lifetimes of the
+    launches it ran in (of its kernel, launch name and host scope). ``statistics``: the scopes'
+    (``table_statistics`` of a trace's tables, or a session's ``ScopeSample`` gathered chunk by
+    chunk); ``finished``: the finished units' launch, kernel and lifetime (``dur_ns``; a row may
+    sum several units). ``aggregates``: the aggregate launches' per-scope rows
+    (``summarize_aggregates``), printed under their kernels."""
     labels = launch_labels(launches)
     lifetime = _labelled(finished, labels).groupby(LAUNCH_KEYS)["dur_ns"].sum().astype(np.int64)
     scopes = _with_losses(statistics, _labelled(_with_files(unmatched), labels))
