@@ -115,14 +115,16 @@ def test_finalize_starts_the_render_workers_before_the_last_flush(tmp_path, drai
     """Workers import while the drains' last flush runs; they render the trace's parts (the
     same bytes as a render in this process) and none is left running."""
     from proton_ik.viewer import render_session
+    from proton_ik.viewer.render import ahead as render_ahead
     from proton_ik.viewer.render import parts as render_parts
 
     monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
     monkeypatch.setattr(render_parts, "default_workers", lambda: 4)
+    monkeypatch.setattr(render_ahead, "default_workers", lambda: 4)
     session = drained_session(tmp_path / "ahead", "ahead")
     order: list[str] = []
-    made: list[render_parts.Workers] = []
-    real_workers, real_close = render_parts.Workers, session._recorder.close
+    made: list[render_ahead.Workers] = []
+    real_workers, real_close = render_ahead.Workers, session._recorder.close
 
     def workers(count):
         order.append("workers")
@@ -133,7 +135,7 @@ def test_finalize_starts_the_render_workers_before_the_last_flush(tmp_path, drai
         order.append("flush")
         real_close()
 
-    monkeypatch.setattr(render_parts, "Workers", workers)
+    monkeypatch.setattr(render_ahead, "Workers", workers)
     monkeypatch.setattr(session._recorder, "close", close)
     result = session.finalize()
     assert order[:2] == ["workers", "flush"] and len(made) == 1

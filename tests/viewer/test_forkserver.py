@@ -132,7 +132,8 @@ def test_the_server_does_not_fork_with_a_second_thread(tmp_path):
         env=render_cores.worker_environment(),
         check=True,
     )
-    assert json.loads(ran.stdout) == {"job": request["job"], "rc": forkserver.UNSAFE}
+    ready, answer = (json.loads(line) for line in ran.stdout.splitlines())
+    assert ready == {"ready": True} and answer == {"job": request["job"], "rc": forkserver.UNSAFE}
 
 
 def test_the_server_runs_one_thread_after_its_imports():
@@ -224,3 +225,119 @@ def test_a_server_with_a_second_thread_hands_its_share_to_a_worker_of_its_own(tm
         assert server.take() is None and "second thread" in str(server._gone)
     finally:
         server.close()
+
+
+class _NeverReady:
+    """A fork server still importing when the render ends: nothing may wait for it."""
+
+    alive = True
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def ready(self, timeout: float) -> bool:
+        self.asked += 1
+        time.sleep(timeout)
+        return False
+
+    def run(self, job: Path, done: Path) -> tuple[int, str]:
+        raise AssertionError("a part was forked before the server was ready")
+
+    def take(self) -> None:
+        raise AssertionError("the parts are taken from one queue, not shared out")
+
+    def close(self) -> None:
+        """Nothing to end."""
+
+
+def test_this_process_renders_the_parts_while_the_server_imports(session, tmp_path, monkeypatch):
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    _no_new_python(monkeypatch)
+    importing = _NeverReady()
+    spread = tmp_path / "spread.pftrace"
+    stats = render_session(session, {"pftrace": spread}, workers=4, started=importing)
+    assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
+    assert importing.asked  # the workers did wait for it, and gave up once the parts were done
+
+
+def test_the_finalizing_process_and_the_forks_share_the_parts(session, tmp_path, server, monkeypatch):
+    """Once the server is ready, forks take parts one at a time beside this process, and the
+    server reads the session once for all of them."""
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    assert server.ready(timeout=60)
+    forked: list[Path] = []
+    real_run = server.run
+
+    def run(job: Path, done: Path) -> tuple[int, str]:
+        assert len(json.loads(job.read_text())) == 1  # one part a fork
+        forked.append(job)
+        time.sleep(0.2)  # this process takes parts meanwhile
+        return real_run(job, done)
+
+    monkeypatch.setattr(server, "run", run)
+    rendered_here: list[int] = []
+    real_render = render_parts._render_part
+
+    def render_part(task, *args):
+        rendered_here.append(task.part)
+        return real_render(task, *args)
+
+    monkeypatch.setattr(render_parts, "_render_part", render_part)
+    spread = tmp_path / "spread.pftrace"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fork failed
+        stats = render_session(session, {"pftrace": spread}, workers=3, started=server)
+    assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
+    assert forked and rendered_here and len(forked) + len(rendered_here) == 6
+
+
+def test_a_server_that_ends_mid_render_leaves_its_parts_to_this_process(
+    session, tmp_path, server, monkeypatch
+):
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    assert server.ready(timeout=60)
+    real_run = server.run
+
+    def run(job: Path, done: Path) -> tuple[int, str]:
+        server._process.kill()
+        server._process.wait()
+        return real_run(job, done)
+
+    monkeypatch.setattr(server, "run", run)
+    spread = tmp_path / "spread.pftrace"
+    with pytest.warns(UserWarning, match="rendering the rest in this process"):
+        stats = render_session(session, {"pftrace": spread}, workers=3, started=server)
+    assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
+
+
+def test_the_server_reads_a_session_once_for_all_its_forks(session, tmp_path, monkeypatch):
+    """``preload``: the session's JSON read and its launches prepared once, in the server,
+    before its forks; a job of another session replaces it."""
+    from proton_ik.viewer.session_file import read_session
+
+    portable = tmp_path / "session.json"
+    portable.write_text(json.dumps(read_session(session).portable()))
+    reads: list[str] = []
+    real_read = render_parts.session_from_portable
+    monkeypatch.setattr(
+        render_parts, "session_from_portable", lambda data: reads.append("read") or real_read(data)
+    )
+    monkeypatch.setattr(render_parts, "_preloaded", None)
+    job = tmp_path / "0.task"
+    task = render_parts._Part(
+        session, tmp_path / "0.pftrace", (0, 1), 0, "t", (), "slots", 0, 0, 2, str(portable)
+    )
+    job.write_text(json.dumps([task.to_json()]))
+    for _ in range(3):
+        render_parts.preload(job)
+    render_parts.work(job, tmp_path / "0.done")
+    assert reads == ["read"]
+    other = tmp_path / "other.json"
+    other.write_text(portable.read_text())
+    job.write_text(json.dumps([dict(task.to_json(), session_json=str(other))]))
+    render_parts.preload(job)
+    assert reads == ["read", "read"] and render_parts._preloaded is not None
+    assert render_parts._preloaded[0] == str(other)

@@ -14,6 +14,7 @@ import pytest
 
 from proton_ik.viewer import render_session
 from proton_ik.viewer.readback.perfetto import read_perfetto
+from proton_ik.viewer.render import ahead as render_ahead
 from proton_ik.viewer.render import parts as render_parts
 
 # six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
@@ -168,10 +169,10 @@ def test_no_more_workers_start_ahead_than_the_file_makes_parts(tmp_path, monkeyp
     """A session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers started, 4.5 s
     with 4: the workers no part needs only compete with the read of the session."""
     monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
-    monkeypatch.setattr(render_parts, "Workers", lambda count: count)
+    monkeypatch.setattr(render_ahead, "Workers", lambda count: count)
     path = tmp_path / "s.pik"
     path.write_bytes(b"\0" * size)
-    assert render_parts.start_workers(path, workers) == started
+    assert render_ahead.start_workers(path, workers) == started
 
 
 @pytest.mark.parametrize(("size", "launches", "started"), [(1500, 0, None), (1500, 5, 2), (1500, 25, 4)])
@@ -180,8 +181,8 @@ def test_the_launches_weigh_in_the_workers_started_ahead(monkeypatch, size, laun
     MiB with its launches' weight, and 4 by its bytes alone, so 2 parts waited for a cold worker."""
     monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
     monkeypatch.setattr(render_parts, "LAUNCH_BYTES", 100)
-    monkeypatch.setattr(render_parts, "Workers", lambda count: count)
-    assert render_parts.start_workers_for(size, 16, launches=launches) == started
+    monkeypatch.setattr(render_ahead, "Workers", lambda count: count)
+    assert render_ahead.start_workers_for(size, 16, launches=launches) == started
     sizes = [size // max(launches, 1)] * max(launches, 1)
     if started is not None:
         assert len(render_parts.plan_parts(sizes)) >= started

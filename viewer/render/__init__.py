@@ -2,7 +2,8 @@
 
 ``session`` holds ``render_session`` (every format asked for, in memory that does not grow with
 the session); ``parts`` writes a large session's Perfetto trace in parts, on worker processes
-that run that module, the same bytes however many. Outside this package, use what it exports
+that run that module, the same bytes however many: forks of a ``forkserver`` the session
+started, or processes started ``ahead`` of the render. Outside this package, use what it exports
 here.
 """
 
@@ -13,8 +14,9 @@ from typing import TYPE_CHECKING
 from proton_ik.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from proton_ik.viewer.render.ahead import Workers, start_workers_for
     from proton_ik.viewer.render.forkserver import ForkServer, start_fork_server
-    from proton_ik.viewer.render.parts import StartedRunners, Workers, start_workers_for
+    from proton_ik.viewer.render.parts import StartedRunners
     from proton_ik.viewer.render.session import RenderStats, render_session
 
 __all__ = [
@@ -33,8 +35,8 @@ _EXPORTED_FROM = {
     "ForkServer": "proton_ik.viewer.render.forkserver",
     "start_fork_server": "proton_ik.viewer.render.forkserver",
     "StartedRunners": "proton_ik.viewer.render.parts",
-    "Workers": "proton_ik.viewer.render.parts",
-    "start_workers_for": "proton_ik.viewer.render.parts",
+    "Workers": "proton_ik.viewer.render.ahead",
+    "start_workers_for": "proton_ik.viewer.render.ahead",
     "RenderStats": "proton_ik.viewer.render.session",
     "render_session": "proton_ik.viewer.render.session",
 }

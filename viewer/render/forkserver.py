@@ -12,10 +12,13 @@ told to start no thread pools, and it refuses to fork (the parts then start thei
 if it finds a second thread all the same. The server ends when the session that started it
 closes its input, or when that process dies.
 
-The protocol, one JSON object a line: the parent writes ``{"job", "done", "err"}`` (paths in the
-render's private scratch folder); the server forks a worker that runs ``parts.work(job, done)``
-with its standard error in ``err``, and writes ``{"job", "rc"}`` when the worker has exited. The
-session kills the server when its render is done.
+The protocol, one JSON object a line: the server writes ``{"ready": true}`` once its imports are
+done; the parent writes ``{"job", "done", "err"}`` (paths in the render's private scratch
+folder); the server reads the session the job's parts render (once: ``parts.preload``), forks a
+worker that runs ``parts.work(job, done)`` with its standard error in ``err``, and writes
+``{"job", "rc"}`` when the worker has exited. The parent forks one part at a time, whichever
+worker is free taking the next (``parts.PartForker``). The session kills the server when its
+render is done.
 """
 
 from __future__ import annotations
@@ -72,12 +75,17 @@ class ForkServer:
         self._lock = threading.Lock()
         self._waiting: dict[str, Future[int]] = {}
         self._gone: str | None = None  # why the server can no longer fork, once it cannot
+        self._ready = threading.Event()  # its imports are done, or it has ended
         self._reader = threading.Thread(target=self._read, name="proton_ik-forkserver", daemon=True)
         self._reader.start()
 
     @property
     def alive(self) -> bool:
         return self._gone is None and self._process.poll() is None
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the server can fork now, waiting up to ``timeout`` seconds for its imports."""
+        return self._ready.wait(timeout) and self.alive
 
     def take(self) -> ForkedWorker | None:
         """A worker for one share of the parts, or None once the server has failed (the parts
@@ -124,8 +132,11 @@ class ForkServer:
         for line in self._process.stdout:
             try:
                 answer = json.loads(line)
+                if answer.get("ready") is True:
+                    self._ready.set()
+                    continue
                 job, returncode = str(answer["job"]), int(answer["rc"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
             with self._lock:
                 waiting = self._waiting.pop(job, None)
@@ -134,6 +145,7 @@ class ForkServer:
         with self._lock:
             self._gone = f"the render's fork server ended (exit status {self._process.wait()})"
             waiting_now, self._waiting = list(self._waiting.values()), {}
+        self._ready.set()  # nothing more to wait for
         for waiting in waiting_now:
             waiting.set_exception(RuntimeError(self._gone))
 
@@ -204,7 +216,7 @@ def _answer(out: IO[str], job: str, returncode: int) -> None:
 def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
     """The server: import the render, then fork a worker for each request until the input ends."""
     # Everything a part's render imports (none of it imports more as it renders), loaded once.
-    from proton_ik.viewer.render import parts  # noqa: F401
+    from proton_ik.viewer.render import parts
 
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
@@ -215,6 +227,8 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     children: dict[int, str] = {}
     pending, reading = b"", True
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
     while reading or children:
         ready, _, _ = select.select([inp, wake_read] if reading else [wake_read], [], [], 1.0)
         if wake_read in ready:
@@ -237,6 +251,8 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
             if _threads() > 1:
                 _answer(out, request["job"], UNSAFE)
                 continue
+            with contextlib.suppress(Exception):  # else the worker reads it, and says what failed
+                parts.preload(Path(request["job"]))
             out.flush()
             pid = os.fork()
             if pid == 0:

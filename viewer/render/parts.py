@@ -13,7 +13,7 @@ same, byte for byte.
 
 from __future__ import annotations
 
-import contextlib
+import collections
 import dataclasses
 import json
 import shutil
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
 from proton_ik.viewer.render.cores import (
@@ -39,7 +39,6 @@ from proton_ik.viewer.session_file import (
     StoredSession,
     read_session,
     session_from_portable,
-    stored_launches_hint,
 )
 from proton_ik.viewer.tables import Launch, Pipeline, prepare, time_shift_cycles
 
@@ -150,7 +149,7 @@ def render_parts(
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
     file as the caller read it (else it is read again); ``started``: workers started ahead
-    (``start_workers``), taken before new ones are started."""
+    (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started."""
     count = len(parts) + 1  # the last part number: the host scopes' track
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
         tasks = [
@@ -182,65 +181,8 @@ def render_parts(
     return done
 
 
-class Workers:
-    """Worker processes started before the session is read (``start_workers``): each imports
-    what a part's render needs (about a second on a GPU host) while this process reads and
-    checks the session, then waits for its parts on its standard input (an empty line, or its
-    input closed: none). ``close`` ends those not used."""
-
-    def __init__(self, count: int):
-        self._idle: list[subprocess.Popen[str]] = []
-        for _ in range(count):
-            try:
-                self._idle.append(
-                    subprocess.Popen(
-                        [*worker_command(), "--wait"],
-                        env=worker_environment(),
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.PIPE,
-                        text=True,
-                    )
-                )
-            except OSError:
-                break  # no Python to start: the parts start their own workers, or render here
-
-    def take(self) -> StartedWorker | None:
-        return StartedWorker(self._idle.pop()) if self._idle else None
-
-    def close(self) -> None:
-        """End the workers no part came to, at once: waiting for them to finish their imports
-        first would keep the render waiting that long."""
-        for process in self._idle:
-            with contextlib.suppress(OSError):
-                process.kill()
-            process.communicate()
-        self._idle.clear()
-
-
-class StartedWorker:
-    """A worker process of ``Workers``, taken for one share of the parts."""
-
-    def __init__(self, process: subprocess.Popen[str]):
-        self._process = process
-
-    def run(self, job: Path, done: Path) -> tuple[int, str]:
-        """Its parts (``job``), what they counted in ``done``: its exit status and standard error."""
-        try:
-            _, stderr = self._process.communicate(json.dumps([str(job), str(done)]) + "\n")
-        except BaseException:
-            self._process.kill()
-            self._process.wait()
-            raise
-        return self._process.returncode, stderr
-
-    def cancel(self) -> None:
-        """No part came to it: it ends."""
-        self._process.communicate("\n")
-
-
 class Runner(Protocol):
-    """What renders one share of the parts in another process: a ``StartedWorker``, or a fork of
+    """What renders one share of the parts in another process: an ``ahead.StartedWorker``, or a fork of
     the session's ``ForkServer``."""
 
     def run(self, job: Path, done: Path) -> tuple[int, str]: ...
@@ -249,37 +191,24 @@ class Runner(Protocol):
 
 
 class StartedRunners(Protocol):
-    """Where the parts' runners come from: ``Workers`` started ahead, or a ``ForkServer``."""
+    """Where the parts' runners come from: ``ahead.Workers``, or a ``ForkServer``."""
 
     def take(self) -> Runner | None: ...
 
     def close(self) -> None: ...
 
 
-def start_workers(session_path: Path, workers: int | None) -> Workers | None:
-    """``start_workers_for`` a session file as it lies (its launches counted from its zip's end
-    records); None where it cannot be read."""
-    try:
-        size = session_path.stat().st_size
-    except OSError:
-        return None
-    return start_workers_for(size, workers, stored_launches_hint(session_path))
+@runtime_checkable
+class PartForker(Protocol):
+    """Runners that fork a worker for each ``run`` once ``ready`` (a ``ForkServer``): the parts
+    can then be taken one at a time, by whoever is free (``_from_one_queue``)."""
 
+    @property
+    def alive(self) -> bool: ...
 
-def start_workers_for(stored_bytes: int, workers: int | None = None, launches: int = 0) -> Workers | None:
-    """Workers started ahead for a session of about ``stored_bytes`` in ``launches`` launches
-    (0: not known) that may make several parts, where the parts would render on worker
-    processes (``_run``); else None. No more than the parts it makes at least (``plan_parts``
-    cuts at least one part a ``PART_BYTES`` of stored data, a launch weighing ``LAUNCH_BYTES``
-    more): a worker started for nothing competes with the read of the session (a session of 3
-    parts on a 16-core host rendered in 6.9 s with 16 workers started, 4.5 s with 4), and a part
-    past those waits for a worker started when it comes (0.6 s of imports on a GPU host).
-    ``finalize`` starts them before its drains' last flush, so that they import while it runs."""
-    wanted = min(workers or default_workers(), MAX_WORKERS)
-    if (workers is None and wanted < FEWEST_WORKERS) or wanted <= 1:
-        return None
-    parts_at_least = (stored_bytes + launches * LAUNCH_BYTES) // PART_BYTES
-    return Workers(min(wanted, parts_at_least)) if parts_at_least >= 2 else None
+    def ready(self, timeout: float) -> bool: ...
+
+    def run(self, job: Path, done: Path) -> tuple[int, str]: ...
 
 
 def _run(
@@ -300,12 +229,62 @@ def _run(
         portable = scratch / "session.json"
         portable.write_text(json.dumps(session.portable()))
         tasks = [dataclasses.replace(task, session_json=str(portable)) for task in tasks]
+    if session is not None and isinstance(started, PartForker):
+        return _from_one_queue(tasks, session, started, wanted - 1)
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
         done = list(pool.map(lambda share: _in_a_process_or_here(*share), shares))
     by_part = {part.part: part for share in done for part in share}
     return [by_part[task.part] for task in tasks]
+
+
+def _from_one_queue(
+    tasks: list[_Part], session: StoredSession, forker: PartForker, forks: int
+) -> list[PartDone]:
+    """The parts taken one at a time, in order, by whoever is free: this process, which holds
+    the session and starts at once, and up to ``forks`` workers forked a part each, each once
+    the server has its imports (a session shorter than those would otherwise wait for them).
+    A part whose fork fails goes back to the queue, and that worker takes no more: this process
+    renders what is left."""
+    waiting = collections.deque(tasks)
+    done: dict[int, PartDone] = {}
+
+    def take() -> _Part | None:
+        try:
+            return waiting.popleft()  # atomic: each part is taken once
+        except IndexError:
+            return None
+
+    def fork_parts() -> None:
+        while waiting and forker.alive:
+            if not forker.ready(timeout=0.05):
+                continue
+            task = take()
+            if task is None:
+                return
+            try:
+                (part,) = _in_a_process([task], forker)
+            except (RuntimeError, OSError, ValueError, KeyError, TypeError) as error:
+                waiting.appendleft(task)
+                warnings.warn(f"proton_ik: {error}; rendering the rest in this process", stacklevel=2)
+                return
+            done[part.part] = part
+
+    prepared = prepare(session.launches)
+    with ThreadPoolExecutor(max_workers=max(forks, 1)) as pool:
+        forking = [pool.submit(fork_parts) for _ in range(forks)]
+        try:
+            while (task := take()) is not None:
+                done[task.part] = _render_part(task, session, prepared)
+        except BaseException:
+            waiting.clear()  # the workers take no more: the error is the session's
+            raise
+        for each in forking:
+            each.result()
+    while (task := take()) is not None:  # handed back after this process had finished
+        done[task.part] = _render_part(task, session, prepared)
+    return [done[task.part] for task in tasks]
 
 
 def _in_a_process_or_here(tasks: list[_Part], worker: Runner | None = None) -> list[PartDone]:
@@ -319,8 +298,8 @@ def _in_a_process_or_here(tasks: list[_Part], worker: Runner | None = None) -> l
         return render_some(tasks)
 
 
-def _in_a_process(tasks: list[_Part], worker: Runner | None = None) -> list[PartDone]:
-    """``render_some`` in ``worker`` (started ahead, ``Workers``, or forked, ``ForkServer``) or in
+def _in_a_process(tasks: list[_Part], worker: Runner | PartForker | None = None) -> list[PartDone]:
+    """``render_some`` in ``worker`` (started ahead, ``ahead.Workers``, or forked, ``ForkServer``) or in
     a new Python process running this module. Not multiprocessing: a fork copies a process that holds CUDA and other
     libraries' threads badly, and a spawned child imports the user's main script again, running
     a script with no ``__main__`` guard twice."""
@@ -346,12 +325,37 @@ def render_some(tasks: list[_Part], session: StoredSession | None = None) -> lis
     if not tasks:
         return []
     if session is None and tasks[0].session_json:
-        # Written by the process that started this one, into a folder of its own (``_run``).
-        session = session_from_portable(json.loads(Path(tasks[0].session_json).read_text()))
-    if session is None:
-        session = read_session(tasks[0].session_path)
-    prepared = prepare(session.launches)
+        session, prepared = _portable_session(tasks[0].session_json)
+    else:
+        if session is None:
+            session = read_session(tasks[0].session_path)
+        prepared = prepare(session.launches)
     return [_render_part(task, session, prepared) for task in tasks]
+
+
+# The session a fork server read for its workers (``preload``), which each fork inherits: the
+# JSON's path, the session and its prepared launches.
+_preloaded: tuple[str, StoredSession, list[Launch]] | None = None
+
+
+def _portable_session(session_json: str) -> tuple[StoredSession, list[Launch]]:
+    """The session of a JSON written by the process that started this one, into a folder of its
+    own (``_run``), and its prepared launches: read here, or inherited from the fork server."""
+    if _preloaded is not None and _preloaded[0] == session_json:
+        return _preloaded[1], _preloaded[2]
+    session = session_from_portable(json.loads(Path(session_json).read_text()))
+    return session, prepare(session.launches)
+
+
+def preload(job: Path) -> None:
+    """Read the session that a job's parts render, once, before forking their workers (a fork
+    server's work): each fork then starts with it read and its launches prepared."""
+    global _preloaded
+    tasks = json.loads(job.read_text())
+    session_json = str(tasks[0]["session_json"]) if tasks else ""
+    if session_json and (_preloaded is None or _preloaded[0] != session_json):
+        _preloaded = None  # the previous session's memory goes before the next is read
+        _preloaded = (session_json, *_portable_session(session_json))
 
 
 def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) -> PartDone:
@@ -391,7 +395,7 @@ def work(job: Path, done: Path) -> None:
 
 
 def _wait_for_work() -> None:
-    """A worker started ahead (``Workers``): its job and done paths as one JSON line on its
+    """A worker started ahead (``ahead.Workers``): its job and done paths as one JSON line on its
     standard input, or an empty line when no part came to it."""
     line = sys.stdin.readline()
     if line.strip():

@@ -20,13 +20,8 @@ from tqdm import tqdm
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
-from proton_ik.viewer.render.parts import (
-    StartedRunners,
-    plan_parts,
-    render_parts,
-    start_workers,
-    stored_sizes,
-)
+from proton_ik.viewer.render.ahead import start_workers
+from proton_ik.viewer.render.parts import StartedRunners, plan_parts, render_parts, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
@@ -76,7 +71,7 @@ def render_session(
     ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
     part's stored data (``parts.PART_BYTES``) has its Perfetto trace written in parts, on
     up to ``workers`` processes (None: one per core; 1: in this one): the same file either way;
-    ``started``: workers started ahead (``parts.start_workers_for``), ended here when done.
+    ``started``: workers started ahead (``ahead.start_workers_for``) or a fork server, ended here when done.
     "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
     trace by ``trace_link`` (default: the "pftrace" output's name, where it is written beside)."""
     if "html" in outputs:
