@@ -233,22 +233,18 @@ class LaunchRecorder:
         return drain
 
     # --- hooks -------------------------------------------------------------------------------
-    def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
-        launching = self._launching
-        upcoming = launching.upcoming
-        launching.upcoming = None  # told of this launch; never of the next, which tells its own
-        return self._allocate(launching, size, stream, upcoming)
-
     def allocate_for(
         self, compiled: Any, grid: tuple[int, int, int], args: tuple, size: int, stream: int
     ) -> Any:
         """``allocate`` for a launch of ``compiled`` that a launcher announces itself (see
         ``direct_recorder``): what ``launch_metadata`` would have told the allocator."""
-        return self._allocate(self._launching, size, stream, (compiled.function, grid, compiled, args))
+        self._launching.upcoming = (compiled.function, grid, compiled, args)
+        return self.allocate(size, 0, stream)
 
-    def _allocate(
-        self, launching: _Launching, size: int, stream: int | None, upcoming: launch_sizing.Upcoming | None
-    ) -> Any:
+    def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
+        launching = self._launching
+        upcoming = launching.upcoming
+        launching.upcoming = None  # told of this launch; never of the next, which tells its own
         if launching.pending is not None:
             self._abandon(launching.pending)  # the previous allocation never reached a launch
         kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
@@ -316,8 +312,14 @@ class LaunchRecorder:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
             drain.submit(QueuedLaunch(chunk), stream)
             return
-        number = self.next_launch()
-        extra = self._extra(launch)
+        with self._numbering:  # next_launch, inline: once a launch
+            number = self.launches
+            self.launches = number + 1
+        autotune = self.autotune
+        if self.launch_metadata or host_scopes.open_count or (autotune is not None and autotune.active):
+            extra = self._extra(launch)
+        else:
+            extra = None  # the common case, without a call
         num_ctas = ctas if ctas is not None else size // kernel.cta_bytes
         drain.submit(QueuedLaunch(chunk, number, kernel, num_ctas, stream, drain.device, extra), stream)
         if self._flush_checked and self.flush.due(number + 1):

@@ -54,20 +54,22 @@ class RingPool:
                 f"one launch needs {size} bytes of profile buffer but the pool holds {self.capacity}; "
                 "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
             )
+        capacity = self.capacity
         with self._lock:
-            if self.used == 0:  # an empty ring starts over: no need to skip to the end
-                self._head = 0
-            skip = self.capacity - self._head if self._head + need > self.capacity else 0
-            if self.used + skip + need > self.capacity:
+            used = self.used
+            head = self._head if used else 0  # an empty ring starts over: no need to skip to the end
+            skip = capacity - head if head + need > capacity else 0
+            used += skip + need
+            if used > capacity:
                 return None
-            offset = 0 if skip else self._head
-            self._head = (offset + need) % self.capacity
-            self.used += skip + need
+            offset = 0 if skip else head
+            self._head = (offset + need) % capacity
+            self.used = used
             chunk = PoolChunk(offset, size, skip)
             self._live.append(chunk)
             self.handed_out += need
-            if self.used > self.high_water:
-                self.high_water = self.used
+            if used > self.high_water:
+                self.high_water = used
             return chunk
 
     def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> PoolChunk:
