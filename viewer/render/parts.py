@@ -271,9 +271,9 @@ def _from_one_queue(
                 return
             done[part.part] = part
 
-    prepared = prepare(session.launches)
     with ThreadPoolExecutor(max_workers=max(forks, 1)) as pool:
-        forking = [pool.submit(fork_parts) for _ in range(forks)]
+        forking = [pool.submit(fork_parts) for _ in range(forks)]  # the server reads meanwhile
+        prepared = prepare(session.launches)
         try:
             while (task := take()) is not None:
                 done[task.part] = _render_part(task, session, prepared)
