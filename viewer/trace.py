@@ -18,7 +18,7 @@ import numpy as np
 from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.session_format import Capture
 from proton_ik.viewer import chrome, perfetto
-from proton_ik.viewer.arrays import groups, release_freed_memory
+from proton_ik.viewer.arrays import collector_paused, groups, release_freed_memory
 from proton_ik.viewer.session_file import LaunchCapture, read_session
 from proton_ik.viewer.summary import (
     SCOPE_KEYS,
@@ -215,12 +215,14 @@ class Trace:
         )
 
 
+@collector_paused()
 def load(path: str | Path) -> Trace:
     """Read and decode a session file."""
     session = read_session(path)
     return Trace.from_captures(session.info, session.launches)
 
 
+@collector_paused()
 def load_for_summary(path: str | Path) -> Trace:
     """Read and decode a session file for its ``summary()`` alone: the events and units tables
     hold only ``SUMMARY_COLUMNS`` (the other tables are whole). A fraction of ``load``'s memory
@@ -237,6 +239,7 @@ class SummarizedSession:
     summary: Summary
 
 
+@collector_paused()
 def summarize_session(path: str | Path) -> SummarizedSession:
     """``load_for_summary(path).summary()``, the same tables and text, without the events table:
     each chunk's scope events are gathered as a number and two durations each (``ScopeSample``),

@@ -5,12 +5,14 @@ record is.
 finds the runs of rows sorted by their keys, with running sums and minima that restart at each
 run (the pairing of scopes and of events); ``byterows`` encodes millions of small byte records at
 once (the writers' protobuf packets and JSON objects); ``freed`` hands memory that arrays freed
-back to the operating system. Outside this package, use what it exports here.
+back to the operating system, and ``collector`` holds Python's cyclic collector off while the
+viewer makes and drops many objects. Outside this package, use what it exports here.
 """
 
 from __future__ import annotations
 
 from proton_ik.viewer.arrays.byterows import Rows, assemble, join, varint_bytes
+from proton_ik.viewer.arrays.collector import collector_paused
 from proton_ik.viewer.arrays.freed import release_freed_memory
 from proton_ik.viewer.arrays.numbering import DENSE_ALLOWANCE, DENSE_PER_ROW, groups
 from proton_ik.viewer.arrays.segments import run_starts, segment_cummin, segment_cumsum
@@ -20,6 +22,7 @@ __all__ = [
     "DENSE_PER_ROW",
     "Rows",
     "assemble",
+    "collector_paused",
     "groups",
     "join",
     "release_freed_memory",

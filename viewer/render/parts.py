@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from proton_ik.viewer.arrays import collector_paused
 from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
 from proton_ik.viewer.render.cores import (
     FEWEST_WORKERS,
@@ -388,6 +389,7 @@ def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) ->
     return PartDone(task.part, launches, records, events, tuple(problems), tuple(host))
 
 
+@collector_paused()
 def work(job: Path, done: Path) -> None:
     """The worker process: its parts (a JSON list of tasks), and what they counted, as JSON."""
     tasks = [_Part.from_json(task) for task in json.loads(job.read_text())]

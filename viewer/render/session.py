@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from proton_ik.viewer.arrays import collector_paused
 from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
@@ -48,6 +49,7 @@ class RenderStats:
     warnings: tuple[str, ...] = ()
 
 
+@collector_paused()
 def render_session(
     session_path: str | Path,
     outputs: Mapping[str, Path],
