@@ -234,10 +234,6 @@ class _NeverReady:
 
     def __init__(self) -> None:
         self.asked = 0
-        self.preloaded: list[Path] = []
-
-    def preload(self, session_path: Path) -> None:
-        self.preloaded.append(session_path)
 
     def ready(self, timeout: float) -> bool:
         self.asked += 1
@@ -263,7 +259,6 @@ def test_this_process_renders_the_parts_while_the_server_imports(session, tmp_pa
     stats = render_session(session, {"pftrace": spread}, workers=4, started=importing)
     assert spread.read_bytes() == here.read_bytes() and stats.launches == 6
     assert importing.asked  # the workers did wait for it, and gave up once the parts were done
-    assert importing.preloaded == [session]  # asked to read the session as this process began to
 
 
 def test_the_finalizing_process_and_the_forks_share_the_parts(session, tmp_path, server, monkeypatch):
@@ -346,18 +341,3 @@ def test_the_server_reads_a_session_once_for_all_its_forks(session, tmp_path, mo
     render_parts.preload(job)
     assert reads == ["read", "read"] and render_parts._preloaded is not None
     assert render_parts._preloaded[0] == str(other)
-
-
-def test_the_server_reads_the_session_file_when_asked_and_its_forks_take_it(session, tmp_path, monkeypatch):
-    """``ForkServer.preload``: the server reads the file while the finalizing process does; a
-    fork's parts then read nothing (here, in this process: ``work`` after ``preload``)."""
-    monkeypatch.setattr(render_parts, "_preloaded", None)
-    render_parts.preload(session_path=session)
-    reads: list[Path] = []
-    monkeypatch.setattr(render_parts, "read_session", lambda path: reads.append(path))
-    job = tmp_path / "0.task"
-    task = render_parts._Part(session, tmp_path / "0.pftrace", (0, 1), 0, "t", (), "slots", 0, 0, 2)
-    job.write_text(json.dumps([task.to_json()]))
-    render_parts.preload(job=job)  # what the server does before each fork: the session is read already
-    render_parts.work(job, tmp_path / "0.done")
-    assert reads == [] and json.loads((tmp_path / "0.done").read_text())[0]["launches"] == 1

@@ -14,10 +14,9 @@ closes its input, or when that process dies.
 
 The protocol, one JSON object a line: the server writes ``{"ready": true}`` once its imports are
 done; the parent writes ``{"job", "done", "err"}`` (paths in the render's private scratch
-folder); the server reads the session the job's parts render (once: ``parts.preload``; the
-parent may ask for that ahead, ``{"read": session_path}``, with no answer), forks a worker that
-runs ``parts.work(job, done)`` with its standard error in ``err``, and writes ``{"job", "rc"}``
-when the worker has exited. The parent forks one part at a time, whichever
+folder); the server reads the session the job's parts render (once: ``parts.preload``), forks a
+worker that runs ``parts.work(job, done)`` with its standard error in ``err``, and writes
+``{"job", "rc"}`` when the worker has exited. The parent forks one part at a time, whichever
 worker is free taking the next (``parts.PartForker``). The session kills the server when its
 render is done.
 """
@@ -87,15 +86,6 @@ class ForkServer:
     def ready(self, timeout: float) -> bool:
         """Whether the server can fork now, waiting up to ``timeout`` seconds for its imports."""
         return self._ready.wait(timeout) and self.alive
-
-    def preload(self, session_path: Path) -> None:
-        """Have the server read the session file now, while this process reads it too: its forks
-        then start with it read (``parts.preload``). Nothing is waited for; where the server
-        cannot, each fork reads the file itself."""
-        with self._lock, contextlib.suppress(OSError):
-            if self._gone is None and self._process.stdin is not None:
-                self._process.stdin.write(json.dumps({"read": str(session_path)}) + "\n")
-                self._process.stdin.flush()
 
     def take(self) -> ForkedWorker | None:
         """A worker for one share of the parts, or None once the server has failed (the parts
@@ -258,15 +248,11 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
         *lines, pending = (pending + data).split(b"\n")
         for line in lines:
             request = json.loads(line)
-            if "read" in request:  # a session to read ahead of its jobs: no answer
-                with contextlib.suppress(Exception):  # else each fork reads it, and says what failed
-                    parts.preload(session_path=Path(request["read"]))
-                continue
             if _threads() > 1:
                 _answer(out, request["job"], UNSAFE)
                 continue
             with contextlib.suppress(Exception):  # else the worker reads it, and says what failed
-                parts.preload(job=Path(request["job"]))
+                parts.preload(Path(request["job"]))
             out.flush()
             pid = os.fork()
             if pid == 0:

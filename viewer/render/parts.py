@@ -209,8 +209,6 @@ class PartForker(Protocol):
 
     def ready(self, timeout: float) -> bool: ...
 
-    def preload(self, session_path: Path) -> None: ...
-
     def run(self, job: Path, done: Path) -> tuple[int, str]: ...
 
 
@@ -226,14 +224,14 @@ def _run(
         wanted = 1  # a worker's start and its own read of the session cost more than it saves here
     if wanted <= 1:
         return render_some(tasks, session)
-    if session is not None and isinstance(started, PartForker):
-        return _from_one_queue(tasks, session, started, wanted - 1)
     if session is not None and scratch is not None:
         # Each worker takes the session read here rather than reading the file again: its zip
         # directory and manifest, checked again, took a worker longer than its part.
         portable = scratch / "session.json"
         portable.write_text(json.dumps(session.portable()))
         tasks = [dataclasses.replace(task, session_json=str(portable)) for task in tasks]
+    if session is not None and isinstance(started, PartForker):
+        return _from_one_queue(tasks, session, started, wanted - 1)
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
@@ -247,10 +245,9 @@ def _from_one_queue(
 ) -> list[PartDone]:
     """The parts taken one at a time, in order, by whoever is free: this process, which holds
     the session and starts at once, and up to ``forks`` workers forked a part each, each once
-    the server has its imports (a session shorter than those would otherwise wait for them). The
-    forks read the session as the server read it (``ForkServer.preload``, asked for by
-    ``render_session`` as this process began its own read). A part whose fork fails goes back to
-    the queue, and that worker takes no more: this process renders what is left."""
+    the server has its imports (a session shorter than those would otherwise wait for them).
+    A part whose fork fails goes back to the queue, and that worker takes no more: this process
+    renders what is left."""
     waiting = collections.deque(tasks)
     done: dict[int, PartDone] = {}
 
@@ -328,49 +325,38 @@ def render_some(tasks: list[_Part], session: StoredSession | None = None) -> lis
     where the caller may have read the session already)."""
     if not tasks:
         return []
-    if session is None:
-        session, prepared = _session_of(tasks[0].session_json, tasks[0].session_path)
+    if session is None and tasks[0].session_json:
+        session, prepared = _portable_session(tasks[0].session_json)
     else:
+        if session is None:
+            session = read_session(tasks[0].session_path)
         prepared = prepare(session.launches)
     return [_render_part(task, session, prepared) for task in tasks]
 
 
-# The session a fork server read for its workers (``preload``), which each fork inherits: where
-# it was read from (a JSON's path, or the session file's), the session, its prepared launches.
+# The session a fork server read for its workers (``preload``), which each fork inherits: the
+# JSON's path, the session and its prepared launches.
 _preloaded: tuple[str, StoredSession, list[Launch]] | None = None
 
 
-def _session_of(session_json: str, session_path: Path) -> tuple[StoredSession, list[Launch]]:
-    """A part's session, and its prepared launches: inherited from the fork server, or read here
-    from the JSON the process that started this one wrote into a folder of its own (``_run``),
-    or else from the session file."""
-    if _preloaded is not None and _preloaded[0] == (session_json or str(session_path)):
+def _portable_session(session_json: str) -> tuple[StoredSession, list[Launch]]:
+    """The session of a JSON written by the process that started this one, into a folder of its
+    own (``_run``), and its prepared launches: read here, or inherited from the fork server."""
+    if _preloaded is not None and _preloaded[0] == session_json:
         return _preloaded[1], _preloaded[2]
-    if session_json:
-        session = session_from_portable(json.loads(Path(session_json).read_text()))
-    else:
-        session = read_session(session_path)
+    session = session_from_portable(json.loads(Path(session_json).read_text()))
     return session, prepare(session.launches)
 
 
-@collector_paused()
-def preload(job: Path | None = None, session_path: Path | None = None) -> None:
-    """Read a session once, before forking workers (a fork server's work), so that each fork
-    starts with it read and its launches prepared: the session of a job's parts, or the session
-    file at ``session_path``."""
+def preload(job: Path) -> None:
+    """Read the session that a job's parts render, once, before forking their workers (a fork
+    server's work): each fork then starts with it read and its launches prepared."""
     global _preloaded
-    session_json = ""
-    if job is not None:
-        tasks = json.loads(job.read_text())
-        if not tasks:
-            return
-        session_json, session_path = str(tasks[0]["session_json"]), Path(tasks[0]["session_path"])
-    if session_path is None:
-        return
-    source = session_json or str(session_path)
-    if _preloaded is None or _preloaded[0] != source:
+    tasks = json.loads(job.read_text())
+    session_json = str(tasks[0]["session_json"]) if tasks else ""
+    if session_json and (_preloaded is None or _preloaded[0] != session_json):
         _preloaded = None  # the previous session's memory goes before the next is read
-        _preloaded = (source, *_session_of(session_json, session_path))
+        _preloaded = (session_json, *_portable_session(session_json))
 
 
 def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) -> PartDone:

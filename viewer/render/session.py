@@ -22,13 +22,7 @@ from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render.ahead import start_workers
-from proton_ik.viewer.render.parts import (
-    PartForker,
-    StartedRunners,
-    plan_parts,
-    render_parts,
-    stored_sizes,
-)
+from proton_ik.viewer.render.parts import StartedRunners, plan_parts, render_parts, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
@@ -97,8 +91,6 @@ def render_session(
     # Worker processes import while this one reads the session; those no part needs end here.
     if started is None and "pftrace" in outputs:
         started = start_workers(Path(session_path), workers)
-    if isinstance(started, PartForker) and "pftrace" in outputs:
-        started.preload(Path(session_path))  # the server reads the session while this process does
     try:
         session = read_session(session_path)
         warnings = unrecorded_warnings(session.info)
