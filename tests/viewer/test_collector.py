@@ -42,7 +42,9 @@ def test_an_error_inside_turns_it_back_on(collector_on):
     assert gc.isenabled()
 
 
-def test_a_render_runs_with_the_collector_off_and_leaves_it_on(collector_on, tmp_path, busy_launch, monkeypatch):
+def test_a_render_runs_with_the_collector_off_and_leaves_it_on(
+    collector_on, tmp_path, busy_launch, monkeypatch
+):
     from proton_ik.runtime.session_writer import write_session
     from proton_ik.viewer.render import session as render
 
