@@ -254,3 +254,51 @@ def test_the_tight_loop_target_says_which_part_of_a_pair_costs_more() -> None:
         "with no clock read: the store takes the larger part (15.7 cycles)"
     )
     assert missing == "'' ''"
+
+
+FINALIZE_SHAPES_SCRIPT = """
+import json, sys
+from benchmarks import report
+from benchmarks.report import targets
+results = json.load(sys.stdin)
+rows = [row for row in targets.buffer_rows(results["buffers"]) if "issue 24: finalize" in row["goal"]]
+print(json.dumps({"rows": rows, "text": report.render(results)}))
+"""
+
+
+def test_issue_24s_finalize_shapes_are_judged_each_against_its_target() -> None:
+    """5 launches of 1M records and 20,000 of 128 against 10M records/s, the 5 on one core against
+    2M; a shape that failed says so; results from before the shapes were measured give no row."""
+    results = json.loads((RESULTS / "results.json").read_text())
+    before = subprocess.run(
+        [sys.executable, "-c", FINALIZE_SHAPES_SCRIPT], input=json.dumps(results), cwd=ROOT,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert json.loads(before.stdout)["rows"] == []
+    finalize = results["buffers"]["finalize"]
+
+    def shape(kernel: str, launches: int, records: int, seconds: float, one_core: bool) -> dict:
+        return {
+            **finalize, "kernel": kernel, "launches": launches, "records": records,
+            "records_expected": records, "flush_s": 0.0, "finalize_s": seconds,
+            "records_per_s": records / seconds, "one_core": one_core,
+        }  # fmt: skip
+
+    finalize["shapes"] = [
+        shape("four_scopes", 5, 5 << 20, 0.4, False),  # 13.1M records/s: met
+        shape("one_scope", 20_000, 2_560_000, 2.0, False),  # 1.28M: not met
+        shape("four_scopes", 5, 5 << 20, 2.5, True),  # 2.1M on one core: met
+        {"kernel": "one_scope", "launches": 20_000, "error": "RuntimeError('no room')", "one_core": True},
+    ]
+    after = subprocess.run(
+        [sys.executable, "-c", FINALIZE_SHAPES_SCRIPT], input=json.dumps(results), cwd=ROOT,
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    found = json.loads(after.stdout)
+    assert [row["met"] for row in found["rows"]] == [True, False, True, None]
+    assert "20,000 launches of one_scope on this host >= 10M" in found["rows"][1]["goal"]
+    assert "10M records/s allows 0.26 s" in found["rows"][1]["why_not"]
+    assert "on one core >= 2M" in found["rows"][2]["goal"]
+    assert "failed: RuntimeError('no room')" in found["rows"][3]["why_not"]
+    assert "| 20,000 x one_scope | 2,560,000 / 2,560,000 |" in found["text"]
+    assert "| 5 x four_scopes, one core |" in found["text"]

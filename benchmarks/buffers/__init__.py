@@ -15,7 +15,8 @@ results.json (``measure`` runs them all; a failure in one is recorded and the ot
 4. ``end_to_end``: 100 launches of ``four_scopes`` with the hooks on, one synchronize at the
    end, against plain launches and against a pinned copy of the bytes the launches wrote.
 5. ``finalize_rate``: records per second of ``proton_ik.finalize()`` for a session of about
-   26M records (.pik and .pftrace).
+   26M records (.pik and .pftrace), and for issue 24's shapes: 5 launches of 1M records, 20,000
+   launches of 128 records, the 5 launches on one core.
 6. ``graph_replays`` and ``autotune_choice``: a CUDA graph replayed 10 times, and an autotuned
    kernel, each checked against what should have been recorded.
 7. ``launch_only``: loops of launches with pointer and with TensorDescriptor arguments, one

@@ -1,6 +1,7 @@
 """Elementwise kernels: the suite's GELU, and the straight-line kernels of issue 7
 (benchmarks/buffers/): ``four_scopes`` on a 16384-CTA grid, ``short_add`` for host-side costs
-and CUDA graphs, and ``tuned_add`` for autotuning."""
+and CUDA graphs, ``one_scope`` for finalize's many short launches, and ``tuned_add`` for
+autotuning."""
 
 from __future__ import annotations
 
@@ -77,6 +78,17 @@ def four_scopes_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
         z = y * y
     with scopes.scope("store"):
         tl.store(out_ptr + offsets, z, mask=mask)
+
+
+@triton.jit
+def one_scope_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    """out = (2x + 1)^2 in one scope: a short launch of few records, for finalize's many-launch
+    shape (issue 24)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    with scopes.scope("all"):
+        y = 2.0 * tl.load(x_ptr + offsets, mask=mask) + 1.0
+        tl.store(out_ptr + offsets, y * y, mask=mask)
 
 
 @triton.jit
@@ -178,6 +190,11 @@ def four_scopes(ctas: int = 16384) -> Problem:
     )
 
 
+def one_scope(ctas: int = 16) -> Problem:
+    """16 CTAs x 4 warps, one scope a warp: 128 records a launch (issue 24's many-launch shape)."""
+    return _elementwise("one_scope", one_scope_kernel, ctas, 512, 4, 1, ("all",))
+
+
 def short_add(ctas: int = 256) -> Problem:
     """A short kernel for host-side costs and CUDA graphs: 256 CTAs x 4 warps, 3 scopes."""
     return _elementwise("short_add", short_add_kernel, ctas, 512, 4, 2, ("load", "add", "store"))
@@ -222,4 +239,4 @@ def descriptor_add(ctas: int = 256) -> Problem:
 
 def buffer_problems() -> list[Problem]:
     """The kernels benchmarks/buffers/ adds, for compile_check.py."""
-    return [four_scopes(), short_add(), descriptor_add()]
+    return [four_scopes(), one_scope(), short_add(), descriptor_add()]

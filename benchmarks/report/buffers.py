@@ -254,28 +254,43 @@ def _finalize_md(results: dict[str, Any]) -> list[str]:
     fin = results.get("finalize", {})
     if "records" not in fin:
         return []
-    sizes = ", ".join(
-        f"{kind} {_mib(size)} MiB ({_fmt(fin['bytes_per_event'].get(kind), '.1f')} B/event)"
-        for kind, size in fin["file_bytes"].items()
-    )
-    rows = [
-        [
-            f"{fin['launches']} x {fin['kernel']}",
-            f"{fin['records']:,} / {fin['records_expected']:,}",
-            _fmt(fin["flush_s"], ".2f"),
-            _fmt(fin["finalize_s"], ".2f"),
-            _fmt(fin["records_per_s"] / 1e6, ".2f"),
-            sizes,
-        ]
-    ]
+    shapes = fin.get("shapes", [])
+    rows = [_finalize_cells(session) for session in [fin, *shapes]]
     return [
         "",
         "### Finalize",
         "",
         "After the launches and a synchronize: the drain flushed (timed apart), then "
-        "`proton_ik.finalize()` writing .pik and .pftrace. Rate = records / (flush + finalize).",
+        "`proton_ik.finalize()` writing .pik and .pftrace. Rate = records / (flush + finalize)."
+        + (
+            " The rows after the first are issue 24's shapes; 'one core': the whole session, its "
+            "threads and its render, on one core."
+            if shapes
+            else ""
+        ),
         "",
         *table(["session", "records / expected", "flush s", "finalize s", "M records/s", "files"], rows),
+    ]
+
+
+def _finalize_cells(session: dict[str, Any]) -> list[str]:
+    """One session's row of the finalize table (a shape that failed says so)."""
+    name = f"{session['launches']:,} x {session['kernel']}" + (
+        ", one core" if session.get("one_core") else ""
+    )
+    if "records" not in session:
+        return [name, f"failed: {session.get('error', '?')[:120]}", "-", "-", "-", "-"]
+    sizes = ", ".join(
+        f"{kind} {_mib(size)} MiB ({_fmt(session['bytes_per_event'].get(kind), '.1f')} B/event)"
+        for kind, size in session["file_bytes"].items()
+    )
+    return [
+        name,
+        f"{session['records']:,} / {session['records_expected']:,}",
+        _fmt(session["flush_s"], ".2f"),
+        _fmt(session["finalize_s"], ".2f"),
+        _fmt(session["records_per_s"] / 1e6, ".2f"),
+        sizes,
     ]
 
 
