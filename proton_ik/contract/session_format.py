@@ -9,8 +9,10 @@ A session file (``name.pik``) is a zip that holds::
     launches/000001.npy
     launches/000001.json
     ...
-    manifest.json         written last: format name and version, the session info, and one
-                          entry per launch (its metadata and its buffer's member name)
+    manifest.json         written last: format name and version, the session info, each
+                          kernel's metadata once (version 3 on: ``profiles``), and one entry per
+                          launch (its metadata, whose ``profile`` is an index into ``profiles``,
+                          and its buffer's member name)
 
 Buffers are plain ``.npy`` (version 2.0 headers, read back without pickles), metadata is JSON,
 so the file is self-describing and safe to open. A launch stored trimmed (``contract.trimmed``)
@@ -28,18 +30,21 @@ the readers still read.
 
 from __future__ import annotations
 
+import json
 import reprlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, cast
 
 import numpy as np
 
 from proton_ik.contract.metadata import METADATA_KEY
 
 FORMAT_NAME = "proton_ik-session"
-FORMAT_VERSION = 2
-READ_VERSIONS = (1, 2)  # 1: no session.json and no per-launch metadata members
+FORMAT_VERSION = 3
+# 1: no session.json and no per-launch metadata members; 2: each launch's kernel metadata whole in
+# the manifest (a launch's own metadata member carries it whole in every version)
+READ_VERSIONS = (1, 2, 3)
 MANIFEST = "manifest.json"
 SESSION_INFO = "session.json"
 ZIP_MAGIC = b"PK"  # how every zip file starts
@@ -76,14 +81,18 @@ REQUIRED_META = tuple(key for key in LaunchMeta.__annotations__ if key in Launch
 
 class ManifestLaunch(TypedDict):
     entry: str  # the zip member holding the launch's buffer
-    meta: LaunchMeta
+    meta: LaunchMeta  # in the manifest (version 3 on), "profile" is an index into its profiles
 
 
-class Manifest(TypedDict):
+class _RequiredManifest(TypedDict):
     format: str  # FORMAT_NAME
     format_version: int  # FORMAT_VERSION
     info: dict[str, Any]  # the session: name, device, time_shift_cycles, unrecorded, ...
     launches: list[ManifestLaunch]
+
+
+class Manifest(_RequiredManifest, total=False):
+    profiles: list[dict[str, Any]]  # version 3 on: each kernel's metadata once
 
 
 class Capture(Protocol):
@@ -107,7 +116,32 @@ def launch_meta_member(entry: str) -> str:
 
 
 def manifest(info: Mapping[str, Any], launches: list[ManifestLaunch]) -> Manifest:
-    return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "info": dict(info), "launches": launches}
+    """The manifest of ``launches`` (their metadata with each kernel's metadata whole): each
+    distinct kernel metadata listed once in ``profiles``, each launch naming its index. The
+    launches of a kernel share one dict, so most are found by identity; equal dicts that are
+    not one object are found by their JSON."""
+    profiles: list[dict[str, Any]] = []
+    by_id: dict[int, int] = {}
+    by_text: dict[str, int] = {}
+    entries: list[ManifestLaunch] = []
+    for launch in launches:
+        profile = launch["meta"]["profile"]
+        index = by_id.get(id(profile))
+        if index is None:
+            text = json.dumps(profile, sort_keys=True)
+            index = by_text.setdefault(text, len(profiles))
+            if index == len(profiles):
+                profiles.append(profile)
+            by_id[id(profile)] = index  # the launches keep their dicts alive: ids stay unique
+        meta = cast(LaunchMeta, {**launch["meta"], "profile": index})
+        entries.append({"entry": launch["entry"], "meta": meta})
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "info": dict(info),
+        "profiles": profiles,
+        "launches": entries,
+    }
 
 
 def check_required_meta(meta: Mapping[str, Any]) -> None:

@@ -144,7 +144,7 @@ def test_another_format_version_names_both_versions(tmp_path, busy_launch):
     path = write_session(tmp_path / "s.pik", INFO, [busy_launch()])
     rewrite_manifest(path, lambda manifest: manifest.update(format_version=FORMAT_VERSION + 1))
     with pytest.raises(
-        SessionFileError, match=f"version {FORMAT_VERSION + 1}.*reads versions 1 and {FORMAT_VERSION}"
+        SessionFileError, match=f"version {FORMAT_VERSION + 1}.*reads versions 1, 2 and {FORMAT_VERSION}"
     ):
         read_session(path)
 
@@ -235,12 +235,12 @@ def set_in(path, value):
 @pytest.mark.parametrize(
     "path, value, fragment",
     [
-        (("launches", 0, "meta", "profile", "scopes", 0, "id"), 99_999_999, "'id' is 99999999"),
+        (("profiles", 0, "scopes", 0, "id"), 99_999_999, "'id' is 99999999"),
         (("info", "time_shift_cycles"), 10**30, "time_shift_cycles: 'single' is"),
         (("launches", 0, "meta", "launch"), "0", "'launch' is '0' (a str)"),
-        (("launches", 0, "meta", "profile", "layout", "capacity"), 3, "power of two"),
-        (("launches", 0, "meta", "profile", "layout", "cta_bytes"), 12, "cta_bytes is 12"),
-        (("launches", 0, "meta", "profile", "scopes"), {"id": 0}, "profile.scopes is a dict"),
+        (("profiles", 0, "layout", "capacity"), 3, "power of two"),
+        (("profiles", 0, "layout", "cta_bytes"), 12, "cta_bytes is 12"),
+        (("profiles", 0, "scopes"), {"id": 0}, "profile.scopes is a dict"),
         (("launches", 0, "meta", "profile"), None, "profile is None (a NoneType), not a JSON object"),
         (("launches", 0, "meta", "grid"), [4, "x"], "grid is [4, 'x']"),
         (("launches", 0, "meta", "num_ctas"), 10**6, "where its metadata declares"),
@@ -256,7 +256,7 @@ def test_the_manifest_schema_names_the_field_that_is_wrong(tmp_path, busy_launch
 
 def test_a_format_version_of_the_wrong_type_says_so(tmp_path, busy_launch):
     message = manifest_problem(tmp_path, busy_launch, set_in(("format_version",), "1"))
-    assert "version '1' (a str); this proton_ik reads versions 1 and 2" in message
+    assert "version '1' (a str); this proton_ik reads versions 1, 2 and 3" in message
 
 
 def test_launches_that_share_one_buffer_are_refused_before_any_is_read(tmp_path, busy_launch):
@@ -361,3 +361,64 @@ def test_a_file_cut_at_every_sixteenth_gives_every_launch_whole_before_the_cut(
             for n, launch in zip(expected, session, strict=True)
         )
         assert len(caught) == 1 and "end at byte" in str(caught[0].message)
+
+
+def test_the_manifest_lists_each_kernels_metadata_once(tmp_path, busy_launch):
+    """Format 3: ``profiles`` holds each distinct kernel metadata once (equal dicts that are not one
+    object too), each launch names its index; its own metadata member still carries it whole."""
+    captures = [busy_launch(launch=n, num_ctas=1 + n % 2) for n in range(4)]
+    copied = busy_launch(launch=4)
+    copied.meta["profile"] = json.loads(json.dumps(captures[0].meta["profile"]))  # equal, not the same
+    path = write_session(tmp_path / "s.pik", INFO, [*captures, copied])
+    with zipfile.ZipFile(path) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+        whole = json.loads(archive.read("launches/000004.json"))
+    assert manifest["format_version"] == FORMAT_VERSION == 3
+    assert manifest["profiles"] == [captures[0].meta["profile"]]
+    assert [item["meta"]["profile"] for item in manifest["launches"]] == [0] * 5
+    assert whole["profile"] == captures[0].meta["profile"]
+    session = read_session(path)
+    assert len({id(launch.meta["profile"]) for launch in session}) == 1
+    assert [launch.meta for launch in session] == [capture.meta for capture in [*captures, copied]]
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (
+            set_in(("launches", 0, "meta", "profile"), 7),
+            "launch #0 (launches/000000.npy): its profile is #7, but the manifest lists 1",
+        ),
+        (set_in(("launches", 0, "meta", "profile"), -1), "its profile is #-1"),
+        (set_in(("launches", 0, "meta", "profile"), True), "profile is True (a bool), not a JSON object"),
+        (set_in(("profiles",), {"0": {}}), "'profiles' is a dict, not a list"),
+    ],
+)
+def test_a_launch_that_names_no_listed_kernel_metadata_is_refused(tmp_path, busy_launch, change, fragment):
+    message = manifest_problem(tmp_path, busy_launch, change)
+    assert fragment in message
+
+
+def test_a_version_3_manifest_may_give_a_launchs_kernel_metadata_whole(tmp_path, busy_launch):
+    """As a file recovered after its process was killed gives it (from each launch's member)."""
+    capture = busy_launch()
+    path = write_session(tmp_path / "s.pik", INFO, [capture])
+    rewrite_manifest(path, set_in(("launches", 0, "meta", "profile"), capture.meta["profile"]))
+    (launch,) = read_session(path).launches
+    assert launch.meta == capture.meta
+
+
+def test_a_version_2_manifest_reads_as_before(tmp_path, busy_launch):
+    captures = [busy_launch(launch=n) for n in range(3)]
+    path = write_session(tmp_path / "s.pik", INFO, captures)
+
+    def as_version_2(manifest):
+        for item in manifest["launches"]:
+            item["meta"]["profile"] = manifest["profiles"][item["meta"]["profile"]]
+        del manifest["profiles"]
+        manifest["format_version"] = 2
+
+    rewrite_manifest(path, as_version_2)
+    session = read_session(path)
+    assert [launch.meta for launch in session] == [capture.meta for capture in captures]
+    assert len({id(launch.meta["profile"]) for launch in session}) == 1

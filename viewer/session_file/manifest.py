@@ -60,7 +60,7 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
     version = manifest.get("format_version")
     if version not in READ_VERSIONS or isinstance(version, bool):
         named = shown(version) if not isinstance(version, int) else str(version)
-        read = " and ".join(map(str, READ_VERSIONS))
+        read = ", ".join(map(str, READ_VERSIONS[:-1])) + f" and {READ_VERSIONS[-1]}"
         raise ManifestError(
             f"it is session format version {named}; this proton_ik reads versions {read} (it writes "
             f"{FORMAT_VERSION}). Open it with the proton_ik release that wrote it"
@@ -70,7 +70,8 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
     if not isinstance(launches, list):
         raise ManifestError(f"'launches' is a {type(launches).__name__}, not a list")
     shapes, seen = [], set()
-    profiles: dict[str, tuple[dict, KernelMetadata]] = {}  # every launch of a kernel carries its own
+    profiles = CheckedProfiles()
+    listed = _listed_profiles(manifest)
     for number, item in enumerate(launches):
         where = f"launch #{number}"
         item = mapping(item, where)
@@ -83,7 +84,10 @@ def check_manifest(manifest: object, member_sizes: Mapping[str, int]) -> list[Sh
             raise ManifestError(f"{where} names the buffer {entry}, which an earlier launch names too")
         seen.add(entry)
         where = f"{where} ({entry})"
-        shape = check_meta(mapping(item.get("meta"), f"{where}: meta"), where, profiles)
+        meta = mapping(item.get("meta"), f"{where}: meta")
+        if listed is not None:
+            _resolve_profile(meta, listed, where)
+        shape = check_meta(meta, where, profiles)
         problem = _npy_size_problem(member_sizes[entry], shape)
         if problem:
             raise ManifestError(f"{where} {problem}")
@@ -110,9 +114,42 @@ def check_info(info: Mapping[str, Any]) -> None:
         integer(item, "count", where, 0, MAX_INT64)
 
 
-def check_meta(
-    meta: Mapping[str, Any], where: str, profiles: dict[str, tuple[dict, KernelMetadata]] | None = None
-) -> Shape:
+def _listed_profiles(manifest: Mapping[str, Any]) -> list[Any] | None:
+    """A version 3 manifest's kernel metadata (``profiles``), or None for earlier versions."""
+    if manifest.get("format_version") in (1, 2):
+        return None
+    listed = manifest.get("profiles", [])
+    if not isinstance(listed, list):
+        raise ManifestError(f"'profiles' is a {type(listed).__name__}, not a list")
+    return listed
+
+
+def _resolve_profile(meta: Mapping[str, Any], listed: list[Any], where: str) -> None:
+    """A launch's ``profile`` given as an index into the manifest's ``profiles``, replaced by the
+    listed metadata itself (the same object for every launch that names it); whole metadata (a
+    recovered file's) stays as it is."""
+    index = meta.get("profile")
+    if not isinstance(index, int) or isinstance(index, bool):
+        return  # whole metadata, or something that is neither: the check says what is wrong
+    if not 0 <= index < len(listed):
+        raise ManifestError(
+            f"{where}: its profile is #{index}, but the manifest lists {len(listed)} kernel metadata"
+        )
+    if isinstance(meta, dict):
+        meta["profile"] = listed[index]
+
+
+class CheckedProfiles:
+    """The kernel metadata a file's launches gave, each checked once: by identity (a version 3
+    manifest gives every launch of a kernel the same dict), else by canonical JSON (each launch
+    of a version 2 manifest carries a copy of its own)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, tuple[dict, KernelMetadata]] = {}
+        self.by_json: dict[str, tuple[dict, KernelMetadata]] = {}
+
+
+def check_meta(meta: Mapping[str, Any], where: str, profiles: CheckedProfiles | None = None) -> Shape:
     """One launch's metadata; returns the byte sizes its stored array may have. ``profiles``:
     the kernel metadata already checked in this file, by its JSON text (each launch carries its
     kernel's, and checking it again costs more than the rest of the launch's checks); a launch
@@ -164,19 +201,24 @@ def check_profile(profile: object, where: str) -> KernelMetadata:
 
 
 def _checked_profile(
-    profile: object, where: str, profiles: dict[str, tuple[dict, KernelMetadata]] | None
+    profile: object, where: str, profiles: CheckedProfiles | None
 ) -> tuple[object, KernelMetadata]:
-    """``check_profile``, once per distinct kernel metadata of a file (by its canonical JSON):
-    the first launch's dict of that metadata, and the metadata read."""
+    """``check_profile``, once per distinct kernel metadata of a file: the first launch's dict of
+    that metadata, and the metadata read."""
     if profiles is None or not isinstance(profile, dict):
         return profile, check_profile(profile, where)
+    same = profiles.by_id.get(id(profile))
+    if same is not None and same[0] is profile:
+        return same
     try:
         key = json.dumps(profile, sort_keys=True)
     except (TypeError, ValueError):  # not JSON's own values: the check says what is wrong
         return profile, check_profile(profile, where)
-    checked = profiles.get(key)
+    checked = profiles.by_json.get(key)
     if checked is None:
-        checked = profiles[key] = (profile, check_profile(profile, where))
+        checked = profiles.by_json[key] = (profile, check_profile(profile, where))
+    if checked[0] is profile:  # the dict kept: the manifest holds it, so its id stays its own
+        profiles.by_id[id(profile)] = checked
     return checked
 
 
