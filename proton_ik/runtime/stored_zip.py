@@ -19,6 +19,7 @@ and locator, and the end record.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import time
@@ -111,12 +112,19 @@ class _Member:
     dos_date: int
 
 
-def _dos_time(seconds: float) -> tuple[int, int]:
+@functools.lru_cache(maxsize=4)
+def _dos_time_of(seconds: int) -> tuple[int, int]:
     local = time.localtime(seconds)
     year = max(local.tm_year, 1980)
     return (local.tm_hour << 11) | (local.tm_min << 5) | (local.tm_sec // 2), (
         ((year - 1980) << 9) | (local.tm_mon << 5) | local.tm_mday
     )
+
+
+def _dos_time(seconds: float) -> tuple[int, int]:
+    """A member's time and date as a zip stores them (to the even second), the local time of
+    each second worked out once: a session writes thousands of members a second."""
+    return _dos_time_of(int(seconds))
 
 
 class StoredZipWriter:
@@ -177,8 +185,11 @@ class StoredZipWriter:
     def _crc(self, views: list[memoryview]) -> int:
         crc, done = 0, 0
         for view in views:
-            piece = crc32(view, self._pool)
-            crc = crc32_combine(crc, piece, view.nbytes) if done else piece
+            if self._pool is None or view.nbytes < PARALLEL_FROM:
+                crc = checksum.crc32(view, crc)  # continued from the views before: no combine
+            else:
+                piece = crc32(view, self._pool)
+                crc = crc32_combine(crc, piece, view.nbytes) if done else piece
             done += view.nbytes
         return crc
 

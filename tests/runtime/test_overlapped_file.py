@@ -53,3 +53,29 @@ def test_a_patch_lands_at_its_offset_after_the_writes_before_it(tmp_path):
     assert file.tell() == 15
     file.close()
     assert (tmp_path / "p.bin").read_bytes() == b"aaXYaaaaaa" + b"bbbbb"
+
+
+def test_small_writes_go_to_the_file_together_and_in_order(tmp_path):
+    """Writes under GATHER_BYTES are copied and handed to the file's thread together (the
+    caller may reuse a small buffer at once); a large write, a patch or a flush hands them over
+    first, so the bytes land in the order written."""
+    from proton_ik.runtime.session_writer import GATHER_BYTES
+
+    file = OverlappedFile(tmp_path / "g.bin")
+    reused = bytearray(b"x" * 10)
+    expected = bytearray()
+    for index in range(1000):
+        reused[:] = bytes([index % 251]) * 10
+        file.write(reused)
+        expected += reused
+    large = bytes(range(256)) * (GATHER_BYTES // 256 + 1)
+    file.write(large)
+    expected += large
+    file.write(b"tail")
+    expected += b"tail"
+    file.patch(5, b"PATCH")
+    expected[5:10] = b"PATCH"
+    assert file.tell() == len(expected)
+    file.flush()
+    assert (tmp_path / "g.bin").read_bytes() == bytes(expected)
+    file.close()
