@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
@@ -115,26 +115,35 @@ def launch_meta_member(entry: str) -> str:
     return entry.removesuffix(".npy") + ".json"
 
 
-def manifest(info: Mapping[str, Any], launches: list[ManifestLaunch]) -> Manifest:
-    """The manifest of ``launches`` (their metadata with each kernel's metadata whole): each
-    distinct kernel metadata listed once in ``profiles``, each launch naming its index. The
-    launches of a kernel share one dict, so most are found by identity; equal dicts that are
+def numbered_profiles(metas: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """Each distinct kernel metadata (``profile``) of ``metas`` once, and each meta's index into
+    that list: the manifest's ``profiles`` (version 3 on), and a session handed to a render worker.
+    The launches of a kernel share one dict, so most are found by identity; equal dicts that are
     not one object are found by their JSON."""
     profiles: list[dict[str, Any]] = []
     by_id: dict[int, int] = {}
     by_text: dict[str, int] = {}
-    entries: list[ManifestLaunch] = []
-    for launch in launches:
-        profile = launch["meta"]["profile"]
+    indexes = []
+    for meta in metas:
+        profile = meta["profile"]
         index = by_id.get(id(profile))
         if index is None:
-            text = json.dumps(profile, sort_keys=True)
-            index = by_text.setdefault(text, len(profiles))
+            index = by_text.setdefault(json.dumps(profile, sort_keys=True), len(profiles))
             if index == len(profiles):
                 profiles.append(profile)
-            by_id[id(profile)] = index  # the launches keep their dicts alive: ids stay unique
-        meta = cast(LaunchMeta, {**launch["meta"], "profile": index})
-        entries.append({"entry": launch["entry"], "meta": meta})
+            by_id[id(profile)] = index  # the metas keep their dicts alive: ids stay unique
+        indexes.append(index)
+    return profiles, indexes
+
+
+def manifest(info: Mapping[str, Any], launches: list[ManifestLaunch]) -> Manifest:
+    """The manifest of ``launches`` (their metadata with each kernel's metadata whole): each
+    distinct kernel metadata listed once in ``profiles``, each launch naming its index."""
+    profiles, indexes = numbered_profiles(launch["meta"] for launch in launches)
+    entries: list[ManifestLaunch] = [
+        {"entry": launch["entry"], "meta": cast(LaunchMeta, {**launch["meta"], "profile": index})}
+        for launch, index in zip(launches, indexes, strict=True)
+    ]
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,

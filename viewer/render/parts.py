@@ -272,19 +272,21 @@ def _from_one_queue(
                 return
             done[part.part] = part
 
+    def render_here() -> None:
+        while (task := take()) is not None:
+            done[task.part] = _render_part(task, session, prepared)
+
     with ThreadPoolExecutor(max_workers=max(forks, 1)) as pool:
         forking = [pool.submit(fork_parts) for _ in range(forks)]  # the server reads meanwhile
         prepared = prepare(session.launches)
         try:
-            while (task := take()) is not None:
-                done[task.part] = _render_part(task, session, prepared)
+            render_here()
         except BaseException:
             waiting.clear()  # the workers take no more: the error is the session's
             raise
         for each in forking:
             each.result()
-    while (task := take()) is not None:  # handed back after this process had finished
-        done[task.part] = _render_part(task, session, prepared)
+    render_here()  # parts handed back after this process had finished
     return [done[task.part] for task in tasks]
 
 

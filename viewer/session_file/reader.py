@@ -24,7 +24,7 @@ import numpy as np
 from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED
+from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED, numbered_profiles
 from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.session_file.manifest import ManifestError, Shape, check_manifest
 from proton_ik.viewer.session_file.recover import recover
@@ -193,21 +193,15 @@ class StoredSession:
         checked). Each launch's place in the file, its metadata with its kernel metadata as an
         index into ``profiles`` (one per distinct dict), and its shape. Plain data: reading it
         runs no code. The buffers are still read, and checked against their CRCs, where used."""
-        profiles: list[Any] = []
-        numbered: dict[int, int] = {}
-        launches = []
-        for launch in self.launches:
-            meta = dict(launch.meta)
-            profile = meta["profile"]
-            number = numbered.get(id(profile))
-            if number is None:
-                number = numbered[id(profile)] = len(profiles)
-                profiles.append(profile)
-            meta["profile"] = number
-            shape = launch.shape
-            launches.append(
-                [list(MemberPlace.of(launch.member)), meta, [shape.low, shape.high, shape.multiple]]
-            )
+        profiles, indexes = numbered_profiles(launch.meta for launch in self.launches)
+        launches = [
+            [
+                list(MemberPlace.of(launch.member)),
+                dict(launch.meta, profile=index),
+                [launch.shape.low, launch.shape.high, launch.shape.multiple],
+            ]
+            for launch, index in zip(self.launches, indexes, strict=True)
+        ]
         return {"path": str(self.path), "info": dict(self.info), "profiles": profiles, "launches": launches}
 
 
