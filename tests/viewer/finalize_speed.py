@@ -79,6 +79,7 @@ PAIRED_SHAPES = {  # launches, CTAs, units per CTA, scopes per unit
     "gelu": (1000, 64, 4, 3),  # the runner's host section: 1000 launches of its short GELU
 }
 PAIRED_CAPACITY = 4
+RESIDENT = 8  # CTAs at once on an SM: four_scopes' 8 warps on an H100 (64 warps an SM)
 
 
 def build_session(path: Path, shape: str, records: int, sms: int = 132, version: int = VERSION) -> None:
@@ -149,7 +150,10 @@ def build_paired_session(path: Path, shape: str, sms: int = 132) -> None:
                 "cluster": cta, "cluster_rank": 0, "cluster_ctas": 1,
             }.items():  # fmt: skip
                 header[name] = value
-            start = clock0[sm][:, None] + 2_000_000 * launch + (cta // sms)[:, None] * 9_000
+            # Waves of RESIDENT CTAs per SM, a wave's CTAs overlapping as on the device.
+            wave, in_wave = divmod(cta // sms, RESIDENT)
+            start = clock0[sm] + 2_000_000 * launch + wave * 9_000 + in_wave * 50
+            start = start[:, None]
             start = start + rng.integers(0, 100, (num_ctas, units))
             steps = rng.integers(40, 400, (num_ctas, units, 2 * scopes + 1))
             clocks = start[..., None] + np.cumsum(steps, axis=-1)
@@ -239,7 +243,7 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     for shape in [*SHAPES, *PAIRED_SHAPES] if args.shape == "all" else [args.shape]:
         if shape in PAIRED_SHAPES:
-            path = args.cache / f"{shape}-raw.pik"
+            path = args.cache / f"{shape}-resident{RESIDENT}.pik"
             if not path.exists():
                 build_paired_session(path, shape)
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 # Keys are numbered by marking a dense table when it is at most this many entries per row (plus a
@@ -41,3 +43,36 @@ def groups(*keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _sorted_groups(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     _, first, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
     return inverse.reshape(-1), first
+
+
+@dataclass(frozen=True)
+class KeyedIds:
+    """Ids kept by rows of non-negative integer keys, looked up and added a whole array at a time
+    (the tracks of a launch that goes on into a later chunk)."""
+
+    keys: np.ndarray  # (rows, key columns)
+    ids: np.ndarray
+
+    @classmethod
+    def empty(cls, width: int) -> KeyedIds:
+        return cls(np.zeros((0, width), np.int64), np.zeros(0, np.int64))
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """The id kept for each row of ``keys``; -1 where none is."""
+        if not len(self.ids) or not len(keys):
+            return np.full(len(keys), -1, dtype=np.int64)
+        group, first = groups(*np.concatenate([self.keys, keys]).astype(np.int64).T)
+        id_of_group = np.full(len(first), -1, dtype=np.int64)
+        id_of_group[group[: len(self.ids)]] = self.ids
+        return id_of_group[group[len(self.ids) :]]
+
+    def updated(self, keys: np.ndarray, ids: np.ndarray) -> KeyedIds:
+        """These and ``keys``' ``ids``, a later row's id replacing an earlier one's of its key."""
+        all_keys = np.concatenate([self.keys, keys]).astype(np.int64)
+        all_ids = np.concatenate([self.ids, np.asarray(ids, dtype=np.int64)])
+        if not len(all_ids):
+            return self
+        group, first = groups(*all_keys.T)
+        last = np.zeros(len(first), dtype=np.int64)
+        np.maximum.at(last, group, np.arange(len(group)))
+        return KeyedIds(all_keys[last], all_ids[last])

@@ -198,4 +198,9 @@ def _earlier_scopes(
             np.concatenate([series.at_begin[earlier], series.at_end[earlier]]),
         ]
     )
-    return np.unique(at[:, (at[1] >= low[at[0]]) & (at[1] < high[at[0]])], axis=1)
+    at = at[:, (at[1] >= low[at[0]]) & (at[1] < high[at[0]])]
+    # np.unique(at, axis=1), without its sort of structured rows (ten times slower)
+    at = at[:, np.lexsort(at[::-1])]
+    first = np.ones(at.shape[1], dtype=bool)
+    first[1:] = (at[:, 1:] != at[:, :-1]).any(axis=0)
+    return at[:, first]

@@ -218,8 +218,9 @@ def _argsort_keys(major: np.ndarray, minor: np.ndarray, minor_range: int) -> np.
     if len(major) == 0:
         return np.zeros(0, np.int64)
     if (int(major.max()) + 1) * minor_range < 1 << 63:
-        # Stable: merge sort finds the long runs the rows come in (each track's records in order).
-        return np.argsort(major * minor_range + minor, kind="stable")
+        # The keys are unique, so any sort gives this order; numpy's default is vectorized where the
+        # CPU allows (AVX-512: 5x faster than its merge sort on 2M keys in any order).
+        return np.argsort(major * minor_range + minor)
     return np.lexsort((minor, major))
 
 

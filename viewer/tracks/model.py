@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from proton_ik.contract.tags import RecordKind
-from proton_ik.viewer.arrays import Rows, groups
+from proton_ik.viewer.arrays import KeyedIds, Rows, groups
 from proton_ik.viewer.tables import Chunk, Columns
 from proton_ik.viewer.tracks.slots import FREE, assign_slots
 
@@ -96,8 +96,8 @@ class OpenTracks:
 
     number: int
     sms: dict[int, int] = field(default_factory=dict)
-    places: dict[tuple[int, int], int] = field(default_factory=dict)
-    units: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
+    places: KeyedIds = field(default_factory=lambda: KeyedIds.empty(2))  # (SM, slot)
+    units: KeyedIds = field(default_factory=lambda: KeyedIds.empty(4))  # (SM, slot, unit, lane)
     busy: dict[int, np.ndarray] = field(default_factory=dict)
 
 
@@ -164,12 +164,12 @@ class Tracks:
         sms = np.flatnonzero(self.sm_launch == at)
         for i in sms.tolist():
             sm_id[i] = open_tracks.sms.get(int(self.sm[i]), -1)
-        if not open_tracks.places:  # CTA places: a CTA never comes back in a later piece
+        if not len(open_tracks.places.ids):  # CTA places: a CTA never comes back in a later piece
             return sm_id, place_id, unit_id
-        for i in np.flatnonzero(np.isin(self.place_sm, sms)).tolist():
-            place_id[i] = open_tracks.places.get(self._place_key(i), -1)
-        for i in np.flatnonzero(np.isin(self.unit_place, np.flatnonzero(place_id >= 0))).tolist():
-            unit_id[i] = open_tracks.units.get(self._unit_key(i), -1)
+        places = np.flatnonzero(np.isin(self.place_sm, sms))
+        place_id[places] = open_tracks.places.find(self._place_keys(places))
+        units = np.flatnonzero(np.isin(self.unit_place, np.flatnonzero(place_id >= 0)))
+        unit_id[units] = open_tracks.units.find(self._unit_keys(units))
         return sm_id, place_id, unit_id
 
     def keep(
@@ -187,17 +187,25 @@ class Tracks:
         if self.timeline != "slots":
             return kept
         places = np.flatnonzero(np.isin(self.place_sm, sms))
-        kept.places.update((self._place_key(i), int(place_id[i])) for i in places.tolist())
+        kept.places = kept.places.updated(self._place_keys(places), place_id[places])
         units = np.flatnonzero(np.isin(self.unit_place, places))
-        kept.units.update((self._unit_key(i), int(unit_id[i])) for i in units.tolist())
+        kept.units = kept.units.updated(self._unit_keys(units), unit_id[units])
         kept.busy.update((int(self.sm[i]), self.busy[i]) for i in sms.tolist())
         return kept
 
-    def _place_key(self, i: int) -> tuple[int, int]:
-        return int(self.sm[self.place_sm[i]]), int(self.place[i])
+    def _place_keys(self, places: np.ndarray) -> np.ndarray:
+        """Rows of (SM, place) of these place tracks."""
+        return np.stack([self.sm[self.place_sm[places]], self.place[places]], axis=1)
 
-    def _unit_key(self, i: int) -> tuple[int, int, int, int]:
-        return (*self._place_key(int(self.unit_place[i])), int(self.unit[i]), int(self.lane[i]))
+    def _unit_keys(self, units: np.ndarray) -> np.ndarray:
+        """Rows of (SM, place, unit, lane) of these unit tracks."""
+        return np.concatenate(
+            [
+                self._place_keys(self.unit_place[units]),
+                np.stack([self.unit[units], self.lane[units]], axis=1),
+            ],
+            axis=1,
+        )
 
 
 # What the tree reads of the finished units' columns (``Chunk.lifetimes``).
