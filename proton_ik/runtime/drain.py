@@ -4,13 +4,14 @@ written crosses to the host, with no synchronization of the user's streams.
 One ``Drain`` per device owns a device arena of ``pool_bytes``, handed out as a ring
 (``RingPool``), a side stream and a pinned host mirror of the arena (allocated once: pinning
 per launch costs milliseconds). The launch-exit hook only queues the launch, and records an
-event on its stream after every few launches (``LAUNCHES_PER_EVENT``; ``seal`` records the rest). A background thread copies launches off the device, oldest
-first, when the pool is half full, when an allocation waits for room, or when the session
-flushes (finalize, a graph capture). How a launch is copied depends on its segments:
+event on its stream after every few launches (``LAUNCHES_PER_EVENT``; ``seal`` records the
+rest). A background thread copies launches off the device, oldest first, when the pool is half
+full, when an allocation waits for room, or when the session flushes (finalize, a graph capture). How a launch is copied depends on its segments:
 
 - **dense** (each unit's segment is sized from the code's bound, so the chunk is at most twice
   what was written; or an aggregate launch, whose segments hold per-scope statistics, every
-  byte of which counts): one copy of the whole chunk;
+  byte of which counts): one copy of the whole chunk, and one for launches whose chunks lie
+  one after another;
 - **ring** (the bound is unknown): first the units' slot counts, then the CTA headers, unit
   headers and, per unit, only the ring slots below the largest count. The host keeps each
   unit's written slots: the session file's trimmed form (``contract.trimmed``).
@@ -336,13 +337,47 @@ class Drain:
         with torch.cuda.stream(self.side_stream):
             try:
                 waited = None
-                for copied in batch:
-                    if copied.launch.launched is not waited:  # launches of a stream share an event
-                        waited = copied.launch.launched
-                        self.side_stream.wait_event(waited)
-                    self._copy_one(copied)
+                for run in self._adjacent_runs(batch):
+                    for copied in run:
+                        if copied.launch.launched is not waited:  # launches of a stream share an event
+                            waited = copied.launch.launched
+                            self.side_stream.wait_event(waited)
+                    if len(run) == 1:
+                        self._copy_one(run[0])
+                    else:
+                        self._copy_together(run)
             finally:  # the batch's copies are done before any of its chunks can go back
                 self.side_stream.synchronize()
+
+    def _adjacent_runs(self, batch: list[CopiedLaunch]) -> list[list[CopiedLaunch]]:
+        """The batch in runs of launches copied whole whose chunks lie one after another in the
+        arena, with nothing between them (less than the pool's alignment: their rounding)."""
+        runs: list[list[CopiedLaunch]] = []
+        end = None
+        for copied in batch:
+            chunk = copied.launch.chunk
+            follows = end is not None and 0 <= chunk.offset - end < self.pool.align
+            if follows and copied_whole(copied.launch):
+                runs[-1].append(copied)
+            else:
+                runs.append([copied])
+            end = chunk.offset + chunk.size if copied_whole(copied.launch) else None
+        return runs
+
+    def _copy_together(self, run: list[CopiedLaunch]) -> None:
+        """Launches that lie one after another (``_adjacent_runs``): one copy and one clearing of
+        their span, where each alone takes a copy and two header clearings (host calls, each)."""
+        held = []
+        for copied in run:
+            layout = copied.launch.kernel.layout  # type: ignore[union-attr]  # copied whole: recorded
+            meta, num_ctas = held_ctas(copied.launch.meta(), layout.sampling)
+            held.append((meta, copied.launch.chunk.offset, num_ctas * layout.cta_bytes))
+        span = slice(held[0][1], held[-1][1] + held[-1][2])
+        self.host_arena[span].copy_(self.arena[span], non_blocking=True)
+        self.arena[span].zero_()  # the headers and the slots: all of it is these launches'
+        for copied, (meta, offset, size) in zip(run, held, strict=True):
+            copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[offset : offset + size], False
+            self.copied_bytes += size
 
     def _copy_one(self, copied: CopiedLaunch) -> None:
         """Queue a launch's copy (and its headers' clearing) on the side stream, and say what the
