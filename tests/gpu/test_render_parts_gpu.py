@@ -12,6 +12,7 @@ import proton_ik
 from proton_ik.viewer import render_session
 from proton_ik.viewer.render import forkserver
 from proton_ik.viewer.render import parts as render_parts
+from proton_ik.viewer.render import plan as render_plan
 from proton_ik.viewer.session_file import read_session
 
 pytestmark = pytest.mark.gpu
@@ -23,8 +24,8 @@ import kernels  # noqa: E402
 
 
 def test_finalize_renders_its_parts_here_and_on_forks_as_one_process_would(tmp_path, monkeypatch):
-    monkeypatch.setattr(render_parts, "PART_BYTES", 64 << 10)  # a few launches a part
-    monkeypatch.setattr(render_parts, "LAUNCH_BYTES", 0)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 64 << 10)  # a few launches a part
+    monkeypatch.setattr(render_plan, "LAUNCH_BYTES", 0)
     for module in (forkserver, render_parts):  # a fork server and 4 workers, whatever the host
         monkeypatch.setattr(module, "default_workers", lambda: 4)
     n, block = 64 * 512, 512
@@ -43,6 +44,6 @@ def test_finalize_renders_its_parts_here_and_on_forks_as_one_process_would(tmp_p
     assert not server.alive  # ended with the render
     assert result.launches == 60
     stored = read_session(result.paths["session"])
-    assert len(render_parts.plan_parts(render_parts.stored_sizes(stored))) > 4
+    assert len(render_plan.plan_parts(render_plan.stored_sizes(stored))) > 4
     render_session(result.paths["session"], {"pftrace": tmp_path / "one.pftrace"}, workers=1)
     assert Path(result.paths["pftrace"]).read_bytes() == (tmp_path / "one.pftrace").read_bytes()

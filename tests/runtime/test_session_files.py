@@ -117,8 +117,9 @@ def test_finalize_starts_the_render_workers_before_the_last_flush(tmp_path, drai
     from proton_ik.viewer import render_session
     from proton_ik.viewer.render import ahead as render_ahead
     from proton_ik.viewer.render import parts as render_parts
+    from proton_ik.viewer.render import plan as render_plan
 
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)  # a part per launch
     monkeypatch.setattr(render_parts, "default_workers", lambda: 4)
     monkeypatch.setattr(render_ahead, "default_workers", lambda: 4)
     session = drained_session(tmp_path / "ahead", "ahead")

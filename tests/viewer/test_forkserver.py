@@ -19,6 +19,7 @@ from proton_ik.viewer import render_session
 from proton_ik.viewer.render import ForkServer, forkserver, start_fork_server
 from proton_ik.viewer.render import cores as render_cores
 from proton_ik.viewer.render import parts as render_parts
+from proton_ik.viewer.render import plan as render_plan
 
 from .test_host_scopes import write_host_scoped
 
@@ -26,7 +27,7 @@ from .test_host_scopes import write_host_scoped
 @pytest.fixture
 def session(tmp_path, busy_launch, monkeypatch):
     """Six launches, a part each."""
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)
     return write_host_scoped(tmp_path / "h.pik", busy_launch)
 
 
@@ -155,7 +156,7 @@ def test_a_server_starts_only_where_the_render_would_use_workers(monkeypatch):
 
 
 def test_finalize_renders_on_the_sessions_fork_server_and_ends_it(tmp_path, drained_session, monkeypatch):
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)  # a part per launch
     monkeypatch.setattr(render_parts, "default_workers", lambda: 4)
     session = drained_session(tmp_path / "forked", "forked")
     session._fork_server = server = ForkServer()

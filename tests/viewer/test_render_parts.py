@@ -16,6 +16,7 @@ from proton_ik.viewer import render_session
 from proton_ik.viewer.readback.perfetto import read_perfetto
 from proton_ik.viewer.render import ahead as render_ahead
 from proton_ik.viewer.render import parts as render_parts
+from proton_ik.viewer.render import plan as render_plan
 
 # six launches under nested host scopes, 1 ms apart; the host track's slices as drawn
 from .test_host_scopes import host_slices, write_host_scoped
@@ -37,21 +38,21 @@ def session(tmp_path, busy_launch):
     ],
 )
 def test_parts_are_cut_at_launches_by_stored_size(sizes, part_bytes, parts):
-    assert render_parts.plan_parts(sizes, part_bytes, launch_bytes=0) == parts
+    assert render_plan.plan_parts(sizes, part_bytes, launch_bytes=0) == parts
 
 
 def test_many_small_launches_are_cut_by_their_number_too():
     """A launch costs more to render than its few records: 1000 launches of 100 bytes, each
     weighing 900 bytes more, make parts of 10 launches where their bytes alone make one part."""
-    parts = render_parts.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=900)
+    parts = render_plan.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=900)
     assert parts == [(first, first + 10) for first in range(0, 1000, 10)]
-    by_bytes = render_parts.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=0)
+    by_bytes = render_plan.plan_parts([100] * 1000, part_bytes=10_000, launch_bytes=0)
     assert by_bytes == [(first, first + 100) for first in range(0, 1000, 100)]
 
 
 def test_no_more_parts_than_the_trace_can_number():
-    parts = render_parts.plan_parts([1] * 10_000, part_bytes=1)
-    assert len(parts) <= render_parts.MAX_PARTS - 1 and parts[-1][1] == 10_000
+    parts = render_plan.plan_parts([1] * 10_000, part_bytes=1)
+    assert len(parts) <= render_plan.MAX_PARTS - 1 and parts[-1][1] == 10_000
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -63,7 +64,7 @@ def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_
 ):
     whole = tmp_path / "whole.pftrace"
     stats = render_session(session, {"pftrace": whole})
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)  # a part per launch
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)  # a part per launch
     here, spread = tmp_path / "here.pftrace", tmp_path / "spread.pftrace"
     in_parts = render_session(session, {"pftrace": here}, workers=1)
     render_session(session, {"pftrace": spread}, workers=3)
@@ -90,7 +91,7 @@ def test_parts_render_the_same_bytes_on_one_process_or_several_and_read_back_as_
 
 
 def test_parts_a_worker_cannot_render_are_rendered_here_with_a_warning(session, tmp_path, monkeypatch):
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)
     here = tmp_path / "here.pftrace"
     render_session(session, {"pftrace": here}, workers=1)
     monkeypatch.setattr(render_parts.sys, "executable", "false")  # a worker that fails at once
@@ -113,7 +114,7 @@ def test_the_ranks_of_a_job_on_one_host_share_its_cores(monkeypatch):
 def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_path, monkeypatch):
     """A worker takes the session this process read, as plain JSON (its directory and manifest checked
     once), where reading the file again took a worker longer than its part."""
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)
     here = tmp_path / "here.pftrace"
     render_session(session, {"pftrace": here}, workers=1)
     handed: list[str] = []
@@ -138,7 +139,7 @@ def test_workers_get_the_session_as_read_here_not_the_file_again(session, tmp_pa
 def test_workers_started_ahead_render_the_parts_and_the_others_end(session, tmp_path, monkeypatch):
     """Workers start importing before the session is read and take the parts (no worker is
     started after the read); the ones no part needs exit when the render is done."""
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)
     here = tmp_path / "here.pftrace"
     render_session(session, {"pftrace": here}, workers=1)
     started: list[subprocess.Popen] = []
@@ -168,7 +169,7 @@ def test_workers_started_ahead_render_the_parts_and_the_others_end(session, tmp_
 def test_no_more_workers_start_ahead_than_the_file_makes_parts(tmp_path, monkeypatch, size, workers, started):
     """A session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers started, 4.5 s
     with 4: the workers no part needs only compete with the read of the session."""
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1000)
     monkeypatch.setattr(render_ahead, "Workers", lambda count: count)
     path = tmp_path / "s.pik"
     path.write_bytes(b"\0" * size)
@@ -179,13 +180,13 @@ def test_no_more_workers_start_ahead_than_the_file_makes_parts(tmp_path, monkeyp
 def test_the_launches_weigh_in_the_workers_started_ahead(monkeypatch, size, launches, started):
     """As ``plan_parts`` weighs them: the 1000 GELU launches' session of 35 MB made 6 parts of 8
     MiB with its launches' weight, and 4 by its bytes alone, so 2 parts waited for a cold worker."""
-    monkeypatch.setattr(render_parts, "PART_BYTES", 1000)
-    monkeypatch.setattr(render_parts, "LAUNCH_BYTES", 100)
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1000)
+    monkeypatch.setattr(render_plan, "LAUNCH_BYTES", 100)
     monkeypatch.setattr(render_ahead, "Workers", lambda count: count)
     assert render_ahead.start_workers_for(size, 16, launches=launches) == started
     sizes = [size // max(launches, 1)] * max(launches, 1)
     if started is not None:
-        assert len(render_parts.plan_parts(sizes)) >= started
+        assert len(render_plan.plan_parts(sizes)) >= started
 
 
 def test_a_closed_session_file_says_how_many_launches_it_holds(tmp_path):

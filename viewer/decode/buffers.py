@@ -11,8 +11,9 @@ version 2's 16-byte entries (``slots.entries_from_slots``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -134,6 +135,28 @@ class DecodedLaunches:
         """What went wrong, per buffer."""
         return [describe_problems(row, self.layout) for row in self.counts.tolist()]
 
+    def on_sms(self, holds: Callable[[np.ndarray], np.ndarray]) -> DecodedLaunches:
+        """The CTAs, units and records on the SMs that ``holds`` (SM ids in, a mask out) keeps;
+        the problem counts as they were."""
+        units = holds(self.units.smid)
+        records = units[self.records.unit_row]
+        unit_row = (np.cumsum(units) - 1)[self.records.unit_row[records]]
+        return DecodedLaunches(
+            self.layout,
+            _rows(self.ctas, holds(self.ctas.smid)),
+            _rows(self.units, units),
+            dataclasses.replace(_rows(self.records, records), unit_row=unit_row),
+            self.counts,
+        )
+
+
+_Table = TypeVar("_Table", CtaTable, UnitTable, RecordTable)
+
+
+def _rows(table: _Table, keep: np.ndarray) -> _Table:
+    """A table of array columns, rows ``keep``."""
+    return type(table)(**{f.name: getattr(table, f.name)[keep] for f in dataclasses.fields(table)})
+
 
 # The fastest SM clock a unit's %globaltimer span is read against (GHz): generous, since a unit
 # only has its start clock mended when its span allows 2**32 cycles at this rate.
@@ -160,8 +183,24 @@ def decode_views(
 ) -> DecodedLaunches:
     """``decode_buffers`` for buffers seen as views, raw or trimmed alike."""
     ctas, units = decode_headers(views, layout, first_ctas)
+    return decode_records(views, layout, ctas, units)
+
+
+def decode_records(
+    views: Sequence[BufferView],
+    layout: BufferLayout,
+    ctas: CtaTable,
+    units: UnitTable,
+    on_sms: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> DecodedLaunches:
+    """The views' records, their headers decoded already (``decode_headers``). ``on_sms``: the
+    SMs kept (SM ids in, a mask out): the others' records are never read, and their CTAs and
+    units are dropped (and not counted in the problem counts)."""
+    if on_sms is not None:
+        units = dataclasses.replace(units, kept_entries=np.where(on_sms(units.smid), units.kept_entries, 0))
     records, units = _decode_records(_slots(views, layout), layout, ctas, units)
-    return DecodedLaunches(layout, ctas, units, records, problem_counts(ctas, units, records, len(views)))
+    decoded = DecodedLaunches(layout, ctas, units, records, problem_counts(ctas, units, records, len(views)))
+    return decoded if on_sms is None else decoded.on_sms(on_sms)
 
 
 def decode_headers(

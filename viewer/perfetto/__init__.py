@@ -66,6 +66,8 @@ from proton_ik.viewer.perfetto.writer import (
     SEQUENCES_PER_SESSION,
     UUID_BITS,
     PerfettoWriter,
+    SharedLaunch,
+    first_uuid,
     write_perfetto,
 )
 
@@ -78,6 +80,8 @@ __all__ = [
     "SEQUENCE_ID",
     "UUID_BITS",
     "PerfettoWriter",
+    "SharedLaunch",
     "debug_annotation",
+    "first_uuid",
     "write_perfetto",
 ]

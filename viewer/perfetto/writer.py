@@ -50,6 +50,8 @@ __all__ = [
     "PROGRESS_EVENTS",
     "SEQUENCE_ID",
     "PerfettoWriter",
+    "SharedLaunch",
+    "first_uuid",
     "write_perfetto",
 ]
 
@@ -92,6 +94,21 @@ def write_perfetto(
     return Path(path)
 
 
+@dataclass(frozen=True)
+class SharedLaunch:
+    """A launch whose SMs several parts draw (``tables.SmShare``): its number, its track's uuid
+    (``first_uuid`` of the part that draws the launch itself), and whether this part is that one."""
+
+    number: int
+    uuid: int
+    draws: bool
+
+
+def first_uuid(merge_index: int, part: int) -> int:
+    """The first uuid that the writer of part ``part`` of session ``merge_index`` hands out."""
+    return 2 + (merge_index << UUID_BITS) + (part << PART_BITS)
+
+
 @dataclass
 class _OpenLaunch:
     """A launch whose pieces go on into the next chunk: its tracks so far, its time span and
@@ -130,6 +147,7 @@ class PerfettoWriter:
         merge_index: int = 0,
         part: int = 0,
         parts: int = 1,
+        shared: SharedLaunch | None = None,
     ):
         self.timeline = check_timeline(timeline)
         self.path = Path(path)
@@ -147,7 +165,13 @@ class PerfettoWriter:
             self._root.description = "\n".join(warnings)
         self._bar = bar
         self._part = part
-        self._next_uuid = self._root_uuid + 1 + (part << PART_BITS)
+        self._next_uuid = first_uuid(merge_index, part)
+        self._shared = shared
+        self._shared_span: tuple[int, int] | None = None  # over all its SMs, its pieces so far
+        if shared is not None and shared.draws:
+            assert shared.uuid == self._allocate(1)[0], (
+                "a shared launch's track is its drawing part's first uuid"
+            )
         share = SEQUENCES_PER_SESSION // parts
         self._first_sequence = self._sequence = (
             SEQUENCE_ID + merge_index * SEQUENCES_PER_SESSION + part * share
@@ -180,6 +204,9 @@ class PerfettoWriter:
                 "packet sequences; render it in fewer parts"
             )
         lives = chunk.lifetimes(_LIFE_COLUMNS)
+        if self._shared is not None and (span := chunk.launch_spans.get(self._shared.number)):
+            so_far = self._shared_span or span
+            self._shared_span = (min(so_far[0], span[0]), max(so_far[1], span[1]))
         numbered = self._number(chunk, lives)
         ending = {int(row["launch"]) for row in chunk.launches}
         # At most one launch goes on into the next chunk: pieces come in launch order.
@@ -275,6 +302,9 @@ class PerfettoWriter:
         fresh = tree.launch != (open_launch.number if open_launch is not None else -1)
         if open_launch is not None:
             launch_uuid[~fresh] = open_launch.uuid
+        if self._shared is not None:
+            shared = tree.launch == self._shared.number
+            launch_uuid[shared], fresh = self._shared.uuid, fresh & ~shared
         launch_uuid[fresh] = self._allocate(int(fresh.sum()))
         sm_uuid, place_uuid, unit_uuid = tree.known(carried)
         new_sm, new_place, new_unit = sm_uuid < 0, place_uuid < 0, unit_uuid < 0
@@ -343,15 +373,23 @@ class PerfettoWriter:
         tracks, (begin, end) = numbered.tracks, spans
         number = int(row["launch"])
         at = tracks.launch_index(number)
-        uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
-        kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
+        shared = self._shared if self._shared is not None and self._shared.number == number else None
+        if shared is not None and not shared.draws:
+            return  # another part draws the launch itself
+        if shared is not None:  # its track and its span over all its SMs, whatever SMs are here
+            uuid, kernel = shared.uuid, str(row["kernel"])
+            span = self._shared_span or (1, 0)
+        else:
+            uuid = int(numbered.launch_uuid[at]) if at is not None else int(self._allocate(1)[0])
+            kernel = str(tracks.kernel[at]) if at is not None else str(row["kernel"])
+            span = (int(begin[at]), int(end[at])) if at is not None else (1, 0)
         self._sink.packet(
             TracePacket(
                 track_descriptor=new_descriptor(uuid, self._root_uuid, launch_name(number, kernel), number)
             )
         )
-        timed = at is not None and begin[at] <= end[at]
-        span = (int(begin[at]), int(end[at])) if timed else (1, 0)
+        timed = span[0] <= span[1]
+        span = span if timed else (1, 0)
         if self.host_launches is not None:
             self.host_launches.append((tuple(chunk.host_paths.get(number, ())), number, *span))
         else:

@@ -1,14 +1,14 @@
 """A large session's Perfetto trace in parts, rendered on worker processes where there are cores.
 
-The session's launches are cut into parts of about ``PART_BYTES`` of stored data each, at launch
-boundaries, by their stored sizes and their number (``LAUNCH_BYTES`` a launch) alone: the same
-parts whatever the number of workers. Each
-part is fitted, decoded and written on its own (``Pipeline(only=...)``: a launch whose SMs give
-no clock rate borrows one from its part, not from the whole session) by a ``PerfettoWriter``
-that numbers its tracks, flows and packet sequences in a range of the part's own, and the parts' files are concatenated in order (a Perfetto trace is a sequence of packets).
-The host scopes' track spans parts, so the parts hand their launches' host scopes and times
-back, and one more writer draws it last. Rendered by one process or by sixteen, the trace is the
-same, byte for byte.
+``plan`` cuts the session's launches into parts (a large launch alone in its part, into shares
+of its SMs), the same parts whatever the number of workers. Each part is fitted, decoded and
+written on its own (``Pipeline(only=...)``: a launch whose SMs give no clock rate borrows one
+from its part, not from the whole session) by a ``PerfettoWriter`` that numbers its tracks, flows
+and packet sequences in a range of the part's own, and the parts' files are concatenated in
+order (a Perfetto trace is a sequence of packets). The shares of a launch draw their SMs under
+one launch track, which share 0 describes (``SharedLaunch``). The host scopes' track spans
+parts, so the parts hand their launches' host scopes and times back, and one more writer draws
+it last. Rendered by one process or by sixteen, the trace is the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from proton_ik.viewer.arrays import collector_paused
-from proton_ik.viewer.perfetto import MAX_PARTS, PerfettoWriter
+from proton_ik.viewer.perfetto import PerfettoWriter, SharedLaunch, first_uuid
 from proton_ik.viewer.render.cores import (
     FEWEST_WORKERS,
     MAX_WORKERS,
@@ -36,45 +36,13 @@ from proton_ik.viewer.render.cores import (
     worker_command,
     worker_environment,
 )
+from proton_ik.viewer.render.plan import PartPlan
 from proton_ik.viewer.session_file import (
     StoredSession,
     read_session,
     session_from_portable,
 )
-from proton_ik.viewer.tables import Launch, Pipeline, prepare, time_shift_cycles
-
-PART_BYTES = 8 << 20  # stored bytes a part holds at least (its last launch may take it over)
-# What a launch costs to render beyond its records, as the stored bytes that cost as much: a
-# part of many small launches renders as slowly as one of fewer, larger ones (docs/PERFORMANCE.md,
-# "Parts weighed by launches").
-LAUNCH_BYTES = 16 << 10
-
-
-def plan_parts(
-    sizes: Sequence[int], part_bytes: int | None = None, launch_bytes: int | None = None
-) -> list[tuple[int, int]]:
-    """Consecutive launch ranges (first, past the last) of at least ``part_bytes`` (default
-    ``PART_BYTES``) each (the last may hold less), a launch weighing its stored size and
-    ``launch_bytes`` more (default ``LAUNCH_BYTES``), at most ``MAX_PARTS - 1`` of them (the last
-    part number draws the host scopes)."""
-    extra = LAUNCH_BYTES if launch_bytes is None else launch_bytes
-    total = sum(sizes) + extra * len(sizes)
-    per_part = max(PART_BYTES if part_bytes is None else part_bytes, -(-total // (MAX_PARTS - 1)), 1)
-    parts: list[tuple[int, int]] = []
-    first, held = 0, 0
-    for index, size in enumerate(sizes):
-        held += size + extra
-        if held >= per_part:
-            parts.append((first, index + 1))
-            first, held = index + 1, 0
-    if first < len(sizes):
-        parts.append((first, len(sizes)))
-    return parts
-
-
-def stored_sizes(session: StoredSession) -> list[int]:
-    """Each launch's stored bytes, as the session file's directory gives them."""
-    return [int(launch.member.file_size) for launch in session.launches]
+from proton_ik.viewer.tables import Launch, Pipeline, SmShare, prepare, time_shift_cycles
 
 
 @dataclass(frozen=True)
@@ -95,6 +63,8 @@ class _Part:
     # The session as this process read it, as JSON in the parts' scratch folder (its form for
     # worker processes: ``StoredSession.portable``), or "" to read the file again.
     session_json: str = ""
+    share: tuple[int, int] = (0, 1)  # of the launch's SMs (``tables.SmShare``): (0, 1) for all
+    shared_uuid: int = 0  # a share's launch track: the first uuid of its share 0's part
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +81,7 @@ class _Part:
                 "session_path": Path(data["session_path"]),
                 "output": Path(data["output"]),
                 "launches": tuple(data["launches"]),
+                "share": tuple(data["share"]),
                 "warnings": tuple(data["warnings"]),
             }
         )
@@ -136,7 +107,7 @@ class PartDone:
 def render_parts(
     session_path: Path,
     output: Path,
-    parts: list[tuple[int, int]],
+    parts: Sequence[tuple[int, int] | PartPlan],
     *,
     title: str,
     session_warnings: Sequence[str],
@@ -152,12 +123,13 @@ def render_parts(
     file as the caller read it (else it is read again); ``started``: workers started ahead
     (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started."""
     count = len(parts) + 1  # the last part number: the host scopes' track
+    plans = [PartPlan(*part) for part in parts]
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
         tasks = [
             _Part(
                 Path(session_path),
                 Path(scratch) / f"{index}.pftrace",
-                (first, past),
+                (plan.first, plan.past),
                 host_offset_ns,
                 title,
                 tuple(session_warnings) if index == 0 else (),  # the root's: part 0 draws it
@@ -165,8 +137,10 @@ def render_parts(
                 merge_index,
                 index,
                 count,
+                share=(plan.share, plan.shares),
+                shared_uuid=first_uuid(merge_index, index - plan.share) if plan.shares > 1 else 0,
             )
-            for index, (first, past) in enumerate(parts)
+            for index, plan in enumerate(plans)
         ]
         done = _run(tasks, workers, session, Path(scratch), started)
         host = Path(scratch) / "host.pftrace"
@@ -362,13 +336,20 @@ def preload(job: Path) -> None:
 
 
 def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) -> PartDone:
+    share = SmShare(*task.share) if task.share[1] > 1 else None
     pipeline = Pipeline(
         session.launches,
         time_shift_cycles(session.info),
         task.host_offset_ns,
         only=task.launches,
         prepared=prepared,
+        share=share,
     )
+    shared = None
+    if share is not None:
+        number = int(prepared[task.launches[0]].meta["launch"])
+        shared = SharedLaunch(number, task.shared_uuid, share.draws_launch)
+    counts_launches = share is None or share.draws_launch  # the other shares' rows hold part of it
     launches = records = events = 0
     problems: list[str] = []
     writer = PerfettoWriter(
@@ -379,14 +360,16 @@ def _render_part(task: _Part, session: StoredSession, prepared: list[Launch]) ->
         merge_index=task.merge_index,
         part=task.part,
         parts=task.parts,
+        shared=shared,
     )
     with writer:
         for chunk in pipeline.chunks():
             writer.add(chunk)
-            launches += len(chunk.launches)
-            records += sum(int(row["records"]) for row in chunk.launches)
             events += len(chunk.events["launch"])
-            problems.extend(chunk.problems())
+            if counts_launches:
+                launches += len(chunk.launches)
+                records += sum(int(row["records"]) for row in chunk.launches)
+                problems.extend(chunk.problems())
     host: Any = writer.host_launches or ()
     return PartDone(task.part, launches, records, events, tuple(problems), tuple(host))
 

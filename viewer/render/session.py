@@ -22,7 +22,9 @@ from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render.ahead import start_workers
-from proton_ik.viewer.render.parts import StartedRunners, plan_parts, render_parts, stored_sizes
+from proton_ik.viewer.render.cores import default_workers
+from proton_ik.viewer.render.parts import StartedRunners, render_parts
+from proton_ik.viewer.render.plan import PartPlan, plan_parts, share_out, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
@@ -71,7 +73,8 @@ def render_session(
     than a few seconds. ``title`` names the Perfetto root track (default: the session's name);
     ``merge_index`` numbers its tracks apart from other sessions' (``ranks.merge_sessions``), and
     ``host_offset_ns`` moves its times onto the host's clock there. A session of more than one
-    part's stored data (``parts.PART_BYTES``) has its Perfetto trace written in parts, on
+    part's stored data (``plan.PART_BYTES``), or of a few large launches on a host of many cores,
+    has its Perfetto trace written in parts, on
     up to ``workers`` processes (None: one per core; 1: in this one): the same file either way;
     ``started``: workers started ahead (``ahead.start_workers_for``) or a fork server, ended here when done.
     "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
@@ -95,7 +98,8 @@ def render_session(
         session = read_session(session_path)
         warnings = unrecorded_warnings(session.info)
         title = title or root_name(str(session.info.get("name", "proton_ik")))
-        parts = plan_parts(stored_sizes(session))
+        sizes = stored_sizes(session)
+        parts = share_out(plan_parts(sizes), sizes, default_workers())
         if "pftrace" in outputs and len(parts) > 1:
             return _render_in_parts(
                 Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
@@ -114,7 +118,7 @@ def render_session(
 def _render_in_parts(
     session_path: Path,
     outputs: Mapping[str, Path],
-    parts: list[tuple[int, int]],
+    parts: list[PartPlan],
     *,
     title: str,
     warnings: list[str],

@@ -6,7 +6,7 @@ assumed); ``runs`` checks the launches and cuts them into the runs both of its p
 ``launch_spans`` times each launch from its headers alone. ``table`` builds the columns of scope events, unit lifetimes, unmatched records and
 launches; ``event_tables`` those of events, marks and values; ``aggregate`` the statistics of
 launches made with ``aggregate=on``; ``clusters`` the thread-block clusters; ``sampled`` says
-which CTAs and warps recorded. ``viewer.trace`` joins the chunks into a session's whole tables.
+which CTAs and warps recorded; ``shares`` cuts a large launch's SMs into shares drawn apart. ``viewer.trace`` joins the chunks into a session's whole tables.
 Outside this package, use what it exports here.
 """
 
@@ -32,6 +32,7 @@ from proton_ik.viewer.tables.event_tables import (
 )
 from proton_ik.viewer.tables.pipeline import Pipeline, fit_session, launch_spans
 from proton_ik.viewer.tables.runs import Launch, prepare
+from proton_ik.viewer.tables.shares import SmShare
 from proton_ik.viewer.tables.table import (
     EVENT_COLUMNS,
     UNIT_COLUMNS,
@@ -56,6 +57,7 @@ __all__ = [
     "Columns",
     "Launch",
     "Pipeline",
+    "SmShare",
     "TimeShift",
     "aggregate_frame",
     "batches",

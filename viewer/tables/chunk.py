@@ -45,6 +45,8 @@ class Chunk:
     host_paths: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     files: tuple[str, ...] = ()
     async_parts: tuple[Any, ...] = ()  # event_tables.AsyncParts of the groups that have events or marks
+    # A launch whose rows here are one share of its SMs (``shares``): its span over all of them
+    launch_spans: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
     def problems(self) -> list[str]:
         """Each problem of the launches that end here, prefixed with its launch."""

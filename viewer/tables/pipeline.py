@@ -28,11 +28,18 @@ from proton_ik.contract.buffer_view import BufferView
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.session_format import Capture
 from proton_ik.contract.tags import RecordKind
-from proton_ik.viewer.decode import PROBLEM_COUNTS, UnitTable, decode_headers, decode_views, describe_problems
+from proton_ik.viewer.decode import (
+    PROBLEM_COUNTS,
+    UnitTable,
+    decode_headers,
+    decode_records,
+    describe_problems,
+)
 from proton_ik.viewer.pairing import pair_records
 from proton_ik.viewer.tables.chunk import Chunk, Columns, joined_columns
 from proton_ik.viewer.tables.event_tables import AsyncParts, async_parts
 from proton_ik.viewer.tables.runs import Launch, Piece, prepare, runs
+from proton_ik.viewer.tables.shares import SmShare, crosses_sms, share_of_chunk
 from proton_ik.viewer.tables.table import (
     HOST_SCOPE_SEPARATOR,
     LAUNCH_COUNTS,
@@ -218,14 +225,18 @@ class Pipeline:
         *,
         only: tuple[int, int] | None = None,
         prepared: list[Launch] | None = None,
+        share: SmShare | None = None,
     ):
         """``host_offset_ns``: added to every time, to put the session on another clock than its
         GPU's %globaltimer (the host's, for a merge of several GPUs' sessions). ``only``: decode
         and fit launches ``first`` to ``past - 1`` alone (a part of ``viewer.render.parts``;
         where none of them gives a clock rate, they borrow the session's); ``prepared``:
-        ``prepare(captures)``, made once for several such pipelines."""
+        ``prepare(captures)``, made once for several such pipelines; ``share``: only this share
+        of the launches' SMs (``shares``; the launch rows are whole only in share 0)."""
         self.launches = prepare(captures) if prepared is None else prepared
         self.only = only
+        self.share = share
+        self._whole = False  # a shared launch whose rows cross SMs: drawn whole by share 0
         self.shift = shift
         self.kernels = Labels()
         self.scopes = Labels()
@@ -278,7 +289,7 @@ class Pipeline:
                 units[f"{name}_rel_ns"] = units[f"{name}_ns"] - start
                 units[f"{name}_rel_ns_missing"] = units[f"{name}_ns_missing"]
         joined = [joined_columns([part[i] for part in parts]) for i in range(3)]  # type: ignore[misc]
-        return Chunk(
+        chunk = Chunk(
             kernels=tuple(self.kernels.codes),
             scopes=tuple(self.scopes.codes),
             files=tuple(self.files.codes),
@@ -291,13 +302,21 @@ class Pipeline:
             host_paths={int(launch.meta["launch"]): host_scopes(launch.meta) for launch in ending},
             async_parts=tuple(part[3] for part in parts if part[3] is not None),
         )
+        if self.share is not None and self.share.draws_launch:
+            return share_of_chunk(chunk, self.share, self._whole)
+        return chunk
 
     def _decode(self, pieces: list[Piece]) -> tuple[Columns, Columns, Columns, AsyncParts | None]:
         """Decode and pair pieces of one kernel and profile; tally their launches' counts."""
         launch = pieces[0].launch
-        decoded = decode_views(
-            [piece.view for piece in pieces], launch.layout, [piece.first_cta for piece in pieces]
-        )
+        views = [piece.view for piece in pieces]
+        ctas, units = decode_headers(views, launch.layout, [piece.first_cta for piece in pieces])
+        on_sms = None
+        if (share := self.share) is not None:  # what every share reads alike decides it
+            whole = self._whole = crosses_sms(ctas.cluster_ctas, launch.kernel)
+            if not share.draws_launch:
+                on_sms = lambda sm: share.holds(sm) & (not whole)  # noqa: E731
+        decoded = decode_records(views, launch.layout, ctas, units, on_sms)
         pairs, unmatched = pair_records(decoded.records, decoded.units)
         index = np.array([piece.launch.index for piece in pieces], dtype=np.int64)
         group = LaunchGroup(

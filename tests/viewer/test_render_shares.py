@@ -1,0 +1,147 @@
+"""A large launch drawn in shares of its SMs (``render.plan.share_out``, ``tables.SmShare``): on
+a host with cores to spare, a part that is one large launch is cut into shares, each drawing
+the SMs whose id is its share modulo the shares, under one launch track that share 0 describes.
+The trace reads back as the one written whole, the same bytes on one process or several; a
+launch whose rows cross SMs (clusters, events) is drawn whole by share 0."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pandas as pd
+import pytest
+
+from proton_ik.runtime.session_writer import SessionWriter
+from proton_ik.viewer import render_session
+from proton_ik.viewer.readback.perfetto import read_perfetto
+from proton_ik.viewer.render import plan as render_plan
+from proton_ik.viewer.render import session as render_session_module
+from proton_ik.viewer.render.plan import PartPlan, share_out
+
+from .conftest import read_packets
+from .test_async_events import CLOCK0, FREE, TABLE, TMA, Cta, event
+from .test_clusters import cluster_launch
+
+MIB = 1 << 20
+
+
+def test_one_large_launch_in_its_part_is_cut_into_shares_where_cores_are_spare():
+    sizes = [16 * MIB, 16 * MIB, MIB, MIB]
+    parts = [(0, 1), (1, 2), (2, 4)]
+    plan = share_out(parts, sizes, cores=32)
+    assert plan[:8] == [PartPlan(0, 1, share, 8) for share in range(8)]  # 32 // 3 cores a part, 16 MiB
+    assert plan[8:16] == [PartPlan(1, 2, share, 8) for share in range(8)]
+    assert plan[16:] == [PartPlan(2, 4)]  # two launches: a part as cut
+    assert share_out(parts, sizes, cores=6) == [
+        PartPlan(0, 1, 0, 2),
+        PartPlan(0, 1, 1, 2),
+        PartPlan(1, 2, 0, 2),
+        PartPlan(1, 2, 1, 2),
+        PartPlan(2, 4),
+    ]
+    # Below the cores that render in workers, a share would only add its decoding.
+    assert share_out(parts, sizes, cores=3) == [PartPlan(*part) for part in parts]
+    assert share_out([(0, 1)], [3 * MIB], cores=32) == [PartPlan(0, 1)]  # less than two shares' worth
+    assert share_out([], [], cores=32) == []
+
+
+def _shared(monkeypatch) -> None:
+    """Every launch a part of its own, cut into as many shares as 16 cores allow."""
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1)
+    monkeypatch.setattr(render_plan, "SHARE_BYTES", 1)
+    monkeypatch.setattr(render_session_module, "default_workers", lambda: 16)
+
+
+def _tables(path):
+    trace = read_perfetto(path).trace
+    events = trace.events[["launch", "kernel", "scope", "cta", "sm", "warp", "dur_cycles", "dur_ns", "line"]]
+    launches = trace.launches.drop(columns=[c for c in ("problems", "config") if c in trace.launches])
+    units = trace.units[["launch", "cta", "sm", "warp", "start_ns", "end_ns"]]
+    return [
+        table.astype(str).sort_values(list(table.columns)).reset_index(drop=True)
+        for table in (events, launches, units)
+    ]
+
+
+def _sm_tracks(path) -> Counter:
+    """How many tracks each (launch track, name) has: a launch's SM drawn twice would show."""
+    packets = read_packets(path)
+    named = {
+        p.track_descriptor.uuid: p.track_descriptor.name for p in packets if p.HasField("track_descriptor")
+    }
+    return Counter(
+        (named.get(p.track_descriptor.parent_uuid), p.track_descriptor.name)
+        for p in packets
+        if p.HasField("track_descriptor") and p.track_descriptor.name.startswith("SM ")
+    )
+
+
+def _compare(path, tmp_path, monkeypatch):
+    whole = tmp_path / "whole.pftrace"
+    expected = render_session(path, {"pftrace": whole}, workers=1)
+    _shared(monkeypatch)
+    here, spread = tmp_path / "here.pftrace", tmp_path / "spread.pftrace"
+    stats = render_session(path, {"pftrace": here}, workers=1)
+    render_session(path, {"pftrace": spread}, workers=3)
+    assert here.read_bytes() == spread.read_bytes()
+    assert (stats.launches, stats.records, stats.events) == (
+        expected.launches,
+        expected.records,
+        expected.events,
+    )
+    for got, want in zip(_tables(here), _tables(whole), strict=True):
+        pd.testing.assert_frame_equal(got, want)
+    assert _sm_tracks(here) == _sm_tracks(whole)
+    return here, whole
+
+
+def test_shares_draw_each_sm_once_under_one_launch_track(tmp_path, monkeypatch, busy_launch):
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, {"name": "s", "time_shift_cycles": 0}) as writer:
+        for launch in range(3):
+            capture = busy_launch(num_ctas=48, units=4, iterations=4, sms=12, launch=launch)
+            writer.add_launch(capture.meta, capture.buffer)
+    here, _ = _compare(path, tmp_path, monkeypatch)
+    tracks = _sm_tracks(here)
+    assert len(tracks) == 3 * 12 and set(tracks.values()) == {1}  # 12 SMs a launch, each drawn once
+
+
+def test_a_clustered_launch_is_drawn_whole_by_its_first_share(tmp_path, monkeypatch, fake_launch):
+    path = tmp_path / "c.pik"
+    with SessionWriter(path, {"name": "c", "time_shift_cycles": 0}) as writer:
+        capture = cluster_launch(fake_launch).capture(launch=0)
+        writer.add_launch(capture.meta, capture.buffer)
+    here, whole = _compare(path, tmp_path, monkeypatch)
+
+    def cluster_tracks(trace):
+        return sorted(
+            p.track_descriptor.parent_uuid
+            for p in read_packets(trace)
+            if p.track_descriptor.name == "clusters"
+        )
+
+    assert len(cluster_tracks(here)) == len(cluster_tracks(whole)) > 0
+    assert len(set(cluster_tracks(here))) == 1  # under the one launch track
+
+
+def test_a_launch_with_events_is_drawn_whole_by_its_first_share(tmp_path, monkeypatch, fake_launch):
+    launch = fake_launch(units=3, capacity=64, num_ctas=4)
+    for number in range(4):  # a CTA on each of four SMs: a producer warp, two consumers
+        cta = Cta(launch, number, sm=number)
+        event(cta.units[2], TMA, False, CLOCK0 + 1000)
+        for w in range(2):
+            event(cta.units[w], TMA, True, CLOCK0 + 1200 + 100 * w)
+        event(cta.units[2], FREE, True, CLOCK0 + 3000)
+        cta.finish()
+    capture = launch.capture()
+    capture.meta["profile"]["scopes"] = TABLE
+    path = tmp_path / "e.pik"
+    with SessionWriter(path, {"name": "e", "time_shift_cycles": 0}) as writer:
+        writer.add_launch(capture.meta, capture.buffer)
+    here, whole = _compare(path, tmp_path, monkeypatch)
+    assert read_perfetto(here).trace.async_events.shape == read_perfetto(whole).trace.async_events.shape
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_few_cores_draw_no_shares(cores):
+    assert share_out([(0, 1)], [64 * MIB], cores) == [PartPlan(0, 1)]

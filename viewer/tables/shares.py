@@ -1,0 +1,96 @@
+"""One share of a large launch's SMs: ``render.parts`` draws such a launch in several parts.
+
+Below a launch, the trace's tree is per SM (SM tracks, their slots, unit tracks and counters),
+so the parts that draw one launch share it out by SM: share s of n draws the SMs whose id is s
+mod n. The launch itself (its track, its slice with its totals, its span over all SMs) is share
+0's, which decodes the whole launch for it and draws its own SMs' rows; the other shares decode
+their SMs' units alone. A launch with rows that cross SMs (thread-block clusters of more than
+one CTA, or records of events, marks or values, drawn across warps) is drawn whole by share 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from proton_ik.contract.metadata import KernelMetadata
+from proton_ik.viewer.tables.chunk import Chunk
+
+_FIRST = np.iinfo(np.int64).min
+_LAST = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class SmShare:
+    """Share ``share`` of ``shares`` of a launch's SMs."""
+
+    share: int
+    shares: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share < self.shares:
+            raise ValueError(f"SM share {self.share} of {self.shares}: a share is 0 to shares - 1")
+
+    @property
+    def draws_launch(self) -> bool:
+        return self.share == 0
+
+    def holds(self, sm: np.ndarray) -> np.ndarray:
+        return sm % self.shares == self.share
+
+
+def crosses_sms(cluster_ctas: np.ndarray, kernel: KernelMetadata) -> bool:
+    """Whether a launch has rows drawn across SMs: its CTAs' clusters (from their headers) hold
+    more than one CTA, or its kernel names events or marks (drawn across warps)."""
+    return bool((cluster_ctas > 1).any()) or any(scope.kind != "scope" for scope in kernel.scopes)
+
+
+def share_of_chunk(chunk: Chunk, share: SmShare, whole: bool) -> Chunk:
+    """Share 0's part of a chunk decoded whole: its SMs' rows (all of them where ``whole``),
+    with each launch's span over all SMs (``Chunk.launch_spans``)."""
+    spans = _spans(chunk)
+    if whole:
+        return dataclasses.replace(chunk, launch_spans=spans)
+    return dataclasses.replace(
+        chunk,
+        events=_Masked(chunk.events, share.holds(chunk.events["sm"])),
+        units=_Masked(chunk.units, share.holds(chunk.units["sm"])),
+        unmatched=_Masked(chunk.unmatched, share.holds(chunk.unmatched["sm"])),
+        launch_spans=spans,
+    )
+
+
+def _spans(chunk: Chunk) -> dict[int, tuple[int, int]]:
+    """Each launch's earliest begin and latest end, over its events and finished units: what the
+    track tree gives a launch drawn whole (``tracks.track_tree``)."""
+    lives = chunk.lifetimes(("launch", "start_ns", "end_ns"))
+    launch = np.concatenate([chunk.events["launch"], lives["launch"]])
+    begin = np.concatenate([chunk.events["begin_ns"], lives["start_ns"]])
+    end = np.concatenate([chunk.events["end_ns"], lives["end_ns"]])
+    numbers, row = np.unique(launch, return_inverse=True)
+    first, last = np.full(len(numbers), _LAST), np.full(len(numbers), _FIRST)
+    np.minimum.at(first, row, begin)
+    np.maximum.at(last, row, end)
+    return {n: (b, e) for n, b, e in zip(numbers.tolist(), first.tolist(), last.tolist(), strict=True)}
+
+
+class _Masked(Mapping[str, np.ndarray]):
+    """Columns' rows ``keep``, each column taken when first read (the writers read a few)."""
+
+    def __init__(self, columns: Mapping[str, np.ndarray], keep: np.ndarray):
+        self._columns, self._keep = columns, keep
+        self._taken: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._taken:
+            self._taken[name] = self._columns[name][self._keep]
+        return self._taken[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
