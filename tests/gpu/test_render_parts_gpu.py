@@ -47,3 +47,55 @@ def test_finalize_renders_its_parts_here_and_on_forks_as_one_process_would(tmp_p
     assert len(render_plan.plan_parts(render_plan.stored_sizes(stored))) > 4
     render_session(result.paths["session"], {"pftrace": tmp_path / "one.pftrace"}, workers=1)
     assert Path(result.paths["pftrace"]).read_bytes() == (tmp_path / "one.pftrace").read_bytes()
+
+
+def test_finalize_draws_large_launches_in_shares_of_their_sms_as_read_whole(tmp_path, monkeypatch):
+    """Two launches of 16384 CTAs x 8 warps (16 MiB each): on a host of 8 cores or more, each
+    is drawn in shares of its SMs (``plan.share_out``); the trace reads back as the render of the
+    whole launches: every record, each SM once under its launch, the same events."""
+    from proton_ik.viewer.readback import read_packets
+    from proton_ik.viewer.readback.perfetto import read_perfetto
+    from proton_ik.viewer.render import session as render_session_module
+
+    monkeypatch.setattr(render_session_module, "default_workers", lambda: 8)
+    n, block = 16384 * 2048, 2048
+    x = torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    proton_ik.start("shares", out_dir=tmp_path)
+    try:
+        for _ in range(2):
+            kernels.four_scopes_kernel[(n // block,)](x, out, n, BLOCK=block, num_warps=8)
+        torch.cuda.synchronize()
+    finally:
+        result = proton_ik.finalize()
+    torch.testing.assert_close(out, (x * 2.0 + 1.0) ** 2)
+    assert result.records == 2 * 16384 * 8 * 8
+    stored = read_session(result.paths["session"])
+    sizes = render_plan.stored_sizes(stored)
+    plan = render_plan.share_out(render_plan.plan_parts(sizes), sizes, 8)
+    assert len(plan) == 8 and {part.shares for part in plan} == {4}
+    monkeypatch.setattr(render_session_module, "default_workers", lambda: 1)  # no shares
+    whole = tmp_path / "whole.pftrace"
+    render_session(result.paths["session"], {"pftrace": whole})
+    shared, expected = read_perfetto(result.paths["pftrace"]).trace, read_perfetto(whole).trace
+    keys = ["launch", "scope", "cta", "sm", "warp", "dur_cycles", "dur_ns"]
+    assert len(shared.events) == 2 * 16384 * 8 * 4
+    assert (
+        shared.events[keys]
+        .sort_values(keys)
+        .reset_index(drop=True)
+        .equals(expected.events[keys].sort_values(keys).reset_index(drop=True))
+    )
+    launch_keys = ["launch", "events", "records", "ctas", "units"]
+    assert shared.launches[launch_keys].equals(expected.launches[launch_keys])
+
+    def sm_tracks(path):
+        packets = read_packets(path)
+        return sorted(
+            (p.track_descriptor.parent_uuid, p.track_descriptor.name)
+            for p in packets
+            if p.HasField("track_descriptor") and p.track_descriptor.name.startswith("SM ")
+        )
+
+    tracks = sm_tracks(result.paths["pftrace"])
+    assert len(tracks) == len(set(tracks)) == len(sm_tracks(whole))
