@@ -50,15 +50,19 @@ def test_finalize_renders_its_parts_here_and_on_forks_as_one_process_would(tmp_p
 
 
 def test_finalize_draws_large_launches_in_shares_of_their_sms_as_read_whole(tmp_path, monkeypatch):
-    """Two launches of 16384 CTAs x 8 warps (16 MiB each): on a host of 8 cores or more, each
-    is drawn in shares of its SMs (``plan.share_out``); the trace reads back as the render of the
-    whole launches: every record, each SM once under its launch, the same events."""
+    """Two launches of 2048 CTAs x 8 warps (about 2 MiB each), on a host taken to have 8 cores,
+    a part a launch and launches of 1 MiB counted large: each is drawn in 4 shares of its SMs
+    (``plan.share_out``); the trace reads back as the render of the whole launches: every
+    record, each SM once under its launch, the same events."""
     from proton_ik.viewer.readback import read_packets
     from proton_ik.viewer.readback.perfetto import read_perfetto
     from proton_ik.viewer.render import session as render_session_module
 
     monkeypatch.setattr(render_session_module, "default_workers", lambda: 8)
-    n, block = 16384 * 2048, 2048
+    monkeypatch.setattr(render_plan, "PART_BYTES", 1 << 20)  # a part a launch
+    monkeypatch.setattr(render_plan, "SHARED_LAUNCH_BYTES", 1 << 20)
+    monkeypatch.setattr(render_plan, "SHARE_BYTES", 256 << 10)
+    n, block = 2048 * 2048, 2048
     x = torch.randn(n, device="cuda")
     out = torch.empty_like(x)
     proton_ik.start("shares", out_dir=tmp_path)
@@ -69,7 +73,7 @@ def test_finalize_draws_large_launches_in_shares_of_their_sms_as_read_whole(tmp_
     finally:
         result = proton_ik.finalize()
     torch.testing.assert_close(out, (x * 2.0 + 1.0) ** 2)
-    assert result.records == 2 * 16384 * 8 * 8
+    assert result.records == 2 * 2048 * 8 * 8
     stored = read_session(result.paths["session"])
     sizes = render_plan.stored_sizes(stored)
     plan = render_plan.share_out(render_plan.plan_parts(sizes), sizes, 8)
@@ -79,7 +83,7 @@ def test_finalize_draws_large_launches_in_shares_of_their_sms_as_read_whole(tmp_
     render_session(result.paths["session"], {"pftrace": whole})
     shared, expected = read_perfetto(result.paths["pftrace"]).trace, read_perfetto(whole).trace
     keys = ["launch", "scope", "cta", "sm", "warp", "dur_cycles", "dur_ns"]
-    assert len(shared.events) == 2 * 16384 * 8 * 4
+    assert len(shared.events) == 2 * 2048 * 8 * 4
     assert (
         shared.events[keys]
         .sort_values(keys)

@@ -41,7 +41,7 @@ def test_one_large_launch_in_its_part_is_cut_into_shares_where_cores_are_spare()
     ]
     # Below the cores that render in workers, a share would only add its decoding.
     assert share_out(parts, sizes, cores=3) == [PartPlan(*part) for part in parts]
-    assert share_out([(0, 1)], [3 * MIB], cores=32) == [PartPlan(0, 1)]  # less than two shares' worth
+    assert share_out([(0, 1)], [15 * MIB], cores=32) == [PartPlan(0, 1)]  # renders sooner alone
     assert share_out([], [], cores=32) == []
 
 
@@ -49,6 +49,7 @@ def _shared(monkeypatch) -> None:
     """Every launch a part of its own, cut into as many shares as 16 cores allow."""
     monkeypatch.setattr(render_plan, "PART_BYTES", 1)
     monkeypatch.setattr(render_plan, "SHARE_BYTES", 1)
+    monkeypatch.setattr(render_plan, "SHARED_LAUNCH_BYTES", 1)
     monkeypatch.setattr(render_session_module, "default_workers", lambda: 16)
 
 

@@ -53,8 +53,11 @@ def stored_sizes(session: StoredSession) -> list[int]:
     return [int(launch.member.file_size) for launch in session.launches]
 
 
-# A part that is one launch of at least twice this much stored data is drawn in shares of its
-# SMs, one per this much, where the host has cores to spare (``share_out``).
+# A part that is one launch of at least SHARED_LAUNCH_BYTES of stored data is drawn in shares of
+# its SMs, one per SHARE_BYTES, where the host has cores to spare (``share_out``). 16 MiB is about
+# 1M records: a second's render on one core of a GPU host, where a render on forks costs about
+# half a second before its parts (docs/PERFORMANCE.md); a smaller launch alone renders sooner here.
+SHARED_LAUNCH_BYTES = 16 << 20
 SHARE_BYTES = 2 << 20
 
 
@@ -70,12 +73,14 @@ class PartPlan(NamedTuple):
 
 def share_out(parts: Sequence[tuple[int, int]], sizes: Sequence[int], cores: int) -> list[PartPlan]:
     """``parts`` (``plan_parts``), where a host of ``cores`` would leave cores idle, with each part
-    that is one large launch cut into shares of its SMs: up to the cores each part has, one a
-    ``SHARE_BYTES`` of the launch's stored data. Below ``FEWEST_WORKERS`` cores the parts render
-    in one process, and a share would only add its decoding."""
+    that is one launch of at least ``SHARED_LAUNCH_BYTES`` cut into shares of its SMs: up to the
+    cores each part has, one a ``SHARE_BYTES`` of the launch's stored data. Below
+    ``FEWEST_WORKERS`` cores the parts render in one process, and a share would only add its
+    decoding."""
     spare = cores // max(len(parts), 1) if cores >= FEWEST_WORKERS else 1
     plan: list[PartPlan] = []
     for first, past in parts:
-        shares = min(spare, sizes[first] // SHARE_BYTES) if past == first + 1 else 1
+        large = past == first + 1 and sizes[first] >= SHARED_LAUNCH_BYTES
+        shares = min(spare, sizes[first] // SHARE_BYTES) if large else 1
         plan.extend(PartPlan(first, past, share, shares) for share in range(max(shares, 1)))
     return plan if len(plan) < MAX_PARTS else [PartPlan(*part) for part in parts]
