@@ -41,7 +41,7 @@ def test_one_large_launch_in_its_part_is_cut_into_shares_where_cores_are_spare()
     ]
     # Below the cores that render in workers, a share would only add its decoding.
     assert share_out(parts, sizes, cores=3) == [PartPlan(*part) for part in parts]
-    assert share_out([(0, 1)], [15 * MIB], cores=32) == [PartPlan(0, 1)]  # renders sooner alone
+    assert share_out([(0, 1)], [11 * MIB], cores=32) == [PartPlan(0, 1)]  # renders sooner alone
     assert share_out([], [], cores=32) == []
 
 

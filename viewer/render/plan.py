@@ -54,10 +54,10 @@ def stored_sizes(session: StoredSession) -> list[int]:
 
 
 # A part that is one launch of at least SHARED_LAUNCH_BYTES of stored data is drawn in shares of
-# its SMs, one per SHARE_BYTES, where the host has cores to spare (``share_out``). 16 MiB is about
-# 1M records: a second's render on one core of a GPU host, where a render on forks costs about
+# its SMs, one per SHARE_BYTES, where the host has cores to spare (``share_out``). 12 MiB is about
+# 750,000 records: 0.75 s of render on one core of a GPU host, where a render on forks costs about
 # half a second before its parts (docs/PERFORMANCE.md); a smaller launch alone renders sooner here.
-SHARED_LAUNCH_BYTES = 16 << 20
+SHARED_LAUNCH_BYTES = 12 << 20
 SHARE_BYTES = 2 << 20
 
 
