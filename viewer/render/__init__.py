@@ -1,9 +1,10 @@
 """A session file straight to trace files, chunk by chunk: what ``finalize`` runs.
 
 ``session`` holds ``render_session`` (every format asked for, in memory that does not grow with
-the session); ``parts`` writes a large session's Perfetto trace in parts, on worker processes
-that run that module, the same bytes however many: forks of a ``forkserver`` the session
-started, or processes started ``ahead`` of the render. Outside this package, use what it exports
+the session); ``plan`` cuts a large session into parts (a large launch into shares of its SMs),
+and ``parts`` writes its Perfetto trace in those parts, on worker processes that run that
+module, the same bytes however many: forks of a ``forkserver`` the session started, or
+processes started ``ahead`` of the render. Outside this package, use what it exports
 here.
 """
 
