@@ -2,7 +2,7 @@
 a host with cores to spare, a part that is one large launch is cut into shares, each drawing
 the SMs whose id is its share modulo the shares, under one launch track that share 0 describes.
 The trace reads back as the one written whole, the same bytes on one process or several; a
-launch whose rows cross SMs (clusters, events) is drawn whole by share 0."""
+launch whose clusters cross SMs is drawn whole by share 0."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from proton_ik.viewer.render import session as render_session_module
 from proton_ik.viewer.render.plan import PartPlan, share_out
 
 from .conftest import read_packets
-from .test_async_events import CLOCK0, FREE, TABLE, TMA, Cta, event
+from .test_async_events import CLOCK0, FREE, PHASE, TABLE, TILE, TMA, Cta, event, mark
 from .test_clusters import cluster_launch
 
 MIB = 1 << 20
@@ -125,13 +125,16 @@ def test_a_clustered_launch_is_drawn_whole_by_its_first_share(tmp_path, monkeypa
     assert len(set(cluster_tracks(here))) == 1  # under the one launch track
 
 
-def test_a_launch_with_events_is_drawn_whole_by_its_first_share(tmp_path, monkeypatch, fake_launch):
+def test_events_marks_and_values_go_with_their_sm(tmp_path, monkeypatch, fake_launch):
+    """Events pair within a CTA, and marks and values are a warp's: each share draws its SMs'."""
     launch = fake_launch(units=3, capacity=64, num_ctas=4)
     for number in range(4):  # a CTA on each of four SMs: a producer warp, two consumers
         cta = Cta(launch, number, sm=number)
         event(cta.units[2], TMA, False, CLOCK0 + 1000)
         for w in range(2):
             event(cta.units[w], TMA, True, CLOCK0 + 1200 + 100 * w)
+            mark(cta.units[w], PHASE, CLOCK0 + 1500, value=number)
+        mark(cta.units[2], TILE, CLOCK0 + 1600)
         event(cta.units[2], FREE, True, CLOCK0 + 3000)
         cta.finish()
     capture = launch.capture()
@@ -140,7 +143,24 @@ def test_a_launch_with_events_is_drawn_whole_by_its_first_share(tmp_path, monkey
     with SessionWriter(path, {"name": "e", "time_shift_cycles": 0}) as writer:
         writer.add_launch(capture.meta, capture.buffer)
     here, whole = _compare(path, tmp_path, monkeypatch)
-    assert read_perfetto(here).trace.async_events.shape == read_perfetto(whole).trace.async_events.shape
+    shared, expected = read_perfetto(here).trace, read_perfetto(whole).trace
+    for table in ("async_events", "marks", "values"):
+        got, want = getattr(shared, table), getattr(expected, table)
+        columns = [c for c in want.columns if c not in ("sm", "cluster", "cluster_rank")]
+        assert len(want) > 0
+        pd.testing.assert_frame_equal(
+            got[columns].astype(str).sort_values(columns).reset_index(drop=True),
+            want[columns].astype(str).sort_values(columns).reset_index(drop=True),
+        )
+
+    def flow_sequences(trace):
+        return {
+            p.trusted_packet_sequence_id
+            for p in read_packets(trace)
+            if p.HasField("track_event") and (p.track_event.flow_ids or p.track_event.terminating_flow_ids)
+        }
+
+    assert len(flow_sequences(whole)) == 1 and len(flow_sequences(here)) == 4  # one share an SM
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])

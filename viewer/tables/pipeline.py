@@ -313,7 +313,7 @@ class Pipeline:
         ctas, units = decode_headers(views, launch.layout, [piece.first_cta for piece in pieces])
         on_sms = None
         if (share := self.share) is not None:  # what every share reads alike decides it
-            whole = self._whole = crosses_sms(ctas.cluster_ctas, launch.kernel)
+            whole = self._whole = crosses_sms(ctas.cluster_ctas)
             if not share.draws_launch:
                 on_sms = lambda sm: share.holds(sm) & (not whole)  # noqa: E731
         decoded = decode_records(views, launch.layout, ctas, units, on_sms)

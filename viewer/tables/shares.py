@@ -4,8 +4,9 @@ Below a launch, the trace's tree is per SM (SM tracks, their slots, unit tracks 
 so the parts that draw one launch share it out by SM: share s of n draws the SMs whose id is s
 mod n. The launch itself (its track, its slice with its totals, its span over all SMs) is share
 0's, which decodes the whole launch for it and draws its own SMs' rows; the other shares decode
-their SMs' units alone. A launch with rows that cross SMs (thread-block clusters of more than
-one CTA, or records of events, marks or values, drawn across warps) is drawn whole by share 0.
+their SMs' units alone. Events pair within a CTA, and marks and values are a warp's, so they go
+with their SM. A launch whose thread-block clusters hold more than one CTA (its clusters track
+draws each across SMs) is drawn whole by share 0.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.viewer.tables.chunk import Chunk
+from proton_ik.viewer.tables.chunk import Chunk, Columns
+from proton_ik.viewer.tables.event_tables import AsyncParts
 
 _FIRST = np.iinfo(np.int64).min
 _LAST = np.iinfo(np.int64).max
@@ -42,10 +43,10 @@ class SmShare:
         return sm % self.shares == self.share
 
 
-def crosses_sms(cluster_ctas: np.ndarray, kernel: KernelMetadata) -> bool:
-    """Whether a launch has rows drawn across SMs: its CTAs' clusters (from their headers) hold
-    more than one CTA, or its kernel names events or marks (drawn across warps)."""
-    return bool((cluster_ctas > 1).any()) or any(scope.kind != "scope" for scope in kernel.scopes)
+def crosses_sms(cluster_ctas: np.ndarray) -> bool:
+    """Whether a launch has rows drawn across SMs: its CTAs' clusters (from their headers, which
+    every share reads alike) hold more than one CTA."""
+    return bool((cluster_ctas > 1).any())
 
 
 def share_of_chunk(chunk: Chunk, share: SmShare, whole: bool) -> Chunk:
@@ -56,11 +57,27 @@ def share_of_chunk(chunk: Chunk, share: SmShare, whole: bool) -> Chunk:
         return dataclasses.replace(chunk, launch_spans=spans)
     return dataclasses.replace(
         chunk,
-        events=_Masked(chunk.events, share.holds(chunk.events["sm"])),
-        units=_Masked(chunk.units, share.holds(chunk.units["sm"])),
-        unmatched=_Masked(chunk.unmatched, share.holds(chunk.unmatched["sm"])),
+        events=_on(chunk.events, share),
+        units=_on(chunk.units, share),
+        unmatched=_on(chunk.unmatched, share),
+        async_parts=tuple(
+            AsyncParts(*(_rows_on(table, share) for table in (part.events, part.marks, part.values)))
+            for part in chunk.async_parts
+        ),
         launch_spans=spans,
     )
+
+
+def _on(columns: Mapping[str, np.ndarray], share: SmShare) -> _Masked:
+    return _Masked(columns, share.holds(columns["sm"]))
+
+
+def _rows_on(columns: Columns, share: SmShare) -> Columns:
+    """An events, marks or values table's rows on the share's SMs (a table of no columns: none)."""
+    if "sm" not in columns:
+        return columns
+    keep = share.holds(columns["sm"])
+    return {name: column[keep] for name, column in columns.items()}
 
 
 def _spans(chunk: Chunk) -> dict[int, tuple[int, int]]:
