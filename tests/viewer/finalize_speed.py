@@ -12,9 +12,10 @@ records, stored trimmed:
     deep   1 launch of 132 CTAs x 8 warps, thousands of records per unit
     many   1000 launches of 16 CTAs x 4 warps
 
-The last two are written as the runtime writes a kernel whose segments are sized from the code
+The others are written as the runtime writes a kernel whose segments are sized from the code
 (capacity 4): raw buffers, one pair entry per scope, scopes one after another, metadata as the
-launch hooks give it; ``--records`` does not apply:
+launch hooks give it, CTAs in waves of ``RESIDENT`` at once on an SM, as on the device (a CTA's
+slot track is shared with the CTAs before and after it); ``--records`` does not apply:
 
     launches  4010 launches of 256 CTAs x 4 warps, 3 scopes per warp (6144 records per launch)
     large     5 launches of 16384 CTAs x 8 warps, 4 scopes per warp (1,048,576 records per launch)
@@ -25,7 +26,7 @@ launch hooks give it; ``--records`` does not apply:
     gelu      1000 launches of 64 CTAs x 4 warps, 3 scopes per warp (1536 records per launch):
               the benchmark runner's host section
 
-Sessions of more than one part (``render.parts.PART_BYTES`` of stored data) render in parts,
+Sessions of more than one part (``render.plan.PART_BYTES`` of stored data) render in parts,
 on ``--workers`` processes (default: one per core). Prints finalize's records per second, seconds per million records for each stage, and the trace
 files' bytes per event: the median over ``--runs`` runs, each in a fresh process (memory a
 process touches first costs more).
