@@ -284,3 +284,40 @@ def test_launches_decoded_together_match_each_decoded_alone(busy_launch, fake_la
         assert np.array_equal(together.records.unit_row[records] - rows, alone.records.unit_row)
         rows += len(alone.units)
     assert together.problems[1] and not together.problems[0]
+
+
+@pytest.mark.parametrize("shares", [2, 3])
+def test_a_share_of_sms_decodes_as_the_whole_launch_decoded_then_kept_to_its_sms(
+    busy_launch, fake_launch, shares
+):
+    """``decode_records(on_sms=...)`` skips the other SMs' records before reading them; what it
+    gives is the whole decode's rows on those SMs (a unit that crashed and a CTA that never ran
+    included), each record pointing at its unit's new row."""
+    from proton_ik.viewer.decode import decode_headers, decode_records
+    from proton_ik.viewer.decode.buffers import raw_view
+
+    broken = fake_launch(units=4, capacity=64, num_ctas=2)  # CTA 1 never ran; one unit crashed
+    broken.cta(0, smid=1)
+    for u in range(4):
+        unit = broken.unit(0, u, 0, 0)
+        unit.begin(0, 10)
+        if u:
+            unit.end(0, 20)
+            unit.finish(30, 30)
+    buffers = [busy_launch(launch=0, num_ctas=12, sms=5).buffer, broken.buffer]
+    views = [raw_view(buffer, broken.layout) for buffer in buffers]
+    whole = decode_records(views, broken.layout, *decode_headers(views, broken.layout))
+    for share in range(shares):
+
+        def holds(sm, share=share):
+            return sm % shares == share
+
+        alone = decode_records(views, broken.layout, *decode_headers(views, broken.layout), on_sms=holds)
+        kept = whole.on_sms(holds)
+        for name in ("ctas", "units", "records"):
+            table, expected = getattr(alone, name), getattr(kept, name)
+            for field in table.__dataclass_fields__:
+                assert np.array_equal(getattr(table, field), getattr(expected, field)), (name, field)
+        assert len(alone.units) and np.all(holds(alone.units.smid))
+        units_of_records = alone.units.smid[alone.records.unit_row]
+        assert np.all(holds(units_of_records)) and len(alone.records) == len(kept.records)

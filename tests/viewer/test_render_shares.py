@@ -10,6 +10,8 @@ from collections import Counter
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proton_ik.runtime.session_writer import SessionWriter
 from proton_ik.viewer import render_session
@@ -166,3 +168,24 @@ def test_events_marks_and_values_go_with_their_sm(tmp_path, monkeypatch, fake_la
 @pytest.mark.parametrize("cores", [1, 2, 3])
 def test_few_cores_draw_no_shares(cores):
     assert share_out([(0, 1)], [64 * MIB], cores) == [PartPlan(0, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 64 * MIB), max_size=40),
+    part_bytes=st.integers(1, 32 * MIB),
+    cores=st.integers(1, 64),
+)
+def test_every_launch_is_drawn_by_exactly_one_part_or_all_shares_of_one(sizes, part_bytes, cores):
+    parts = render_plan.plan_parts(sizes, part_bytes)
+    plan = share_out(parts, sizes, cores)
+    assert len(plan) < render_plan.MAX_PARTS
+    drawn = [launch for part in plan if part.share == 0 for launch in range(part.first, part.past)]
+    assert drawn == list(range(len(sizes)))  # in order, each once by its part or its share 0
+    for part in plan:
+        assert 0 <= part.share < part.shares
+        if part.shares > 1:
+            assert part.past == part.first + 1 and sizes[part.first] >= render_plan.SHARED_LAUNCH_BYTES
+            assert [p.share for p in plan if p.first == part.first] == list(range(part.shares))
+    if cores < 4:
+        assert all(part.shares == 1 for part in plan)
