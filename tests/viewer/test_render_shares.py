@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -19,6 +20,7 @@ from proton_ik.viewer.readback.perfetto import read_perfetto
 from proton_ik.viewer.render import plan as render_plan
 from proton_ik.viewer.render import session as render_session_module
 from proton_ik.viewer.render.plan import PartPlan, share_out
+from proton_ik.viewer.tables import SmShare
 
 from .conftest import read_packets
 from .test_async_events import CLOCK0, FREE, PHASE, TABLE, TILE, TMA, Cta, event, mark
@@ -162,7 +164,8 @@ def test_events_marks_and_values_go_with_their_sm(tmp_path, monkeypatch, fake_la
             if p.HasField("track_event") and (p.track_event.flow_ids or p.track_event.terminating_flow_ids)
         }
 
-    assert len(flow_sequences(whole)) == 1 and len(flow_sequences(here)) == 4  # one share an SM
+    sharing = {share for share in range(16) for sm in range(4) if SmShare(share, 16).holds(np.array([sm]))[0]}
+    assert len(flow_sequences(whole)) == 1 and len(flow_sequences(here)) == len(sharing) > 1
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])
@@ -189,3 +192,12 @@ def test_every_launch_is_drawn_by_exactly_one_part_or_all_shares_of_one(sizes, p
             assert [p.share for p in plan if p.first == part.first] == list(range(part.shares))
     if cores < 4:
         assert all(part.shares == 1 for part in plan)
+
+
+@pytest.mark.parametrize("shares", [1, 2, 3, 6, 16])
+def test_each_sm_is_in_one_share_and_share_0_has_half_as_many(shares):
+    sms = np.arange(132 * (2 * shares - 1))  # whole rounds of the classes
+    held = np.array([SmShare(share, shares).holds(sms) for share in range(shares)])
+    assert (held.sum(axis=0) == 1).all()
+    counts = held.sum(axis=1)
+    assert counts[0] * 2 == counts[1:].min() == counts[1:].max() if shares > 1 else counts[0] == len(sms)

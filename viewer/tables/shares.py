@@ -1,8 +1,8 @@
 """One share of a large launch's SMs: ``render.parts`` draws such a launch in several parts.
 
 Below a launch, the trace's tree is per SM (SM tracks, their slots, unit tracks and counters),
-so the parts that draw one launch share it out by SM: share s of n draws the SMs whose id is s
-mod n. The launch itself (its track, its slice with its totals, its span over all SMs) is share
+so the parts that draw one launch share it out by SM (``SmShare.holds``: share 0 half as many
+SMs as each other share). The launch itself (its track, its slice with its totals, its span over all SMs) is share
 0's, which decodes the whole launch for it and draws its own SMs' rows; the other shares decode
 their SMs' units alone. Events pair within a CTA, and marks and values are a warp's, so they go
 with their SM. A launch whose thread-block clusters hold more than one CTA (its clusters track
@@ -40,7 +40,10 @@ class SmShare:
         return self.share == 0
 
     def holds(self, sm: np.ndarray) -> np.ndarray:
-        return sm % self.shares == self.share
+        """The SMs of this share: SM ids cut into 2n - 1 classes (their id modulo that), one for
+        share 0, which decodes the whole launch besides (about what a share of that size costs
+        to draw), two for each other share."""
+        return (sm % (2 * self.shares - 1) + 1) // 2 == self.share
 
 
 def crosses_sms(cluster_ctas: np.ndarray) -> bool:
