@@ -6,7 +6,8 @@ One ``Drain`` per device owns a device arena of ``pool_bytes``, handed out as a 
 per launch costs milliseconds). The launch-exit hook only queues the launch, and records an
 event on its stream after every few launches (``LAUNCHES_PER_EVENT``; ``seal`` records the
 rest). A background thread copies launches off the device, oldest first, when the pool is half
-full, when an allocation waits for room, or when the session flushes (finalize, a graph capture). How a launch is copied depends on its segments:
+full, when an allocation waits for room, or when the session flushes (finalize, a graph
+capture). How a launch is copied depends on its segments:
 
 - **dense** (each unit's segment is sized from the code's bound, so the chunk is at most twice
   what was written; or an aggregate launch, whose segments hold per-scope statistics, every

@@ -195,7 +195,9 @@ def decode_records(
 ) -> DecodedLaunches:
     """The views' records, their headers decoded already (``decode_headers``). ``on_sms``: the
     SMs kept (SM ids in, a mask out): the others' records are never read, and their CTAs and
-    units are dropped (and not counted in the problem counts)."""
+    units are dropped. The problem counts then take the other SMs' units as having kept no
+    records: they say nothing true of the launch (``tables.shares``: its share 0 decodes it
+    whole and says what went wrong)."""
     if on_sms is not None:
         units = dataclasses.replace(units, kept_entries=np.where(on_sms(units.smid), units.kept_entries, 0))
     records, units = _decode_records(_slots(views, layout), layout, ctas, units)
