@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from proton_ik.runtime.session_writer import SessionWriter
@@ -47,6 +47,8 @@ def test_one_large_launch_in_its_part_is_cut_into_shares_where_cores_are_spare()
     assert share_out(parts, sizes, cores=3) == [PartPlan(*part) for part in parts]
     assert share_out([(0, 1)], [11 * MIB], cores=32) == [PartPlan(0, 1)]  # renders sooner alone
     assert share_out([], [], cores=32) == []
+    # more parts than cores: none to spare
+    assert share_out([(0, 1)] * 5, [16 * MIB] * 5, cores=4) == [PartPlan(0, 1)] * 5
 
 
 def _shared(monkeypatch) -> None:
@@ -173,7 +175,8 @@ def test_few_cores_draw_no_shares(cores):
     assert share_out([(0, 1)], [64 * MIB], cores) == [PartPlan(0, 1)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
+@example(sizes=[1, 1, 1, 12 * MIB, 0], part_bytes=1, cores=4)  # more parts than cores
 @given(
     sizes=st.lists(st.integers(0, 64 * MIB), max_size=40),
     part_bytes=st.integers(1, 32 * MIB),

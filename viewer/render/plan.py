@@ -81,6 +81,6 @@ def share_out(parts: Sequence[tuple[int, int]], sizes: Sequence[int], cores: int
     plan: list[PartPlan] = []
     for first, past in parts:
         large = past == first + 1 and sizes[first] >= SHARED_LAUNCH_BYTES
-        shares = min(spare, sizes[first] // SHARE_BYTES) if large else 1
-        plan.extend(PartPlan(first, past, share, shares) for share in range(max(shares, 1)))
+        shares = max(1, min(spare, sizes[first] // SHARE_BYTES)) if large else 1
+        plan.extend(PartPlan(first, past, share, shares) for share in range(shares))
     return plan if len(plan) < MAX_PARTS else [PartPlan(*part) for part in parts]
