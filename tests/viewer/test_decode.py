@@ -256,8 +256,9 @@ def test_pair_clocks_extend_across_a_32_bit_wrap(fake_launch, version):
     assert decoded.records.clock.tolist() == [WRAP - 50, WRAP + 50]
 
 
-def test_launches_decoded_together_match_each_decoded_alone(busy_launch, fake_launch):
-    broken = fake_launch(units=4, capacity=64, num_ctas=2)  # CTA 1 never ran; one unit crashed
+def _broken_launch(fake_launch):
+    """Two CTAs: CTA 1 never ran, and of CTA 0's four units (on SM 1) unit 0 crashed mid-scope."""
+    broken = fake_launch(units=4, capacity=64, num_ctas=2)
     broken.cta(0, smid=1)
     for u in range(4):
         unit = broken.unit(0, u, 0, 0)
@@ -265,6 +266,11 @@ def test_launches_decoded_together_match_each_decoded_alone(busy_launch, fake_la
         if u:
             unit.end(0, 20)
             unit.finish(30, 30)
+    return broken
+
+
+def test_launches_decoded_together_match_each_decoded_alone(busy_launch, fake_launch):
+    broken = _broken_launch(fake_launch)
     buffers = [busy_launch(launch=0).buffer, broken.buffer, busy_launch(launch=2, num_ctas=3).buffer]
 
     together = decode_buffers(buffers, broken.layout)
@@ -296,14 +302,7 @@ def test_a_share_of_sms_decodes_as_the_whole_launch_decoded_then_kept_to_its_sms
     from proton_ik.viewer.decode import decode_headers, decode_records
     from proton_ik.viewer.decode.buffers import raw_view
 
-    broken = fake_launch(units=4, capacity=64, num_ctas=2)  # CTA 1 never ran; one unit crashed
-    broken.cta(0, smid=1)
-    for u in range(4):
-        unit = broken.unit(0, u, 0, 0)
-        unit.begin(0, 10)
-        if u:
-            unit.end(0, 20)
-            unit.finish(30, 30)
+    broken = _broken_launch(fake_launch)
     buffers = [busy_launch(launch=0, num_ctas=12, sms=5).buffer, broken.buffer]
     views = [raw_view(buffer, broken.layout) for buffer in buffers]
     whole = decode_records(views, broken.layout, *decode_headers(views, broken.layout))
