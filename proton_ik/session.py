@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proton_ik import compile_mode, session_files
-from proton_ik.contract.session_format import CLOCK_PAIRS
+from proton_ik.contract.session_format import CLOCK_PAIRS, UNRECORDED
 from proton_ik.mode import Mode
 from proton_ik.runtime.pool_stalls import warn_of_stalls
 
@@ -272,7 +272,7 @@ class Session:
             return
         writer = self._file()
         if unrecorded:
-            writer.info["unrecorded"] = unrecorded
+            writer.info[UNRECORDED] = unrecorded
         device = writer.info.get("device_index")
         if isinstance(device, int) and CLOCK_PAIRS in writer.info:  # a session that read one at start
             from proton_ik.runtime.clock_sync import clock_pair_or_none

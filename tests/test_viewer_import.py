@@ -43,3 +43,19 @@ def test_the_viewer_exports_still_resolve_and_render_is_the_function():
         " set(v.__all__) <= set(dir(v))]))"
     )
     assert _probe(probe) == [True, "proton_ik.viewer", True, True]
+
+
+def test_finalize_renders_a_perfetto_trace_without_pandas(tmp_path):
+    """``finalize`` renders in the user's process, which has not imported pandas: importing it
+    (and the other formats' writers) there cost about a tenth of a second of every finalize."""
+    out = tmp_path / "demo.pftrace"
+    probe = (
+        "import json, sys, importlib.resources as r;"
+        "from pathlib import Path;"
+        "from proton_ik import viewer;"
+        "demo = r.files('proton_ik') / 'data' / 'demo.pik';"
+        f"stats = viewer.render_session(Path(str(demo)), {{'pftrace': Path({str(out)!r})}}, progress=False);"
+        "print(json.dumps([stats.records > 0, 'pandas' in sys.modules]))"
+    )
+    assert _probe(probe) == [True, False]
+    assert out.stat().st_size > 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from proton_ik.contract.layout import BufferLayout, ring_capacity
-from proton_ik.contract.session_format import Capture
+from proton_ik.contract.session_format import Capture, unrecorded_warnings
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.arrays import collector_paused, groups, release_freed_memory
 from proton_ik.viewer.session_file import LaunchCapture, read_session
@@ -29,7 +29,6 @@ from proton_ik.viewer.summary import (
     summarize_aggregates,
     summarize_events,
     table_statistics,
-    unrecorded_warnings,
 )
 from proton_ik.viewer.tables import (
     EVENT_COLUMNS,

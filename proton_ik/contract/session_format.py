@@ -172,6 +172,19 @@ def is_session_file(path: str | Path) -> bool:
         return False
 
 
+# Session info: the launches that ran but could not be recorded, a list of {"kernel", "reason",
+# "count"} (``unrecorded_warnings`` words them).
+UNRECORDED = "unrecorded"
+
+
+def unrecorded_warnings(info: Mapping[str, Any]) -> list[str]:
+    """One line per kernel and reason that the runtime could not record launches of."""
+    return [
+        f"{int(item['count']):,} launch(es) of {item['kernel']} ran but were not recorded: {item['reason']}"
+        for item in info.get(UNRECORDED) or []
+    ]
+
+
 # Session info: (host ns, %globaltimer ns) pairs read at the session's start and finalize
 # (``runtime.clock_sync``), each {"host_ns", "globaltimer_ns", "read_ns"}.
 CLOCK_PAIRS = "clock_pairs"

@@ -13,22 +13,24 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from proton_ik.contract.session_format import unrecorded_warnings
 from proton_ik.viewer.arrays import collector_paused
-from proton_ik.viewer.chrome import ChromeWriter
 from proton_ik.viewer.perfetto import PerfettoWriter
-from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 from proton_ik.viewer.render.ahead import start_workers
 from proton_ik.viewer.render.cores import default_workers
 from proton_ik.viewer.render.parts import StartedRunners, render_parts
 from proton_ik.viewer.render.plan import PartPlan, plan_parts, share_out, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
-from proton_ik.viewer.summary import unrecorded_warnings
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
 from proton_ik.viewer.tracks import check_timeline, root_name
+
+if TYPE_CHECKING:  # imported where asked for: they import pandas, which finalize would wait for
+    from proton_ik.viewer.chrome import ChromeWriter
+    from proton_ik.viewer.proton import HatchetWriter, ProtonChromeWriter
 
 # Perfetto, Chrome JSON (also under Proton's name for it), Proton's tree for proton-viewer, and
 # the HTML report (``viewer.report``).
@@ -206,10 +208,16 @@ def _writers(
         )
         writers.append(stack.enter_context(perfetto))
     if "json" in outputs:
+        from proton_ik.viewer.chrome import ChromeWriter
+
         writers.append(stack.enter_context(ChromeWriter(outputs["json"], info, timeline=timeline)))
     if "chrome_trace" in outputs:  # Proton's file, in Proton's schema
+        from proton_ik.viewer.proton import ProtonChromeWriter
+
         writers.append(stack.enter_context(ProtonChromeWriter(outputs["chrome_trace"])))
     if "hatchet" in outputs:
+        from proton_ik.viewer.proton import HatchetWriter
+
         writers.append(stack.enter_context(HatchetWriter(outputs["hatchet"], info)))
     return writers
 

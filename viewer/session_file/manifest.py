@@ -28,6 +28,7 @@ from proton_ik.contract.session_format import (
     READ_VERSIONS,
     STORED_KEY,
     TRIMMED,
+    UNRECORDED,
 )
 
 MAX_CYCLES = (1 << 32) - 1  # a time shift longer than the 32-bit clock's wrap is no calibration
@@ -103,7 +104,7 @@ def check_info(info: Mapping[str, Any]) -> None:
     parts = shift if isinstance(shift, Mapping) else {"single": shift, "pair": shift}
     for kind in ("single", "pair"):
         integer(parts, kind, "info.time_shift_cycles", 0, MAX_CYCLES)
-    unrecorded = info.get("unrecorded") or []
+    unrecorded = info.get(UNRECORDED) or []
     if not isinstance(unrecorded, list):
         raise ManifestError(f"info.unrecorded is a {type(unrecorded).__name__}, not a list")
     for number, item in enumerate(unrecorded):

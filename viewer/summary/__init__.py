@@ -18,7 +18,6 @@ from proton_ik.viewer.summary.scopes import (
     launch_labels,
     summarize,
     table_statistics,
-    unrecorded_warnings,
 )
 from proton_ik.viewer.summary.statistics import ScopeSample
 from proton_ik.viewer.summary.text_columns import formatted
@@ -35,5 +34,4 @@ __all__ = [
     "summarize_aggregates",
     "summarize_events",
     "table_statistics",
-    "unrecorded_warnings",
 ]

@@ -8,7 +8,7 @@ autotuned config; the kernel's name otherwise) and scope. Tables without those l
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,17 +279,6 @@ def _source_lines(table: pd.DataFrame) -> pd.Series:
     """Each scope's ``file:line`` (its file, or its line, where only one is known; "-" for neither)."""
     line, file = table["line"].astype("string"), table["file"].astype("string")
     return (file + ":" + line).fillna(file).fillna(line).fillna("-")
-
-
-UNRECORDED_KEY = "unrecorded"  # session info: launches that ran but could not be recorded
-
-
-def unrecorded_warnings(info: Mapping[str, Any]) -> list[str]:
-    """One line per kernel and reason that the runtime could not record launches of."""
-    return [
-        f"{int(item['count']):,} launch(es) of {item['kernel']} ran but were not recorded: {item['reason']}"
-        for item in info.get(UNRECORDED_KEY) or []
-    ]
 
 
 def _values(launches: pd.DataFrame, name: str) -> list[Any]:
