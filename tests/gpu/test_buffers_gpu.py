@@ -3,6 +3,7 @@ capture and replays, autotuning, and several streams."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -288,6 +289,9 @@ def test_a_finalized_sessions_device_pool_is_freed_at_finalize(tmp_path):
     not when the garbage collector gets to the session (the device would hold one per window)."""
     x = torch.randn(64 * 2048, device="cuda")
     out = torch.empty_like(x)
+    # An earlier test's tensors held in a cycle (a frame kept by a caught exception's traceback)
+    # would be freed by a collection inside a window, and read as this test's memory.
+    gc.collect()
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     for window in range(3):
