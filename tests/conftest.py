@@ -33,6 +33,22 @@ def _private_triton_cache(tmp_path_factory):
     knobs.cache.dir = previous
 
 
+@pytest.fixture(autouse=True)
+def _no_session_outlives_its_test():
+    """A test that fails between ``start`` and ``finalize`` would leave its session running, and
+    every later test's ``start`` would fail with it: the session is finalized here and the
+    test reported, so that one failure reads as one."""
+    import proton_ik
+
+    yield
+    leaked = proton_ik._session  # private: the running session, which no public call names
+    if leaked is not None:
+        try:
+            proton_ik.finalize()
+        finally:
+            pytest.fail(f"the test left session '{leaked.name}' running; it is finalized now")
+
+
 class _DrainedRecorder:
     """What finalize asks of the runtime's recorder, with the launches already drained."""
 
