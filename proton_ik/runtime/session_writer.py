@@ -58,6 +58,9 @@ class SessionWriter:
         self.info = dict(info)
         _to_json(self.info, "session info")
         self._entries: list[ManifestLaunch] = []
+        # Each kernel metadata dict's JSON, by identity (the dict kept, so its id stays its own):
+        # most of a launch's metadata text, the same for every launch of a kernel.
+        self._profile_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
         self._file = OverlappedFile(self.path)
         # Stored, as the runtime writes: checksums on several threads, no serial pass
         # (``stored_zip``); compressed, as tools and tests may ask: zipfile's deflate.
@@ -123,13 +126,25 @@ class SessionWriter:
             if not layout.aggregate:  # an aggregate launch's statistics fill its buffer: kept whole
                 meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
                 array = trim_buffer(array, layout)
-        text = _to_json(meta, f"metadata of launch {meta['launch']}")  # before anything is written
+        text = self._meta_json(meta)  # before anything is written
         entry = launch_member(len(self._entries))
         self._member(entry, npy_parts(np.ascontiguousarray(array).reshape(-1)))
         self._member(launch_meta_member(entry), [text.encode()])
         self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
         if flush:
             self._flush()
+
+    def _meta_json(self, meta: Mapping[str, Any]) -> str:
+        """A launch's metadata as JSON, its kernel metadata (``profile``) last and encoded once
+        per dict: launches of a kernel share one, never changed once handed here (as the
+        manifest's ``numbered_profiles`` assumes)."""
+        what = f"metadata of launch {meta['launch']}"
+        profile = meta["profile"]
+        known = self._profile_texts.get(id(profile))
+        if known is None or known[0] is not profile:
+            known = self._profile_texts[id(profile)] = (profile, _to_json(profile, what))
+        rest = _to_json({key: value for key, value in meta.items() if key != "profile"}, what)
+        return f'{rest[:-1]}, "profile": {known[1]}}}'  # rest holds "launch" and "kernel"
 
     def _flush(self) -> None:
         """Hand what is written to the operating system: it survives this process being killed.

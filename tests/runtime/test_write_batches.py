@@ -3,6 +3,7 @@ writes each batch with one flush of the session file (``SessionWriter.add_launch
 
 from __future__ import annotations
 
+import json
 import queue
 import zipfile
 from pathlib import Path
@@ -75,3 +76,32 @@ def test_a_launch_refused_in_a_batch_still_flushes_those_before_it(tmp_path, mon
     with zipfile.ZipFile(tmp_path / "s.pik") as archive:
         assert archive.testzip() is None
     assert [launch.meta["launch"] for launch in read_session(tmp_path / "s.pik")] == [0]
+
+
+def test_each_launchs_metadata_member_reads_back_as_its_metadata(tmp_path):
+    """The writer encodes a kernel's metadata once per dict and splices it into each launch's
+    JSON member: every member still parses to that launch's metadata, for launches sharing one
+    dict, an equal dict of their own, or another kernel's; what is not plain data is refused."""
+    (meta, buffer, _), *_ = _launches()
+    profile = meta["profile"]
+    other = {**profile, "num_warps": 8}
+    metas = [
+        {**meta, "launch": 0},
+        {**meta, "launch": 1, "name": "named", "launch_metrics": {"flops": 2.5}},
+        {**meta, "launch": 2, "profile": dict(profile)},
+        {**meta, "launch": 3, "profile": other},
+        {**meta, "launch": 4},
+    ]
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, {"name": "s"}, compress=False) as writer:
+        for each in metas:
+            writer.add_launch(each, buffer)
+        with pytest.raises(ValueError, match="metadata of launch 5 must be JSON-serialisable"):
+            writer.add_launch({**meta, "launch": 5, "profile": {**profile, "bad": object()}}, buffer)
+    with zipfile.ZipFile(path) as archive:
+        members = sorted(
+            name for name in archive.namelist() if name.startswith("launches/") and name.endswith(".json")
+        )
+        assert [json.loads(archive.read(name)) for name in members] == metas
+    assert [launch.meta["profile"]["num_warps"] for launch in read_session(path)] == [
+        profile["num_warps"]] * 3 + [8, profile["num_warps"]]  # fmt: skip
