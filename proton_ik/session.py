@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is 
     from proton_ik.runtime.hooks import LaunchRecorder
     from proton_ik.runtime.session_writer import SessionWriter
     from proton_ik.viewer.render import ForkServer, StartedRunners  # imported when needed
+    from proton_ik.viewer.session_file import StoredSession
 
 DEFAULT_POOL_BYTES = 512 << 20
 # The traces finalize can write: Perfetto, Chrome JSON, and the same Chrome trace and a call
@@ -416,7 +417,12 @@ class Session:
             # The report links to the trace by its final name, not the name it is written under.
             link = f"{claim.stem}.pftrace" if "pftrace" in outputs else None
             stats = viewer.render_session(
-                self.session_path, outputs, timeline=self.timeline, trace_link=link, started=workers
+                self.session_path,
+                outputs,
+                timeline=self.timeline,
+                trace_link=link,
+                started=workers,
+                session=self._written_session(),
             )
         except BaseException:
             for written in outputs.values():
@@ -425,6 +431,16 @@ class Session:
         for fmt, written in outputs.items():
             paths[fmt] = str(claim.place(f".{fmt}", written))
         return stats.records
+
+    def _written_session(self) -> StoredSession | None:
+        """The session file as its writer left it (``viewer.session_file.session_from_written``),
+        where it wrote one: the render need not read the file's directory and manifest back."""
+        written = self._writer.written if self._writer is not None else None
+        if written is None:
+            return None
+        from proton_ik.viewer.session_file import session_from_written
+
+        return session_from_written(self.session_path, written)
 
 
 def _triton_version() -> str:

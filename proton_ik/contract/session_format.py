@@ -34,7 +34,7 @@ import json
 import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, cast
+from typing import Any, NamedTuple, Protocol, TypedDict, cast
 
 import numpy as np
 
@@ -93,6 +93,25 @@ class _RequiredManifest(TypedDict):
 
 class Manifest(_RequiredManifest, total=False):
     profiles: list[dict[str, Any]]  # version 3 on: each kernel's metadata once
+
+
+class WrittenMember(NamedTuple):
+    """A stored (uncompressed) member of a session file as its writer placed it: what the zip's
+    central directory says of it."""
+
+    name: str
+    header_offset: int  # where its local header starts
+    size: int
+    crc: int
+
+
+class WrittenSession(NamedTuple):
+    """A session file as its writer closed it: its manifest's JSON and where each member lies.
+    The process that wrote it renders it from these (``viewer.session_file.session_from_written``)
+    without reading the file's directory and manifest back."""
+
+    manifest_json: bytes
+    members: list[WrittenMember]
 
 
 class Capture(Protocol):

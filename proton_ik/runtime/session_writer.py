@@ -28,6 +28,7 @@ from proton_ik.contract.session_format import (
     Capture,
     LaunchMeta,
     ManifestLaunch,
+    WrittenSession,
     check_required_meta,
     launch_member,
     launch_meta_member,
@@ -58,6 +59,7 @@ class SessionWriter:
         self.info = dict(info)
         _to_json(self.info, "session info")
         self._entries: list[ManifestLaunch] = []
+        self.written: WrittenSession | None = None  # once closed, where a stored file's members lie
         # Each kernel metadata dict's JSON, by identity (the dict kept, so its id stays its own):
         # most of a launch's metadata text, the same for every launch of a kernel.
         self._profile_texts: dict[int, tuple[Mapping[str, Any], str]] = {}
@@ -156,10 +158,14 @@ class SessionWriter:
         if self._archive is None:
             return self.path
         # Compact: an indented dump takes the json module's pure-Python path (0.5 s for 20,000 launches)
-        self._member(MANIFEST, [json.dumps(manifest(self.info, self._entries)).encode()])
+        text = json.dumps(manifest(self.info, self._entries)).encode()
+        self._member(MANIFEST, [text])
+        stored = self._archive.written() if isinstance(self._archive, StoredZipWriter) else None
         self._archive.close()
         self._archive = None
         self._file.close()
+        if stored is not None:  # only once the file is whole
+            self.written = WrittenSession(text, stored)
         return self.path
 
     def __enter__(self) -> SessionWriter:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from proton_ik.contract import checksum
+from proton_ik.contract.session_format import WrittenMember
 
 __all__ = ["StoredZipWriter", "crc32", "crc32_combine"]
 
@@ -192,6 +193,13 @@ class StoredZipWriter:
                 crc = crc32_combine(crc, piece, view.nbytes) if done else piece
             done += view.nbytes
         return crc
+
+    def written(self) -> list[WrittenMember]:
+        """Each member added so far, where it lies and what its directory entry says."""
+        return [
+            WrittenMember(member.name.decode("utf-8"), member.offset, member.size, member.crc)
+            for member in self._members
+        ]
 
     def close(self) -> None:
         """The central directory and the end records; the file itself stays open."""

@@ -27,6 +27,24 @@ def test_the_session_file_is_written_aside_and_moved_into_place(tmp_path, draine
     assert len(read_session(tmp_path / "run.pik").launches) == result.launches > 0
 
 
+def test_finalize_renders_its_file_without_reading_it_back(tmp_path, drained_session, monkeypatch):
+    """The file's directory and manifest are what the writer wrote (``session_from_written``):
+    finalize does not read them back, and its trace is the one a read of the file renders."""
+    import importlib
+
+    from proton_ik.viewer import render_session
+
+    session = drained_session(tmp_path, "run")
+    with monkeypatch.context() as patched:
+        for module in ("proton_ik.viewer.render.session", "proton_ik.viewer.session_file.reader"):
+            patched.setattr(
+                importlib.import_module(module), "read_session", lambda *_: pytest.fail("read back")
+            )
+        result = session.finalize()
+    render_session(result.paths["session"], {"pftrace": tmp_path / "read.pftrace"}, workers=1)
+    assert Path(result.paths["pftrace"]).read_bytes() == (tmp_path / "read.pftrace").read_bytes()
+
+
 def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path, drained_session):
     (tmp_path / "run.pik").write_bytes(b"an earlier run")
     session = drained_session(tmp_path, "run")

@@ -8,7 +8,8 @@ import pytest
 from proton_ik.contract.session_format import FORMAT_VERSION, MANIFEST
 from proton_ik.runtime.session_writer import SessionWriter, write_session
 from proton_ik.viewer import SessionFileError, read_session
-from proton_ik.viewer.session_file import session_from_portable
+from proton_ik.viewer.session_file import session_from_portable, session_from_written
+from proton_ik.viewer.session_file.zip_members import MemberPlace
 
 INFO = {"name": "matmul", "device": "NVIDIA H100", "sm_count": 132}
 
@@ -72,6 +73,43 @@ def test_a_session_handed_to_a_worker_as_json_reads_the_same_launches(tmp_path, 
     path.write_bytes(bytes(damaged))
     with pytest.raises(SessionFileError, match=r"the buffer of launch 1 \(launches/000001.npy\) is corrupt"):
         _ = session_from_portable(json.loads(json.dumps(session.portable()))).launches[1].buffer
+
+
+def test_a_session_as_its_writer_left_it_reads_as_the_file_does(tmp_path, busy_launch):
+    """``finalize`` renders the file it has just written from what its writer kept
+    (``session_from_written``): the same info, metadata, places, shapes and buffers as a read
+    of the file, its manifest checked alike, the buffers still checked against their CRCs."""
+    captures = [busy_launch(launch=n, num_ctas=1 + n % 2) for n in range(4)]
+    path = tmp_path / "s.pik"
+    with SessionWriter(
+        path, {**INFO, "unrecorded": [{"kernel": "k", "reason": "r", "count": 2}]}, compress=False
+    ) as writer:
+        for capture in captures:
+            writer.add_launch(capture.meta, capture.buffer)
+        assert writer.written is None  # not before the file is whole
+    assert writer.written is not None
+    moved = path.rename(tmp_path / "moved.pik")  # as finalize places the file on its final name
+    session, known = read_session(moved), session_from_written(moved, writer.written)
+    assert known.path == moved and known.info == session.info
+    assert [launch.meta for launch in known] == [launch.meta for launch in session]
+    assert len({id(launch.meta["profile"]) for launch in known}) == 1
+    for ours, theirs in zip(session, known, strict=True):
+        assert MemberPlace.of(theirs.member) == MemberPlace.of(ours.member)
+        assert theirs.shape == ours.shape
+        assert np.array_equal(theirs.buffer, ours.buffer)
+    with SessionWriter(tmp_path / "deflated.pik", INFO) as deflated:
+        deflated.add_launch(captures[0].meta, captures[0].buffer)
+    assert deflated.written is None  # zipfile's members: read back from the file
+    damaged = bytearray(moved.read_bytes())
+    damaged[session.launches[2].member.header_offset + 200] ^= 0xFF
+    moved.write_bytes(bytes(damaged))
+    with pytest.raises(SessionFileError, match=r"the buffer of launch 2 \(launches/000002.npy\) is corrupt"):
+        _ = session_from_written(moved, writer.written).launches[2].buffer
+    bad = writer.written._replace(
+        manifest_json=writer.written.manifest_json.replace(b'"launch": 1', b'"launch": -1')
+    )
+    with pytest.raises(SessionFileError, match="launch"):
+        session_from_written(moved, bad)
 
 
 @pytest.mark.parametrize("compress", [False, True])

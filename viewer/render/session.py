@@ -66,6 +66,7 @@ def render_session(
     workers: int | None = None,
     trace_link: str | None = None,
     started: StartedRunners | None = None,
+    session: StoredSession | None = None,
 ) -> RenderStats:
     """Decode a session file and write the files named in ``outputs`` ("pftrace" for Perfetto,
     "json" and "chrome_trace" for Chrome, "hatchet" for Proton's tree), launch run by launch run,
@@ -78,7 +79,9 @@ def render_session(
     part's stored data (``plan.PART_BYTES``), or of a few large launches on a host of many cores,
     has its Perfetto trace written in parts, on
     up to ``workers`` processes (None: one per core; 1: in this one): the same file either way;
-    ``started``: workers started ahead (``ahead.start_workers_for``) or a fork server, ended here when done.
+    ``started``: workers started ahead (``ahead.start_workers_for``) or a fork server, ended here when done;
+    ``session``: the file as this process knows it already (``session_file.session_from_written``),
+    not read again.
     "html" is the report (``viewer.report``), written after the traces; it links to the Perfetto
     trace by ``trace_link`` (default: the "pftrace" output's name, where it is written beside)."""
     if "html" in outputs:
@@ -86,6 +89,7 @@ def render_session(
         stats = render_session(
             session_path, traces, timeline=timeline, progress=progress, title=title,
             merge_index=merge_index, host_offset_ns=host_offset_ns, workers=workers, started=started,
+            session=session,
         )  # fmt: skip
         _write_report(session_path, outputs["html"], traces.get("pftrace"), trace_link)
         return stats
@@ -97,7 +101,8 @@ def render_session(
     if started is None and "pftrace" in outputs:
         started = start_workers(Path(session_path), workers)
     try:
-        session = read_session(session_path)
+        if session is None:
+            session = read_session(session_path)
         warnings = unrecorded_warnings(session.info)
         title = title or root_name(str(session.info.get("name", "proton_ik")))
         sizes = stored_sizes(session)

@@ -17,6 +17,7 @@ from proton_ik.viewer.session_file.reader import (
     StoredSession,
     read_session,
     session_from_portable,
+    session_from_written,
     stored_launches_hint,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "check_info",
     "read_session",
     "session_from_portable",
+    "session_from_written",
     "stored_launches_hint",
 ]

@@ -24,7 +24,13 @@ import numpy as np
 from proton_ik.contract.buffer_view import BufferView, raw_view
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.contract.session_format import MANIFEST, STORED_KEY, TRIMMED, numbered_profiles
+from proton_ik.contract.session_format import (
+    MANIFEST,
+    STORED_KEY,
+    TRIMMED,
+    WrittenSession,
+    numbered_profiles,
+)
 from proton_ik.contract.trimmed import header_bytes, inflate, trimmed_view
 from proton_ik.viewer.session_file.manifest import ManifestError, Shape, check_manifest
 from proton_ik.viewer.session_file.recover import recover
@@ -254,6 +260,31 @@ def read_session(path: str | Path) -> StoredSession:
         manifest["info"] = {**manifest["info"], "recovered": recovered.where_it_ends()}
     else:
         manifest = _manifest(path, members[MANIFEST], file_size)
+    return _checked_session(path, manifest, members)
+
+
+def session_from_written(path: str | Path, written: WrittenSession) -> StoredSession:
+    """The session file at ``path`` as the process that wrote it knows it (``SessionWriter.written``):
+    its manifest checked as ``read_session`` checks a file's, its members where the writer put
+    them. The file's directory and manifest are not read back: for 20,000 launches that took a
+    finalize 0.3 s on a 2-core machine. Buffers are read, and checked against their CRCs, as
+    ``read_session``'s launches are."""
+    path = Path(path)
+    members: dict[str, Member] = {
+        member.name: MemberPlace(
+            member.name, member.header_offset, member.size, member.size, zipfile.ZIP_STORED, member.crc
+        )
+        for member in written.members
+    }
+    try:
+        manifest = json.loads(written.manifest_json)
+    except ValueError as error:
+        raise SessionFileError(f"{path}: the manifest written is not valid JSON ({reason(error)})") from None
+    return _checked_session(path, manifest, members)
+
+
+def _checked_session(path: Path, manifest: Any, members: Mapping[str, Member]) -> StoredSession:
+    """The session whose ``manifest`` lists launches among ``members``, once the manifest is checked."""
     sizes = {name: member.file_size for name, member in members.items() if name != MANIFEST}
     try:
         shapes = check_manifest(manifest, sizes)
