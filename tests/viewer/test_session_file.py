@@ -75,6 +75,27 @@ def test_a_session_handed_to_a_worker_as_json_reads_the_same_launches(tmp_path, 
         _ = session_from_portable(json.loads(json.dumps(session.portable()))).launches[1].buffer
 
 
+def test_launches_with_different_metadata_keys_travel_to_a_worker_in_their_order(tmp_path, busy_launch):
+    """The worker's form keeps metadata as values under key lists: launches named, in host
+    scopes, replayed in a graph or tuned, each with its own keys in its own order."""
+    extras = [
+        {},
+        {"name": "step 3", "launch_metrics": {"flops": 2.5}},
+        {"host_scope": ["train", "forward"]},
+        {"graph": 0, "replay": 4},
+        {"config": {"BLOCK": 64, "kwargs": {"BLOCK": 64}}, "name": "tuned"},
+    ]
+    path = tmp_path / "s.pik"
+    with SessionWriter(path, INFO, compress=False) as writer:
+        for number, extra in enumerate(extras):
+            capture = busy_launch(launch=number)
+            writer.add_launch({**extra, **capture.meta}, capture.buffer)
+    session = read_session(path)
+    copy = session_from_portable(json.loads(json.dumps(session.portable())))
+    assert [list(launch.meta.items()) for launch in copy] == [list(launch.meta.items()) for launch in session]
+    assert len(session.portable()["meta_keys"]) == len(extras)
+
+
 def test_a_session_as_its_writer_left_it_reads_as_the_file_does(tmp_path, busy_launch):
     """``finalize`` renders the file it has just written from what its writer kept
     (``session_from_written``): the same info, metadata, places, shapes and buffers as a read
