@@ -193,13 +193,29 @@ class Session:
     def _start_runtime(self) -> None:
         import torch
 
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if "pftrace" in self.formats:
+            # First: it imports the render (about half a second on a GPU host) while this process
+            # reads the device, its clock pair and its pool, and then while the program runs.
+            from proton_ik.viewer.render import start_fork_server
+
+            self._fork_server = start_fork_server()
+        try:
+            self._start_recorder(torch)
+        except BaseException:
+            if self._fork_server is not None:
+                self._fork_server.close()
+                self._fork_server = None
+            raise
+
+    def _start_recorder(self, torch: Any) -> None:
+        """The session info, the device's clock pair, the recorder and its drain, the hooks."""
         from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.clock_sync import clock_pair_or_none
         from proton_ik.runtime.graphs import GraphFollower
         from proton_ik.runtime.hooks import FlushPolicy, LaunchRecorder
 
-        self.out_dir.mkdir(parents=True, exist_ok=True)
         device = torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(device)
         self._session_info = {
@@ -233,10 +249,6 @@ class Session:
             self.pool_bytes, sink, launch_metadata=self.launch_metadata, flush=FlushPolicy(launches, seconds)
         )
         recorder.drain_for(device)
-        if "pftrace" in self.formats:  # it imports the render while the program runs
-            from proton_ik.viewer.render import start_fork_server
-
-            self._fork_server = start_fork_server()
         graphs, autotune = GraphFollower(recorder), AutotuneFollower(self.plain)
         recorder.autotune = autotune
         recorder.install()
