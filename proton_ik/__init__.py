@@ -31,7 +31,8 @@ from proton_ik import compile_mode, mode, torch_compile
 from proton_ik.host_scopes import enter_scope, exit_scope, scope
 from proton_ik.mode import Mode
 from proton_ik.proton_modes import proton_mode
-from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Result, Session
+from proton_ik.result import Result
+from proton_ik.session import DEFAULT_FORMATS, DEFAULT_POOL_BYTES, FORMATS, Session
 
 # Kernels under torch.compile: Inductor's copy of their source keeps their imports of
 # proton_ik.language, and what a compiled program runs follows the compile mode.

@@ -11,13 +11,13 @@ import time
 import traceback
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proton_ik import compile_mode, session_files
 from proton_ik.contract.session_format import CLOCK_PAIRS, UNRECORDED
 from proton_ik.mode import Mode
+from proton_ik.result import Result
 from proton_ik.runtime.pool_stalls import warn_of_stalls
 
 if TYPE_CHECKING:  # the runtime imports torch; it is loaded only once a GPU is found
@@ -34,53 +34,6 @@ DEFAULT_POOL_BYTES = 512 << 20
 FORMATS = ("pftrace", "json", "chrome_trace", "hatchet", "html")  # html: the report (viewer.report)
 DEFAULT_FORMATS = ("pftrace",)  # Chrome JSON is large: written only when asked for
 SESSION_SUFFIX = ".pik"
-
-
-@dataclass
-class Result:
-    """What ``finalize`` returns: the files written, and the decoded events on demand (the
-    session is decoded again, from its file, the first time they are asked for)."""
-
-    name: str
-    paths: dict[str, str] = field(default_factory=dict)
-    launches: int = 0
-    records: int = 0  # counted while a trace is written; 0 with formats=()
-    finalize_seconds: float = 0.0
-    # Seconds the program waited for room in a full device pool (``warn_of_stalls``).
-    pool_wait_seconds: float = 0.0
-    session_path: Path | None = None
-    _trace: Any = field(default=None, repr=False)
-
-    @property
-    def trace(self):
-        """The whole session as a ``proton_ik.viewer.Trace``, or None when nothing ran."""
-        if self._trace is None and self.launches and self.session_path is not None:
-            from proton_ik import viewer
-
-            self._trace = viewer.load(self.session_path)
-        return self._trace
-
-    def _trace_or_empty(self):
-        """The trace, or an empty one (its tables with their columns, a summary that says nothing
-        was captured) where nothing ran: code written for a GPU runs the same without one."""
-        if self.trace is not None:
-            return self.trace
-        from proton_ik import viewer
-
-        return viewer.Trace.from_captures({"name": self.name}, [])
-
-    @property
-    def events(self):
-        return self._trace_or_empty().events
-
-    def summary(self):
-        """Per-scope statistics of the session: read off its file chunk by chunk (no events
-        table: ``viewer.summarize_session``), or off the trace where it is loaded already."""
-        if self._trace is None and self.launches and self.session_path is not None:
-            from proton_ik import viewer
-
-            return viewer.summarize_session(self.session_path).summary
-        return self._trace_or_empty().summary()
 
 
 def _memory_of(device: int) -> dict[str, int]:
