@@ -45,6 +45,29 @@ def test_finalize_renders_its_file_without_reading_it_back(tmp_path, drained_ses
     assert Path(result.paths["pftrace"]).read_bytes() == (tmp_path / "read.pftrace").read_bytes()
 
 
+def test_finalize_pauses_the_cyclic_collector_and_leaves_it_as_it_was(tmp_path, drained_session, monkeypatch):
+    """The drains' last flush and the render run without the collector's passes over the
+    program's heap; the program's own choice is kept (on here, off where it turned it off)."""
+    import gc
+
+    from proton_ik.session import Session
+
+    seen = []
+    finish = Session._finish
+    monkeypatch.setattr(
+        Session, "_finish", lambda self, *args: seen.append(gc.isenabled()) or finish(self, *args)
+    )
+    assert gc.isenabled()
+    drained_session(tmp_path, "on").finalize()
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        drained_session(tmp_path, "off").finalize()
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_an_existing_name_is_kept_and_the_session_takes_the_next(tmp_path, drained_session):
     (tmp_path / "run.pik").write_bytes(b"an earlier run")
     session = drained_session(tmp_path, "run")
