@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -342,3 +343,40 @@ def test_the_server_reads_a_session_once_for_all_its_forks(session, tmp_path, mo
     render_parts.preload(job)
     assert reads == ["read", "read"] and render_parts._preloaded is not None
     assert render_parts._preloaded[0] == str(other)
+
+
+def test_the_other_formats_render_here_while_the_forks_render_the_parts(
+    session, tmp_path, server, monkeypatch
+):
+    """A drop-in's ``.hatchet`` (and Chrome JSON) are not written in parts: this process writes
+    them while the forks render the Perfetto parts, rather than after, and leaves every part to
+    the forks; every file is the same as one process writes."""
+    from proton_ik.viewer.proton import hatchet as hatchet_writer
+
+    outputs = ("pftrace", "hatchet", "json")
+    alone = render_session(session, {fmt: tmp_path / f"alone.{fmt}" for fmt in outputs}, workers=1)
+    assert server.ready(timeout=60)
+    writing = threading.Event()
+    real_add = hatchet_writer.HatchetWriter.add
+
+    def add(self, chunk):
+        writing.set()
+        return real_add(self, chunk)
+
+    overlapped = []
+    real_run = server.run
+
+    def run(job: Path, done: Path) -> tuple[int, str]:
+        overlapped.append(writing.wait(timeout=30))  # after the parts, it would never come
+        return real_run(job, done)
+
+    monkeypatch.setattr(hatchet_writer.HatchetWriter, "add", add)
+    monkeypatch.setattr(server, "run", run)
+    monkeypatch.setattr(render_parts, "_render_part", lambda *_: pytest.fail("a part rendered here"))
+    spread = render_session(
+        session, {fmt: tmp_path / f"spread.{fmt}" for fmt in outputs}, workers=3, started=server
+    )
+    for fmt in outputs:
+        assert (tmp_path / f"spread.{fmt}").read_bytes() == (tmp_path / f"alone.{fmt}").read_bytes(), fmt
+    assert (spread.launches, spread.records, spread.events) == (alone.launches, alone.records, alone.events)
+    assert overlapped and all(overlapped)

@@ -117,11 +117,14 @@ def render_parts(
     workers: int | None,
     session: StoredSession | None = None,
     started: StartedRunners | None = None,
+    here: bool = True,
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
     file as the caller read it (else it is read again); ``started``: workers started ahead
-    (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started."""
+    (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started; ``here``:
+    whether this process renders parts beside its forked workers (False: it has other work
+    meanwhile, and renders only parts a worker gave back)."""
     count = len(parts) + 1  # the last part number: the host scopes' track
     plans = [PartPlan(*part) for part in parts]
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
@@ -142,7 +145,7 @@ def render_parts(
             )
             for index, plan in enumerate(plans)
         ]
-        done = _run(tasks, workers, session, Path(scratch), started)
+        done = _run(tasks, workers, session, Path(scratch), started, here)
         host = Path(scratch) / "host.pftrace"
         with PerfettoWriter(
             host, title, timeline=timeline, merge_index=merge_index, part=len(parts), parts=count
@@ -192,10 +195,9 @@ def _run(
     session: StoredSession | None = None,
     scratch: Path | None = None,
     started: StartedRunners | None = None,
+    here: bool = True,
 ) -> list[PartDone]:
-    wanted = min(workers or default_workers(), len(tasks), MAX_WORKERS)
-    if workers is None and wanted < FEWEST_WORKERS:
-        wanted = 1  # a worker's start and its own read of the session cost more than it saves here
+    wanted = _wanted_workers(workers, len(tasks))
     if wanted <= 1:
         return render_some(tasks, session)
     if session is not None and scratch is not None:
@@ -205,7 +207,7 @@ def _run(
         portable.write_text(json.dumps(session.portable()))
         tasks = [dataclasses.replace(task, session_json=str(portable)) for task in tasks]
     if session is not None and isinstance(started, PartForker):
-        return _from_one_queue(tasks, session, started, wanted - 1)
+        return _from_one_queue(tasks, session, started, wanted - 1, here)
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
@@ -214,8 +216,20 @@ def _run(
     return [by_part[task.part] for task in tasks]
 
 
+def on_workers(workers: int | None, parts: int) -> bool:
+    """Whether ``render_parts`` renders ``parts`` parts on worker processes, not all in this one."""
+    return _wanted_workers(workers, parts) > 1
+
+
+def _wanted_workers(workers: int | None, parts: int) -> int:
+    wanted = min(workers or default_workers(), parts, MAX_WORKERS)
+    if workers is None and wanted < FEWEST_WORKERS:
+        return 1  # a worker's start and its own read of the session cost more than it saves here
+    return wanted
+
+
 def _from_one_queue(
-    tasks: list[_Part], session: StoredSession, forker: PartForker, forks: int
+    tasks: list[_Part], session: StoredSession, forker: PartForker, forks: int, here: bool = True
 ) -> list[PartDone]:
     """The parts taken one at a time, in order, by whoever is free: this process, which holds
     the session and starts at once, and up to ``forks`` workers forked a part each, each once
@@ -254,13 +268,14 @@ def _from_one_queue(
         forking = [pool.submit(fork_parts) for _ in range(forks)]  # the server reads meanwhile
         prepared = prepare(session.launches)
         try:
-            render_here()
+            if here:
+                render_here()
         except BaseException:
             waiting.clear()  # the workers take no more: the error is the session's
             raise
         for each in forking:
             each.result()
-    render_here()  # parts handed back after this process had finished
+    render_here()  # parts handed back after this process had finished, or never started
     return [done[task.part] for task in tasks]
 
 

@@ -9,7 +9,9 @@ when the tables themselves are wanted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,7 @@ from proton_ik.viewer.arrays import collector_paused
 from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.render.ahead import start_workers
 from proton_ik.viewer.render.cores import default_workers
-from proton_ik.viewer.render.parts import StartedRunners, render_parts
+from proton_ik.viewer.render.parts import StartedRunners, on_workers, render_parts
 from proton_ik.viewer.render.plan import PartPlan, plan_parts, share_out, stored_sizes
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
@@ -137,9 +139,10 @@ def _render_in_parts(
     session: StoredSession,
     started: StartedRunners | None,
 ) -> RenderStats:
-    """The Perfetto trace written in ``parts`` (``parts.render_parts``), then the other formats.
+    """The Perfetto trace written in ``parts`` (``parts.render_parts``), and the other formats.
     ``session``: the file as read already, for the parts rendered in this process."""
-    done = render_parts(
+    rendering = functools.partial(
+        render_parts,
         session_path,
         outputs["pftrace"],
         parts,
@@ -153,8 +156,21 @@ def _render_in_parts(
         started=started,
     )
     rest = {fmt: path for fmt, path in outputs.items() if fmt != "pftrace"}
-    if rest:  # decoded again, serially: the other formats are not written in parts
+    if not rest:
+        done = rendering()
+    elif not on_workers(workers, len(parts)):  # decoded again, serially, after the parts
+        done = rendering()
         render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+    else:
+        # The other formats are not written in parts: decoded again in this process while the
+        # workers render the parts (a drop-in's .hatchet took as long again as the parts after them).
+        with ThreadPoolExecutor(1, thread_name_prefix="proton_ik-parts") as pool:
+            in_parts = pool.submit(rendering, here=False)
+            try:
+                render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+            finally:
+                wait([in_parts])  # its error, if any, is raised below, after this one's
+        done = in_parts.result()
     return RenderStats(
         sum(part.launches for part in done),
         sum(part.records for part in done),
