@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,13 +163,11 @@ def _render_in_parts(
         render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
     else:
         # The other formats are not written in parts: decoded again in this process while the
-        # workers render the parts (a drop-in's .hatchet took as long again as the parts after them).
+        # workers render the parts (after them, a drop-in's .hatchet took about as long again).
+        # Leaving the block waits for the parts, also when this process's formats fail.
         with ThreadPoolExecutor(1, thread_name_prefix="proton_ik-parts") as pool:
             in_parts = pool.submit(rendering, here=False)
-            try:
-                render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
-            finally:
-                wait([in_parts])  # its error, if any, is raised below, after this one's
+            render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
         done = in_parts.result()
     return RenderStats(
         sum(part.launches for part in done),
