@@ -232,10 +232,10 @@ def _from_one_queue(
     tasks: list[_Part], session: StoredSession, forker: PartForker, forks: int, here: bool = True
 ) -> list[PartDone]:
     """The parts taken one at a time, in order, by whoever is free: this process, which holds
-    the session and starts at once, and up to ``forks`` workers forked a part each, each once
-    the server has its imports (a session shorter than those would otherwise wait for them).
-    A part whose fork fails goes back to the queue, and that worker takes no more: this process
-    renders what is left."""
+    the session and starts at once (unless not ``here``), and up to ``forks`` workers forked a
+    part each, each once the server has its imports (a session shorter than those would
+    otherwise wait for them). A part whose fork fails goes back to the queue, and that worker
+    takes no more: this process renders what is left."""
     waiting = collections.deque(tasks)
     done: dict[int, PartDone] = {}
 
