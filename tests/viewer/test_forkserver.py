@@ -349,8 +349,8 @@ def test_the_other_formats_render_here_while_the_forks_render_the_parts(
     session, tmp_path, server, monkeypatch
 ):
     """A drop-in's ``.hatchet`` (and Chrome JSON) are not written in parts: this process writes
-    them while the forks render the Perfetto parts, rather than after, and leaves every part to
-    the forks; every file is the same as one process writes."""
+    them while the forks render the Perfetto parts, rather than after, and then joins the forks
+    on the parts left; every file is the same as one process writes."""
     from proton_ik.viewer.proton import hatchet as hatchet_writer
 
     outputs = ("pftrace", "hatchet", "json")
@@ -372,7 +372,6 @@ def test_the_other_formats_render_here_while_the_forks_render_the_parts(
 
     monkeypatch.setattr(hatchet_writer.HatchetWriter, "add", add)
     monkeypatch.setattr(server, "run", run)
-    monkeypatch.setattr(render_parts, "_render_part", lambda *_: pytest.fail("a part rendered here"))
     spread = render_session(
         session, {fmt: tmp_path / f"spread.{fmt}" for fmt in outputs}, workers=3, started=server
     )
@@ -380,3 +379,17 @@ def test_the_other_formats_render_here_while_the_forks_render_the_parts(
         assert (tmp_path / f"spread.{fmt}").read_bytes() == (tmp_path / f"alone.{fmt}").read_bytes(), fmt
     assert (spread.launches, spread.records, spread.events) == (alone.launches, alone.records, alone.events)
     assert overlapped and all(overlapped)
+
+
+def test_the_other_formats_then_the_parts_here_while_the_server_never_gets_ready(
+    session, tmp_path, monkeypatch
+):
+    """A server still importing when the other formats are written: this process then renders
+    the parts itself, rather than wait for it."""
+    here = tmp_path / "here.pftrace"
+    render_session(session, {"pftrace": here}, workers=1)
+    _no_new_python(monkeypatch)
+    outputs = {"pftrace": tmp_path / "spread.pftrace", "hatchet": tmp_path / "spread.hatchet"}
+    stats = render_session(session, outputs, workers=4, started=_NeverReady())
+    assert outputs["pftrace"].read_bytes() == here.read_bytes() and stats.launches == 6
+    assert outputs["hatchet"].stat().st_size

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -117,14 +118,14 @@ def render_parts(
     workers: int | None,
     session: StoredSession | None = None,
     started: StartedRunners | None = None,
-    here: bool = True,
+    join: threading.Event | None = None,
 ) -> list[PartDone]:
     """Write the session's Perfetto trace to ``output`` in ``parts``, on up to ``workers``
     processes (None: ``default_workers()``); what each part counted, in order. ``session``: the
     file as the caller read it (else it is read again); ``started``: workers started ahead
-    (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started; ``here``:
-    whether this process renders parts beside its forked workers (False: it has other work
-    meanwhile, and renders only parts a worker gave back)."""
+    (``ahead.start_workers``, or a ``ForkServer``), taken before new ones are started; ``join``:
+    where this process has other work meanwhile, set once it is done, and only then does this
+    process render parts beside its forked workers."""
     count = len(parts) + 1  # the last part number: the host scopes' track
     plans = [PartPlan(*part) for part in parts]
     with tempfile.TemporaryDirectory(prefix=".parts-", dir=Path(output).parent) as scratch:
@@ -145,7 +146,7 @@ def render_parts(
             )
             for index, plan in enumerate(plans)
         ]
-        done = _run(tasks, workers, session, Path(scratch), started, here)
+        done = _run(tasks, workers, session, Path(scratch), started, join)
         host = Path(scratch) / "host.pftrace"
         with PerfettoWriter(
             host, title, timeline=timeline, merge_index=merge_index, part=len(parts), parts=count
@@ -195,7 +196,7 @@ def _run(
     session: StoredSession | None = None,
     scratch: Path | None = None,
     started: StartedRunners | None = None,
-    here: bool = True,
+    join: threading.Event | None = None,
 ) -> list[PartDone]:
     wanted = _wanted_workers(workers, len(tasks))
     if wanted <= 1:
@@ -207,7 +208,7 @@ def _run(
         portable.write_text(json.dumps(session.portable()))
         tasks = [dataclasses.replace(task, session_json=str(portable)) for task in tasks]
     if session is not None and isinstance(started, PartForker):
-        return _from_one_queue(tasks, session, started, wanted - 1, here)
+        return _from_one_queue(tasks, session, started, wanted - 1, join)
     # Each worker process takes every wanted-th part: one start and one read of the session each.
     shares = [(tasks[first::wanted], started.take() if started else None) for first in range(wanted)]
     with ThreadPoolExecutor(max_workers=wanted) as pool:
@@ -229,11 +230,15 @@ def _wanted_workers(workers: int | None, parts: int) -> int:
 
 
 def _from_one_queue(
-    tasks: list[_Part], session: StoredSession, forker: PartForker, forks: int, here: bool = True
+    tasks: list[_Part],
+    session: StoredSession,
+    forker: PartForker,
+    forks: int,
+    join: threading.Event | None = None,
 ) -> list[PartDone]:
     """The parts taken one at a time, in order, by whoever is free: this process, which holds
-    the session and starts at once (unless not ``here``), and up to ``forks`` workers forked a
-    part each, each once the server has its imports (a session shorter than those would
+    the session and starts at once (or once ``join`` is set), and up to ``forks`` workers forked
+    a part each, each once the server has its imports (a session shorter than those would
     otherwise wait for them). A part whose fork fails goes back to the queue, and that worker
     takes no more: this process renders what is left."""
     waiting = collections.deque(tasks)
@@ -268,14 +273,15 @@ def _from_one_queue(
         forking = [pool.submit(fork_parts) for _ in range(forks)]  # the server reads meanwhile
         prepared = prepare(session.launches)
         try:
-            if here:
-                render_here()
+            if join is not None:
+                join.wait()
+            render_here()
         except BaseException:
             waiting.clear()  # the workers take no more: the error is the session's
             raise
         for each in forking:
             each.result()
-    render_here()  # parts handed back after this process had finished, or never started
+    render_here()  # parts handed back after this process had finished
     return [done[task.part] for task in tasks]
 
 

@@ -10,6 +10,7 @@ when the tables themselves are wanted.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -163,11 +164,15 @@ def _render_in_parts(
         render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
     else:
         # The other formats are not written in parts: decoded again in this process while the
-        # workers render the parts (after them, a drop-in's .hatchet took about as long again).
-        # Leaving the block waits for the parts, also when this process's formats fail.
+        # workers render the parts (after them, a drop-in's .hatchet took about as long again),
+        # and then this process joins the workers on the parts left.
+        joining = threading.Event()
         with ThreadPoolExecutor(1, thread_name_prefix="proton_ik-parts") as pool:
-            in_parts = pool.submit(rendering, here=False)
-            render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+            in_parts = pool.submit(rendering, join=joining)
+            try:
+                render_session(session_path, rest, timeline=timeline, progress=progress, title=title)
+            finally:
+                joining.set()  # leaving the block then waits for the parts
         done = in_parts.result()
     return RenderStats(
         sum(part.launches for part in done),
