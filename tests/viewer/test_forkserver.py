@@ -91,7 +91,7 @@ def test_a_server_killed_while_its_workers_run_fails_them_and_the_parts_render_h
 
 
 def test_a_ctrl_c_the_program_catches_does_not_end_the_server(tmp_path, server):
-    time.sleep(0.5)  # its imports made and its handlers set
+    assert server.ready(30)  # its handlers set
     server._process.send_signal(signal.SIGINT)
     time.sleep(0.2)
     job, done = tmp_path / "0.task", tmp_path / "0.done"

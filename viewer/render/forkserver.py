@@ -215,6 +215,9 @@ def _answer(out: IO[str], job: str, returncode: int) -> None:
 
 def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
     """The server: import the render, then fork a worker for each request until the input ends."""
+    # A Ctrl-C the program catches (and then finalizes) must not end the server, not even while
+    # it imports: the session does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Everything a part's render imports (none of it imports more as it renders), loaded once.
     from proton_ik.viewer.render import parts
 
@@ -223,8 +226,6 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)  # a worker's exit wakes the select below
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    # A Ctrl-C the program catches (and then finalizes) must not end the server: the session does.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     children: dict[int, str] = {}
     pending, reading = b"", True
     out.write(json.dumps({"ready": True}) + "\n")
