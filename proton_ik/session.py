@@ -166,8 +166,9 @@ class Session:
         from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.clock_sync import clock_pair_or_none
+        from proton_ik.runtime.flush_policy import FlushPolicy
         from proton_ik.runtime.graphs import GraphFollower
-        from proton_ik.runtime.hooks import FlushPolicy, LaunchRecorder
+        from proton_ik.runtime.hooks import LaunchRecorder
 
         device = torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(device)

@@ -33,6 +33,19 @@ def _private_triton_cache(tmp_path_factory):
     knobs.cache.dir = previous
 
 
+@pytest.fixture(params=["compiled", "python"])
+def launch_path_kind(request, monkeypatch):
+    """A launch-path test runs on the compiled launch path (``runtime.compiled``) and on the
+    Python one, its reference and fallback."""
+    from proton_ik.runtime import compiled
+
+    if request.param == "python":
+        monkeypatch.setattr(compiled, "launch_path", lambda: None)
+    elif compiled.launch_path() is None:
+        pytest.skip(f"the C launch path is not built here: {compiled.why_python()}")
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _no_session_outlives_its_test():
     """A test that fails between ``start`` and ``finalize`` would leave its session running, and

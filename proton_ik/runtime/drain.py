@@ -38,16 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from proton_ik.contract.layout import (
-    CTA_HEADER_BYTES,
-    UNIT_HEADER_BYTES,
-    UNIT_HEADER_DTYPE,
-    BufferLayout,
-    field_offset,
-)
 from proton_ik.contract.sampling import held_ctas
-from proton_ik.contract.trimmed import trimmed_from_gathered
-from proton_ik.runtime.pool import PoolChunk, RingPool
+from proton_ik.runtime import compiled
+from proton_ik.runtime.arena_copies import clear_headers, copy_written
+from proton_ik.runtime.pool import PoolChunk, make_ring
 from proton_ik.runtime.queued_launch import CopiedLaunch, QueuedLaunch, copied_whole
 from proton_ik.runtime.write_batches import next_batch
 
@@ -55,7 +49,6 @@ from proton_ik.runtime.write_batches import next_batch
 # written slots only); the sink returns once they are in the file and flushed.
 Sink = Callable[[list[tuple[dict[str, Any], np.ndarray, bool]]], None]
 
-_ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
 DRAIN_AT = 0.5  # start copying launches off the device once the pool is this full
 EVENTS_AT_START = 256  # made with the drain, so that the launches of a loop find one ready
 # One event for this many launches of a stream: a launch is done once an event recorded after it
@@ -70,8 +63,8 @@ class Drain:
 
         self._torch = torch
         self.device = device
-        self.pool = RingPool(pool_bytes)
-        # Headers start as zeros and every drained launch's are cleared (``_clear_headers``): the
+        self.pool = make_ring(pool_bytes)
+        # Headers start as zeros and every drained launch's are cleared (``arena_copies.clear_headers``): the
         # kernels write them only at each unit's exit, so a unit that never got there must find
         # no earlier launch's counts or end marker.
         self.arena = torch.zeros(self.pool.capacity, dtype=torch.uint8, device=device)
@@ -118,8 +111,27 @@ class Drain:
         self._to_write: queue.SimpleQueue[CopiedLaunch | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=f"proton_ik-drain-{device}", daemon=True)
         self._writer = threading.Thread(target=self._write, name=f"proton_ik-writer-{device}", daemon=True)
+        self.route = self._route()
         self._thread.start()
         self._writer.start()
+
+    def _route(self) -> Any:
+        """What the compiled launch path needs to queue a launch here as ``submit`` does; None
+        where launches take the Python path."""
+        built = compiled.launch_path()
+        if built is None or not isinstance(self.pool, built.Ring):
+            return None
+        return built.Route(
+            drain=self,
+            ring=self.pool,
+            base=self.base,
+            device=self.device,
+            unevented=self._unevented,
+            sealing=self._sealing,
+            waiting=self._waiting,
+            drain_at=self._drain_at,
+            per_event=LAUNCHES_PER_EVENT,
+        )
 
     # --- the user's thread -----------------------------------------------------------------
     def allocate(self, size: int) -> PoolChunk:
@@ -153,7 +165,8 @@ class Drain:
         event of its own (shared with the stream's launches since the last one) when it is the
         stream's ``LAUNCHES_PER_EVENT``-th since then, when the pool is past the drain mark, or
         when it is not recorded (its chunk goes back as soon as it is done); the others wait for
-        the next event on their stream, or for ``seal``."""
+        the next event on their stream, or for ``seal``. (The compiled launch path does the same
+        for a recorded launch, through ``route``.)"""
         with self._sealing:
             unevented = self._unevented.get(stream)
             if unevented is None:
@@ -167,10 +180,14 @@ class Drain:
                 self._seal_stream(stream, unevented)
         self._waiting.append(launch)
         if self._idle and (launch.number is None or self.pool.used >= self._drain_at):
-            # A drain thread about to wait may miss this: the next launch, a flush or an
-            # allocation waiting for room wakes it then.
-            with self._cond:
-                self._cond.notify_all()
+            self.wake()
+
+    def wake(self) -> None:
+        """Wake the idle drain thread for launches past the drain mark. (A drain thread about to
+        wait may miss this: the next launch, a flush or an allocation waiting for room wakes it
+        then.)"""
+        with self._cond:
+            self._cond.notify_all()
 
     def seal(self) -> None:
         """Record an event on every stream after its last launch, on this (a user's) thread: the
@@ -245,6 +262,7 @@ class Drain:
             self._cond.notify_all()
         self._thread.join()
         self._writer.join()
+        self.route = None  # it refers back to this drain
         # Freed now, not when the collector breaks the session's cycles: a pool per window otherwise.
         del self.arena, self.host_arena, self._host_bytes
 
@@ -392,59 +410,12 @@ class Drain:
             size = num_ctas * layout.cta_bytes
             window = slice(chunk.offset, chunk.offset + size)
             self.host_arena[window].copy_(self.arena[window], non_blocking=True)
-            self._clear_headers(chunk, layout, num_ctas)
+            clear_headers(self.arena, chunk.offset, layout, num_ctas)
             self.copied_bytes += size
             copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
         else:
-            copied.meta, copied.data, copied.trimmed = meta, self._copy_written(chunk, layout, num_ctas), True
-
-    def _copy_written(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> np.ndarray:
-        """The trimmed form of a ring launch's first ``num_ctas`` CTA regions, copying their
-        counts first, then only what they say."""
-        torch = self._torch
-        words = self.arena.view(torch.int32)
-        counts = torch.as_strided(
-            words,
-            (num_ctas, layout.units),
-            (layout.cta_bytes // 4, layout.unit_bytes // 4),
-            (chunk.offset + CTA_HEADER_BYTES + _ENTRIES_FIELD) // 4,
-        ).cpu()  # waits for this side-stream copy only
-        # As contract.trimmed reads them: unsigned, so a garbage count keeps the whole ring.
-        kept = np.minimum(counts.numpy().view(np.uint32).astype(np.int64), layout.capacity)
-        slots = int(kept.max(initial=0))
-        arena = self.arena
-        pieces = [
-            torch.as_strided(arena, (num_ctas, CTA_HEADER_BYTES), (layout.cta_bytes, 1), chunk.offset),
-            torch.as_strided(
-                arena,
-                (num_ctas, layout.units, UNIT_HEADER_BYTES),
-                (layout.cta_bytes, layout.unit_bytes, 1),
-                chunk.offset + CTA_HEADER_BYTES,
-            ),
-            torch.as_strided(
-                arena,
-                (num_ctas, layout.units, slots * layout.slot_bytes),
-                (layout.cta_bytes, layout.unit_bytes, 1),
-                chunk.offset + CTA_HEADER_BYTES + UNIT_HEADER_BYTES,
-            ),
-        ]
-        gathered = torch.cat([piece.reshape(-1) for piece in pieces])
-        window = slice(chunk.offset, chunk.offset + gathered.numel())
-        self.host_arena[window].copy_(gathered, non_blocking=True)
-        self._clear_headers(chunk, layout, num_ctas)
-        self.side_stream.synchronize()
-        self.copied_bytes += gathered.numel()
-        return trimmed_from_gathered(self._host_bytes[window], layout, num_ctas, kept)
-
-    def _clear_headers(self, chunk: PoolChunk, layout: BufferLayout, num_ctas: int) -> None:
-        """Zero the CTA and unit headers of a launch just copied, on the side stream after the
-        copy and before the chunk goes back to the pool: a few bytes per unit, not the slots."""
-        torch = self._torch
-        arena = self.arena
-        torch.as_strided(arena, (num_ctas, CTA_HEADER_BYTES), (layout.cta_bytes, 1), chunk.offset).zero_()
-        torch.as_strided(
-            arena,
-            (num_ctas, layout.units, UNIT_HEADER_BYTES),
-            (layout.cta_bytes, layout.unit_bytes, 1),
-            chunk.offset + CTA_HEADER_BYTES,
-        ).zero_()
+            data, size = copy_written(
+                self.arena, self.host_arena, self.side_stream, chunk.offset, layout, num_ctas
+            )
+            self.copied_bytes += size
+            copied.meta, copied.data, copied.trimmed = meta, data, True

@@ -19,11 +19,10 @@ since been handed to another launch; ``runtime.graphs`` copies it out after each
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from triton import knobs
@@ -31,8 +30,9 @@ from triton.compiler.compiler import CompiledKernel
 from triton.runtime import _allocation
 
 from proton_ik import host_scopes
-from proton_ik.runtime import launch_sizing
+from proton_ik.runtime import compiled, launch_sizing
 from proton_ik.runtime.drain import Drain, Sink
+from proton_ik.runtime.flush_policy import FlushPolicy
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
 from proton_ik.runtime.pool_stalls import PoolStall
@@ -138,30 +138,6 @@ class CapturedLaunch:
     buffer: Any
 
 
-@dataclass
-class FlushPolicy:
-    """When recorded launches go to the session file without waiting for the pool to fill: every
-    ``launches`` launches, or once ``seconds`` have passed since the last flush (None: never)."""
-
-    launches: int | None = None
-    seconds: float | None = None
-    _since: float = field(default_factory=lambda: time.monotonic())
-
-    @property
-    def never(self) -> bool:
-        return self.launches is None and self.seconds is None
-
-    def due(self, recorded: int) -> bool:
-        """Whether the ``recorded``-th launch (counting from 1) ends a flush period."""
-        if self.launches is not None and recorded % self.launches == 0:
-            self._since = time.monotonic()
-            return True
-        if self.seconds is not None and time.monotonic() - self._since >= self.seconds:
-            self._since = time.monotonic()
-            return True
-        return False
-
-
 class LaunchRecorder:
     """Installs the hooks and turns each instrumented launch into a drained capture.
 
@@ -204,9 +180,7 @@ class LaunchRecorder:
         self.launch_metadata = launch_metadata
         self.sink = sink
         self.drains: dict[int, Drain] = {}
-        self.launches = 0
         self._numbering = threading.Lock()
-        self.recording = False
         self.unrecorded: Counter[tuple[str, str]] = Counter()  # (kernel, why) -> launches
         self.refused: list[str] = []  # the pool's reason for each launch it refused (which never ran)
         # Set by runtime.graphs while a graph is being captured on this thread.
@@ -218,10 +192,46 @@ class LaunchRecorder:
         self._launching = _Launching()
         self._warned: set[str] = set()
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
-        # The bound methods installed as Triton's exit hook and profile allocator: the very
-        # objects ``direct_recorder`` finds there while nothing else is installed.
-        self.exit_hook = self.exit
-        self.allocator = self.allocate
+        # The common case in C where it is built (``runtime.compiled``): it hands every other
+        # case to ``allocate`` and ``exit`` below, and numbers the launches.
+        built = compiled.launch_path()
+        self._path = (
+            None
+            if built is None
+            else built.LaunchPath(
+                launching=self._launching,
+                kernels=KERNELS,
+                capturing=self._capturing,
+                current_device=self._current_device,
+                allocate=self.allocate,
+                exit=self.exit,
+                host_scopes=host_scopes,
+                recorder=self,
+                queued_launch=QueuedLaunch,
+            )
+        )
+        self._launches = 0  # numbered so far, where the Python path numbers them
+        self.recording = False
+        # The callables installed as Triton's exit hook and profile allocator: the very objects
+        # ``direct_recorder`` finds there while nothing else is installed.
+        self.exit_hook = self.exit if self._path is None else self._path.exit
+        self.allocator = self.allocate if self._path is None else self._path.allocate
+
+    @property
+    def recording(self) -> bool:
+        """Whether launches are recorded (False while the session is paused)."""
+        return self._recording
+
+    @recording.setter
+    def recording(self, recording: bool) -> None:
+        self._recording = recording
+        if self._path is not None:  # what the compiled path takes: nothing to add to a launch
+            self._path.plain = recording and not self.launch_metadata and self.flush.never
+
+    @property
+    def launches(self) -> int:
+        """Launches numbered so far."""
+        return self._launches if self._path is None else self._path.launches
 
     def drain_for(self, device: int) -> Drain:
         drain = self.drains.get(device)
@@ -239,7 +249,7 @@ class LaunchRecorder:
         """``allocate`` for a launch of ``compiled`` that a launcher announces itself (see
         ``direct_recorder``): what ``launch_metadata`` would have told the allocator."""
         self._launching.upcoming = (compiled.function, grid, compiled, args)
-        return self.allocate(size, 0, stream)
+        return self.allocator(size, 0, stream)
 
     def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
         launching = self._launching
@@ -276,6 +286,8 @@ class LaunchRecorder:
             drain = self.drains.get(device) or self.drain_for(device)
             if stream:
                 self._drain_of_stream[stream] = drain
+            if self._path is not None and drain.route is not None:
+                self._path.add_route(stream or -1 - device, drain.route)
         try:
             # The ring's fast path first; drain.allocate waits for room when the ring is full.
             chunk = drain.pool.try_allocate(size) or drain.allocate(size)
@@ -312,9 +324,7 @@ class LaunchRecorder:
             # Not one of ours (or recording is paused): free the chunk once the launch is done.
             drain.submit(QueuedLaunch(chunk), stream)
             return
-        with self._numbering:  # next_launch, inline: once a launch
-            number = self.launches
-            self.launches = number + 1
+        number = self.next_launch()
         autotune = self.autotune
         if self.launch_metadata or host_scopes.open_count or (autotune is not None and autotune.active):
             extra = self._extra(launch)
@@ -346,9 +356,11 @@ class LaunchRecorder:
 
     def next_launch(self) -> int:
         """The next launch number: launches are numbered in the order they are made."""
+        if self._path is not None:
+            return self._path.next_number()
         with self._numbering:
-            number = self.launches
-            self.launches += 1
+            number = self._launches
+            self._launches = number + 1
         return number
 
     def _abandon(self, allocation: _Allocation) -> None:

@@ -4,20 +4,31 @@ Launches take chunks in order and give them back in the same order, once their r
 copied off the device, so a ring (head and tail offsets) is all the bookkeeping needed. When
 the ring is full, ``allocate`` waits for the oldest copy to finish: memory stays bounded and no
 record is dropped.
+
+``make_ring`` gives the compiled ring (``runtime.compiled``) where it is built, and ``RingPool``
+otherwise: the same ring in Python, its reference.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from proton_ik.contract.layout import CTA_ALIGN
+from proton_ik.runtime import compiled
 
 
 class PoolTooSmall(RuntimeError):
-    pass
+    @classmethod
+    def for_launch(cls, size: int, capacity: int) -> PoolTooSmall:
+        return cls(
+            f"one launch needs {size} bytes of profile buffer but the pool holds {capacity}; "
+            "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
+        )
 
 
 @dataclass(slots=True)
@@ -50,10 +61,7 @@ class RingPool:
         align = self.align
         need = -(-size // align) * align if size > 0 else align  # self._round, inline: once a launch
         if need > self.capacity:
-            raise PoolTooSmall(
-                f"one launch needs {size} bytes of profile buffer but the pool holds {self.capacity}; "
-                "pass a larger pool_bytes to proton_ik.start(), or a smaller capacity in the mode"
-            )
+            raise PoolTooSmall.for_launch(size, self.capacity)
         capacity = self.capacity
         with self._lock:
             used = self.used
@@ -73,13 +81,7 @@ class RingPool:
             return chunk
 
     def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> PoolChunk:
-        """A chunk of ``size`` bytes; while the ring is full, ``wait_for_oldest()`` frees space."""
-        while True:
-            chunk = self.try_allocate(size)
-            if chunk is not None:
-                return chunk
-            if not wait_for_oldest():
-                raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
+        return allocate_waiting(self, size, wait_for_oldest)
 
     def release(self, chunk: PoolChunk) -> None:
         """Give a chunk back; space is reclaimed in allocation order."""
@@ -93,3 +95,38 @@ class RingPool:
     def in_use(self) -> int:
         with self._lock:
             return self.used
+
+
+def allocate_waiting(pool: Any, size: int, wait_for_oldest: Callable[[], bool]) -> Any:
+    """A chunk of ``size`` bytes from ``pool``; while its ring is full, ``wait_for_oldest()``
+    frees space."""
+    while True:
+        chunk = pool.try_allocate(size)
+        if chunk is not None:
+            return chunk
+        if not wait_for_oldest():
+            raise RuntimeError("the profile buffer pool is full and nothing is in flight to free it")
+
+
+def make_ring(capacity: int, align: int = CTA_ALIGN) -> Any:
+    """The compiled ring where it is built, else ``RingPool``: the same offsets, chunks with the
+    same fields, the same ``try_allocate``, ``allocate``, ``release`` and counters."""
+    built = compiled.launch_path()
+    if built is None:
+        return RingPool(capacity, align)
+    return _compiled_ring(built)(capacity - capacity % align, align, PoolTooSmall.for_launch)
+
+
+@functools.cache
+def _compiled_ring(built: Any) -> type:
+    class CompiledRing(built.Ring):
+        __slots__ = ()
+
+        def allocate(self, size: int, wait_for_oldest: Callable[[], bool]) -> Any:
+            return allocate_waiting(self, size, wait_for_oldest)
+
+        @property
+        def in_use(self) -> int:
+            return self.used  # read whole: the ring changes only under the GIL
+
+    return CompiledRing

@@ -259,7 +259,7 @@ class _Loaded:
 
 
 @pytest.fixture
-def session_recorder(binaries, monkeypatch):
+def session_recorder(binaries, monkeypatch, launch_path_kind):
     """A session's recorder, installed as a session installs it, over a drain with no device."""
     metadata = KernelMetadata(layout=BufferLayout(units=4, capacity=4), num_warps=4)
     cta_bytes = binaries["recording"].metadata.profile_scratch_size  # what Triton asks for a CTA

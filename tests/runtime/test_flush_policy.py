@@ -1,5 +1,5 @@
 """start(flush_every=N) and flush_seconds=S: the launch-exit hook has the drains write what is
-queued that often, without waiting for it (``runtime.hooks.FlushPolicy``)."""
+queued that often, without waiting for it (``runtime.flush_policy.FlushPolicy``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import proton_ik
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
-from proton_ik.runtime import hooks, loaded
+from proton_ik.runtime import flush_policy, hooks, loaded
+from proton_ik.runtime.flush_policy import FlushPolicy
 
 pytest.importorskip("torch")
 
@@ -41,7 +42,7 @@ def _launches(recorder: hooks.LaunchRecorder, drain: _Drain, count: int) -> None
 
 def test_every_nth_launch_has_the_drains_write_what_is_queued():
     drain = _Drain()
-    recorder = hooks.LaunchRecorder(1 << 20, lambda *args: None, flush=hooks.FlushPolicy(launches=3))
+    recorder = hooks.LaunchRecorder(1 << 20, lambda *args: None, flush=FlushPolicy(launches=3))
     recorder.recording, recorder.drains = True, {0: drain}
     _launches(recorder, drain, 10)
     assert drain.submitted == 10 and drain.flushes == [3, 6, 9]
@@ -49,12 +50,12 @@ def test_every_nth_launch_has_the_drains_write_what_is_queued():
 
 def test_a_period_in_seconds_flushes_once_it_has_passed(monkeypatch):
     now = [100.0]
-    monkeypatch.setattr(hooks.time, "monotonic", lambda: now[0])
-    policy = hooks.FlushPolicy(seconds=5.0)
+    monkeypatch.setattr(flush_policy.time, "monotonic", lambda: now[0])
+    policy = FlushPolicy(seconds=5.0)
     assert not policy.due(1)
     now[0] = 105.0
     assert policy.due(2) and not policy.due(3)  # the period starts again at the flush
-    assert not hooks.FlushPolicy().due(1000)
+    assert not FlushPolicy().due(1000)
 
 
 @pytest.mark.parametrize(

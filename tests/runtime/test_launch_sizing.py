@@ -64,7 +64,7 @@ def recorder_of(monkeypatch, pool_bytes: int = 1 << 26) -> hooks.LaunchRecorder:
 
 
 @pytest.fixture
-def recorder(monkeypatch):
+def recorder(monkeypatch, launch_path_kind):
     recorder = recorder_of(monkeypatch)
     yield recorder
     recorder.uninstall()
@@ -75,8 +75,8 @@ def launch(recorder: hooks.LaunchRecorder, args: tuple, grid: tuple = (132, 1, 1
     exit hook; the address handed out and the launch the drain got."""
     data = CompiledKernel.launch_metadata(_Compiled(), grid, 5, *args)  # type: ignore[arg-type]
     ctas = grid[0] * grid[1] * grid[2]
-    address = recorder.allocate(ctas * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
-    recorder.exit(data)
+    address = recorder.allocator(ctas * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit_hook(data)
     return address, recorder.drains[0].submitted[-1][0]
 
 
@@ -127,7 +127,7 @@ def test_an_argument_that_is_not_a_whole_number_gets_the_ring(recorder):
     assert "this launch's arguments give no bound" in queued.meta()["profile"]["capacity"]["reason"]
 
 
-def test_a_bound_the_pool_cannot_hold_gets_the_largest_ring_that_fits(monkeypatch):
+def test_a_bound_the_pool_cannot_hold_gets_the_largest_ring_that_fits(monkeypatch, launch_path_kind):
     recorder = recorder_of(monkeypatch, pool_bytes=1 << 22)
     try:
         address, queued = launch(recorder, (0, 10**6, 132))  # 7576 tiles for program 0
@@ -148,8 +148,8 @@ def test_a_launch_that_announced_nothing_is_read_as_the_smallest_ring(recorder):
     """Its address carried no capacity, so the kernel wrote the smallest ring its layout allows
     (one in version 2, two slots in version 3, which keep the unit headers aligned): the launch's layout says so,
     rather than the compiled ring's, which the buffer does not hold."""
-    address = recorder.allocate(132 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
-    recorder.exit(LazyDict({"name": "persistent", "function": FUNCTION, "stream": 5}))
+    address = recorder.allocator(132 * loaded.KERNELS[FUNCTION].cta_bytes, 128, 5)
+    recorder.exit_hook(LazyDict({"name": "persistent", "function": FUNCTION, "stream": 5}))
     ((queued, _),) = recorder.drains[0].submitted
     assert address & CAPACITY_SHIFT_MASK == 0
     smallest = min_capacity(loaded.KERNELS[FUNCTION].layout.version)
