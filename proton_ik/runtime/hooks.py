@@ -205,6 +205,7 @@ class LaunchRecorder:
                 current_device=self._current_device,
                 allocate=self.allocate,
                 exit=self.exit,
+                sized=self.sized,
                 host_scopes=host_scopes,
                 recorder=self,
                 queued_launch=QueuedLaunch,
@@ -260,20 +261,9 @@ class LaunchRecorder:
         kernel = KERNELS.get(upcoming[0]) if upcoming is not None else None
         if kernel is None and upcoming is not None:
             kernel = register_loaded(upcoming[2])
-        ctas = None
-        tag = 0  # a launch-sized kernel's log2(capacity), in the address's low bits
-        if kernel is not None and kernel.bound_entries is not None:
-            assert upcoming is not None
-            ctas = size // kernel.cta_bytes
-            kernel = launch_sizing.launch_kernel(
-                kernel, upcoming[2], upcoming[1], upcoming[3], ctas, self.pool_bytes // 2
-            )
-            size, tag = (
-                kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes),
-                launch_sizing.pointer_tag(kernel),
-            )
-        elif kernel is not None and not kernel.every_cta:
-            ctas, size = launch_sizing.buffer_request(size, upcoming)
+        ctas, tag = None, 0
+        if kernel is not None and (kernel.bound_entries is not None or not kernel.every_cta):
+            kernel, ctas, size, tag = self.sized(kernel, upcoming, size)
         stream = stream or 0
         if self._capturing():
             buffer = self._torch.empty(size, dtype=self._torch.uint8, device="cuda")
@@ -298,6 +288,28 @@ class LaunchRecorder:
         # An int: the launcher passes it on as it is, where an object costs a data_ptr() call
         # and a driver query of the pointer on every launch.
         return drain.base + chunk.offset + tag
+
+    def sized(
+        self, kernel: KernelInfo, upcoming: launch_sizing.Upcoming | None, size: int
+    ) -> tuple[KernelInfo, int | None, int, int]:
+        """The buffer of a launch of a kernel whose segments are sized at launch, or that samples
+        CTAs, where Triton asked for ``size`` (a region for each CTA of the grid): the kernel as
+        launched (a launch-sized variant), its CTAs, the bytes it needs, and the tag of its
+        address (log2 of a launch-sized kernel's capacity, in the low bits; else 0)."""
+        assert upcoming is not None
+        if kernel.bound_entries is None:
+            ctas, size = launch_sizing.buffer_request(size, upcoming)
+            return kernel, ctas, size, 0
+        ctas = size // kernel.cta_bytes
+        kernel = launch_sizing.launch_kernel(
+            kernel, upcoming[2], upcoming[1], upcoming[3], ctas, self.pool_bytes // 2
+        )
+        return (
+            kernel,
+            ctas,
+            kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes),
+            launch_sizing.pointer_tag(kernel),
+        )
 
     def exit(self, launch) -> None:
         launching = self._launching

@@ -1,7 +1,8 @@
 /* The launch path's common case, compiled: the device pool's ring, the profile allocator and the
- * launch-exit hook, for a launch of a kernel whose buffer Triton sizes (every CTA a region, no
- * bound evaluated at launch), on a stream whose drain is known, outside a graph capture, in a
- * session with nothing to add to a launch's metadata.
+ * launch-exit hook, for a launch on a stream whose drain is known, outside a graph capture, with
+ * room in the pool, in a session with nothing to add to a launch's metadata. (A kernel whose
+ * buffer Triton does not size, segments sized at launch or CTAs sampled, is sized by the Python:
+ * one call.)
  *
  * runtime/compiled.py builds this file with Triton's own C build (the compiler Triton's launchers
  * need), once per source and Python. The Python in runtime/pool.py, runtime/hooks.py and
@@ -277,6 +278,7 @@ typedef struct {
     PyObject *routes;         /* dict: stream handle -> Route; for handle 0, -1 - device -> Route */
     PyObject *allocate;       /* the recorder's Python allocate: every other case */
     PyObject *exit;           /* its Python exit */
+    PyObject *sized;          /* its sizing of a buffer Triton does not size (LaunchRecorder.sized) */
     PyObject *host_scopes;    /* the module whose open_count says host scopes are open */
     PyObject *recorder;       /* its autotune: a launch of an autotuner names its config */
     PyObject *queued_launch;  /* queued_launch.QueuedLaunch */
@@ -290,11 +292,11 @@ static PyObject *s_upcoming, *s_pending, *s_bound_entries, *s_every_cta, *s_cta_
 
 static int LaunchPath_init(LaunchPath *self, PyObject *args, PyObject *kwargs) {
     static char *names[] = {"launching", "kernels", "capturing", "current_device", "allocate", "exit",
-                            "host_scopes", "recorder", "queued_launch", NULL};
-    PyObject *launching, *kernels, *capturing, *current_device, *allocate, *exit, *host_scopes,
+                            "sized", "host_scopes", "recorder", "queued_launch", NULL};
+    PyObject *launching, *kernels, *capturing, *current_device, *allocate, *exit, *sized, *host_scopes,
         *recorder, *queued_launch;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OOOOOOO", names, &launching, &PyDict_Type, &kernels,
-                                     &capturing, &current_device, &allocate, &exit, &host_scopes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OOOOOOOO", names, &launching, &PyDict_Type, &kernels,
+                                     &capturing, &current_device, &allocate, &exit, &sized, &host_scopes,
                                      &recorder, &queued_launch))
         return -1;
     PyObject *routes = PyDict_New();
@@ -307,6 +309,7 @@ static int LaunchPath_init(LaunchPath *self, PyObject *args, PyObject *kwargs) {
     Py_XSETREF(self->current_device, Py_NewRef(current_device));
     Py_XSETREF(self->allocate, Py_NewRef(allocate));
     Py_XSETREF(self->exit, Py_NewRef(exit));
+    Py_XSETREF(self->sized, Py_NewRef(sized));
     Py_XSETREF(self->host_scopes, Py_NewRef(host_scopes));
     Py_XSETREF(self->recorder, Py_NewRef(recorder));
     Py_XSETREF(self->queued_launch, Py_NewRef(queued_launch));
@@ -321,6 +324,7 @@ static int LaunchPath_traverse(LaunchPath *self, visitproc visit, void *arg) {
     Py_VISIT(self->routes);
     Py_VISIT(self->allocate);
     Py_VISIT(self->exit);
+    Py_VISIT(self->sized);
     Py_VISIT(self->host_scopes);
     Py_VISIT(self->recorder);
     Py_VISIT(self->queued_launch);
@@ -335,6 +339,7 @@ static int LaunchPath_clear(LaunchPath *self) {
     Py_CLEAR(self->routes);
     Py_CLEAR(self->allocate);
     Py_CLEAR(self->exit);
+    Py_CLEAR(self->sized);
     Py_CLEAR(self->host_scopes);
     Py_CLEAR(self->recorder);
     Py_CLEAR(self->queued_launch);
@@ -405,15 +410,13 @@ static PyObject *LaunchPath_allocate(LaunchPath *self, PyObject *const *args, Py
     int every_cta = truth(PyObject_GetAttr(kernel, s_every_cta));
     if (every_cta < 0)
         goto done;
-    if (sized_at_launch || !every_cta)
-        goto python;
     PyObject *route = route_of(self, stream, handle);
     if (route == NULL) {
         if (PyErr_Occurred())
             goto done;
         goto python; /* this stream's first launch */
     }
-    Py_INCREF(route); /* held across the capture query, which may run other threads */
+    Py_INCREF(route); /* held across the calls below, which may run other threads */
     int capturing = truth(PyObject_CallNoArgs(self->capturing));
     if (capturing != 0) {
         Py_DECREF(route);
@@ -421,24 +424,52 @@ static PyObject *LaunchPath_allocate(LaunchPath *self, PyObject *const *args, Py
             goto done;
         goto python;
     }
+    /* A buffer Triton does not size (segments sized at launch, CTAs sampled): the Python sizes
+     * it, as LaunchRecorder.allocate does: (kernel as launched, CTAs, bytes, address tag). */
+    PyObject *sizing = NULL, *launched = kernel, *ctas = Py_None, *bytes = args[0];
+    long long tag = 0;
+    if (sized_at_launch || !every_cta) {
+        PyObject *sized_args[] = {kernel, upcoming, args[0]};
+        sizing = PyObject_Vectorcall(self->sized, sized_args, 3, NULL);
+        if (sizing == NULL || !PyTuple_Check(sizing) || PyTuple_GET_SIZE(sizing) != 4) {
+            if (sizing != NULL)
+                PyErr_SetString(PyExc_TypeError, "LaunchRecorder.sized returns 4 values");
+            Py_XDECREF(sizing);
+            Py_DECREF(route);
+            PyObject_SetAttr(self->launching, s_upcoming, Py_None); /* told of this launch, as in Python */
+            goto done;
+        }
+        launched = PyTuple_GET_ITEM(sizing, 0);
+        ctas = PyTuple_GET_ITEM(sizing, 1);
+        bytes = PyTuple_GET_ITEM(sizing, 2);
+        if (((size = PyLong_AsLongLong(bytes)) == -1 || (tag = PyLong_AsLongLong(PyTuple_GET_ITEM(sizing, 3))) == -1) &&
+            PyErr_Occurred()) {
+            Py_DECREF(sizing);
+            Py_DECREF(route);
+            goto done;
+        }
+    }
     Route *r = (Route *)route;
     Chunk *chunk = ring_take(r->ring, size);
     if (chunk == NULL) {
+        Py_XDECREF(sizing);
         Py_DECREF(route);
         PyErr_Clear(); /* full, or too large: Python waits for room, or says why it refuses */
         goto python;
     }
     PyObject *no_stream = NULL;
     if (stream == NULL && (no_stream = PyLong_FromLong(0)) == NULL) {
+        Py_XDECREF(sizing);
         Py_DECREF(chunk);
         Py_DECREF(route);
         goto done;
     }
-    /* The allocation as hooks._Allocation: kernel, CTAs (Triton's request says them), bytes,
-     * stream, drain, chunk, graph buffer. */
-    PyObject *allocation = PyTuple_Pack(7, kernel, Py_None, args[0], stream ? stream : no_stream, r->drain,
+    /* The allocation as hooks._Allocation: kernel, CTAs (None: Triton's request says them),
+     * bytes, stream, drain, chunk, graph buffer. */
+    PyObject *allocation = PyTuple_Pack(7, launched, ctas, bytes, stream ? stream : no_stream, r->drain,
                                         (PyObject *)chunk, Py_None);
     Py_XDECREF(no_stream);
+    Py_XDECREF(sizing);
     if (allocation == NULL || PyObject_SetAttr(self->launching, s_upcoming, Py_None) < 0 ||
         PyObject_SetAttr(self->launching, s_pending, allocation) < 0) {
         /* cannot happen short of memory; the chunk stays handed out until the session ends */
@@ -448,7 +479,7 @@ static PyObject *LaunchPath_allocate(LaunchPath *self, PyObject *const *args, Py
         goto done;
     }
     Py_DECREF(allocation);
-    result = PyLong_FromLongLong(r->base + chunk->offset);
+    result = PyLong_FromLongLong(r->base + chunk->offset + tag);
     Py_DECREF(chunk);
     Py_DECREF(route);
     goto done;
