@@ -36,7 +36,7 @@ from proton_ik.runtime.flush_policy import FlushPolicy
 from proton_ik.runtime.loaded import KERNELS, KernelInfo, on_kernel_load, register_loaded
 from proton_ik.runtime.pool import PoolChunk, PoolTooSmall
 from proton_ik.runtime.pool_stalls import PoolStall
-from proton_ik.runtime.queued_launch import QueuedLaunch
+from proton_ik.runtime.queued_launch import QueuedLaunch, queued_launch_type
 
 if TYPE_CHECKING:
     from proton_ik.runtime.autotune import AutotuneFollower
@@ -208,7 +208,7 @@ class LaunchRecorder:
                 sized=self.sized,
                 host_scopes=host_scopes,
                 recorder=self,
-                queued_launch=QueuedLaunch,
+                queued_launch=queued_launch_type(),
             )
         )
         self._launches = 0  # numbered so far, where the Python path numbers them

@@ -3,11 +3,13 @@ then copied to the host for the session file (``CopiedLaunch``)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from proton_ik.runtime import compiled
 from proton_ik.runtime.loaded import KernelInfo
 from proton_ik.runtime.pool import PoolChunk
 
@@ -44,6 +46,20 @@ class QueuedLaunch:
         if self.extra:
             meta.update(self.extra)
         return meta
+
+
+def queued_launch_type() -> type:
+    """The class the launch path queues launches as: the compiled one where it is built (the
+    same fields, and this class's methods), else ``QueuedLaunch``."""
+    built = compiled.launch_path()
+    return QueuedLaunch if built is None else _compiled_queued_launch(built)
+
+
+@functools.cache
+def _compiled_queued_launch(built: Any) -> type:
+    """The compiled class, given ``QueuedLaunch``'s methods (its fields are the dataclass's)."""
+    built.adopt("meta", QueuedLaunch.meta)
+    return built.QueuedLaunch
 
 
 @dataclass(slots=True)

@@ -250,3 +250,20 @@ def test_a_build_that_fails_leaves_the_python_path_and_says_why(monkeypatch):
     monkeypatch.setattr(triton.runtime.build, "compile_module_from_src", no_compiler)
     module, why = compiled._built.__wrapped__()
     assert module is None and "could not be built" in why and "Failed to find C compiler" in why
+
+
+@needs_c
+def test_the_compiled_queued_launch_has_the_dataclass_fields_and_methods():
+    import dataclasses
+
+    from proton_ik.runtime.queued_launch import QueuedLaunch, queued_launch_type
+
+    made = queued_launch_type()
+    assert made is not QueuedLaunch
+    fields = {field.name: field.default for field in dataclasses.fields(QueuedLaunch)}
+    queued = made(object())
+    assert {name: getattr(queued, name) for name in fields if name != "chunk"} == {
+        name: default for name, default in fields.items() if name != "chunk"
+    }
+    assert made.meta is QueuedLaunch.meta
+    assert not gc.is_tracked(queued)  # a loop of launches costs the cyclic collector nothing
