@@ -163,6 +163,7 @@ class Session:
 
     def _start_recorder(self, torch: Any) -> None:
         """The session info, the device's clock pair, the recorder and its drain, the hooks."""
+        from proton_ik.runtime import compiled
         from proton_ik.runtime.autotune import AutotuneFollower
         from proton_ik.runtime.calibrate import time_shifts
         from proton_ik.runtime.clock_sync import clock_pair_or_none
@@ -182,6 +183,7 @@ class Session:
             "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "time_shift_cycles": time_shifts(self.mode),
             "device_index": device,
+            "launch_path": compiled.described(),  # the C one, or the Python and why
             # what proton-viewer's -m util reads of the device (its .hatchet's device entry)
             "arch": f"{properties.major}{properties.minor}",
             **_memory_of(device),
@@ -199,6 +201,7 @@ class Session:
                 self._file().add_launches(launches)
 
         launches, seconds = self.flush_every
+        compiled.warn_if_not_built()
         recorder = LaunchRecorder(
             self.pool_bytes, sink, launch_metadata=self.launch_metadata, flush=FlushPolicy(launches, seconds)
         )

@@ -11,6 +11,7 @@ import functools
 import os
 import sys
 import sysconfig
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -41,3 +42,22 @@ def launch_path() -> ModuleType | None:
 def why_python() -> str | None:
     """Why launches take the Python path only; None when the C one is used."""
     return _built()[1]
+
+
+def described() -> str:
+    """The launch path a session's launches take, as its session info records it."""
+    why = why_python()
+    return "C" if why is None else f"Python ({why})"
+
+
+def warn_if_not_built() -> None:
+    """Say so where the C launch path was wanted and could not be had: every launch then costs
+    some microseconds more (nothing is said where ``PROTON_IK_LAUNCH_PATH=python`` asked for it)."""
+    why = why_python()
+    if why is not None and CHOICE_VARIABLE not in why:
+        warnings.warn(
+            f"proton_ik: launches take the Python launch path, which adds several microseconds "
+            f"to each: {why}. Profiles stay exact; set {CHOICE_VARIABLE}=python to choose it and "
+            "silence this",
+            stacklevel=4,
+        )

@@ -267,3 +267,20 @@ def test_the_compiled_queued_launch_has_the_dataclass_fields_and_methods():
     }
     assert made.meta is QueuedLaunch.meta
     assert not gc.is_tracked(queued)  # a loop of launches costs the cyclic collector nothing
+
+
+def test_a_session_is_told_when_the_c_path_could_not_be_built_and_not_when_python_was_asked(monkeypatch):
+    import warnings
+
+    monkeypatch.setattr(
+        compiled, "_built", lambda: (None, "the C launch path could not be built (OSError: x)")
+    )
+    with pytest.warns(UserWarning, match=r"Python launch path.*could not be built \(OSError: x\)"):
+        compiled.warn_if_not_built()
+    assert compiled.described() == "Python (the C launch path could not be built (OSError: x))"
+    monkeypatch.setattr(compiled, "_built", lambda: (None, f"{compiled.CHOICE_VARIABLE}=python"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled.warn_if_not_built()
+    monkeypatch.setattr(compiled, "_built", lambda: (object(), None))
+    assert compiled.described() == "C"
