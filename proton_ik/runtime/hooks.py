@@ -194,29 +194,32 @@ class LaunchRecorder:
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
         # The common case in C where it is built (``runtime.compiled``): it hands every other
         # case to ``allocate`` and ``exit`` below, and numbers the launches.
-        built = compiled.launch_path()
-        self._path = (
-            None
-            if built is None
-            else built.LaunchPath(
-                launching=self._launching,
-                kernels=KERNELS,
-                capturing=self._capturing,
-                current_device=self._current_device,
-                allocate=self.allocate,
-                exit=self.exit,
-                sized=self.sized,
-                host_scopes=host_scopes,
-                recorder=self,
-                queued_launch=queued_launch_type(),
-            )
-        )
+        self._path = self._compiled_path()
         self._launches = 0  # numbered so far, where the Python path numbers them
         self.recording = False
         # The callables installed as Triton's exit hook and profile allocator: the very objects
         # ``direct_recorder`` finds there while nothing else is installed.
         self.exit_hook = self.exit if self._path is None else self._path.exit
         self.allocator = self.allocate if self._path is None else self._path.allocate
+
+    def _compiled_path(self) -> Any:
+        """The compiled launch path over this recorder's Python one (None where it is not built):
+        it calls ``allocate``, ``exit`` and ``sized`` as they are now."""
+        built = compiled.launch_path()
+        if built is None:
+            return None
+        return built.LaunchPath(
+            launching=self._launching,
+            kernels=KERNELS,
+            capturing=self._capturing,
+            current_device=self._current_device,
+            allocate=self.allocate,
+            exit=self.exit,
+            sized=self.sized,
+            host_scopes=host_scopes,
+            recorder=self,
+            queued_launch=queued_launch_type(),
+        )
 
     @property
     def recording(self) -> bool:

@@ -352,7 +352,7 @@ typedef struct {
     PyObject *sized;          /* its sizing of a buffer Triton does not size (LaunchRecorder.sized) */
     PyObject *host_scopes;    /* the module whose open_count says host scopes are open */
     PyObject *recorder;       /* its autotune: a launch of an autotuner names its config */
-    PyObject *queued_launch;  /* queued_launch.QueuedLaunch */
+    PyObject *queued_launch;  /* this module's QueuedLaunch, its methods adopted (queued_launch_type) */
     long long launches;       /* launches numbered so far */
     int plain;                /* recording, no names from launch_metadata, no flush policy */
 } LaunchPath;
@@ -370,6 +370,10 @@ static int LaunchPath_init(LaunchPath *self, PyObject *args, PyObject *kwargs) {
                                      &capturing, &current_device, &allocate, &exit, &sized, &host_scopes,
                                      &recorder, &queued_launch))
         return -1;
+    if (queued_launch != (PyObject *)&QueuedType) {
+        PyErr_SetString(PyExc_TypeError, "queued_launch is this module's QueuedLaunch (queued_launch_type())");
+        return -1;
+    }
     PyObject *routes = PyDict_New();
     if (routes == NULL)
         return -1;
@@ -674,7 +678,7 @@ static PyObject *LaunchPath_exit(LaunchPath *self, PyObject *launch) {
     }
     PyObject *number = num_ctas == NULL ? NULL : PyLong_FromLongLong(self->launches++);
     PyObject *queued = NULL;
-    if (number != NULL && self->queued_launch == (PyObject *)&QueuedType) {
+    if (number != NULL) {
         Queued *made = PyObject_New(Queued, &QueuedType);
         if (made != NULL) {
             made->chunk = Py_NewRef(chunk);
@@ -688,9 +692,6 @@ static PyObject *LaunchPath_exit(LaunchPath *self, PyObject *launch) {
             made->owns_event = 0;
         }
         queued = (PyObject *)made;
-    } else if (number != NULL) {
-        PyObject *args[] = {chunk, number, kernel, num_ctas, stream, ((Route *)route)->device, Py_None};
-        queued = PyObject_Vectorcall(self->queued_launch, args, 7, NULL);
     }
     Py_XDECREF(number);
     Py_XDECREF(num_ctas);

@@ -161,18 +161,7 @@ def test_each_case_the_c_hands_back_reaches_the_python(kernels, monkeypatch):
     monkeypatch.setattr(recorder, "allocate", lambda *a: python_calls.append("allocate") or allocate(*a))
     monkeypatch.setattr(recorder, "exit", lambda *a: python_calls.append("exit") or exit(*a))
     # The compiled path holds the recorder's Python methods as they were when it was made.
-    recorder._path = built.LaunchPath(
-        launching=recorder._launching,
-        kernels=loaded.KERNELS,
-        capturing=recorder._capturing,
-        current_device=recorder._current_device,
-        allocate=recorder.allocate,
-        exit=recorder.exit,
-        sized=recorder.sized,
-        host_scopes=host_scopes,
-        recorder=recorder,
-        queued_launch=hooks.QueuedLaunch,
-    )
+    recorder._path = recorder._compiled_path()
     recorder.exit_hook, recorder.allocator = recorder._path.exit, recorder._path.allocate
     recorder.install()
     try:
