@@ -64,9 +64,9 @@ class Drain:
         self._torch = torch
         self.device = device
         self.pool = make_ring(pool_bytes)
-        # Headers start as zeros and every drained launch's are cleared (``arena_copies.clear_headers``): the
-        # kernels write them only at each unit's exit, so a unit that never got there must find
-        # no earlier launch's counts or end marker.
+        # Headers start as zeros and every drained launch's are cleared
+        # (``arena_copies.clear_headers``): the kernels write them only at each unit's exit, so a
+        # unit that never got there must find no earlier launch's counts or end marker.
         self.arena = torch.zeros(self.pool.capacity, dtype=torch.uint8, device=device)
         self.base = self.arena.data_ptr()
         self.side_stream = torch.cuda.Stream(device=device)

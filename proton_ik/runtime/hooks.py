@@ -11,6 +11,10 @@ arguments, per thread). A kernel that samples CTAs then gets only the regions it
 write (``Sampling.buffer_bytes``), not a region for every CTA of the grid, and a kernel whose
 segments are sized at launch gets the segments its arguments call for (``launch_sizing``).
 
+Where ``launch_path.c`` is built (``runtime.compiled``), the allocator and the exit hook Triton
+calls are its compiled ones: they take the common case and hand every other to the methods
+here, which are the reference and run alone where the C is not built.
+
 A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's
 private memory pool, so that every replay writes there and never into a pool chunk that has
 since been handed to another launch; ``runtime.graphs`` copies it out after each replay.
