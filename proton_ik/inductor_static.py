@@ -131,7 +131,7 @@ def _recording_class(static: types.ModuleType) -> type | None:
                 stream,
             )
             self._launch(grid_x, grid_y, grid_z, stream, args, buffer)
-            recorder.exit(None)
+            recorder.exit_hook(None)
 
         def run_through_hooks(self, grid_x: int, grid_y: int, grid_z: int, stream: int, *args: Any) -> None:
             """As Triton's launcher: the launch's metadata (it announces the kernel and grid to
