@@ -25,12 +25,23 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_triton_cache(tmp_path_factory):
+    """And proton_ik's own cache of C parts (``proton_ik.native``), which the tests' subprocesses
+    share."""
+    import os
+
     from triton import knobs
 
-    previous = knobs.cache.dir
+    from proton_ik import native
+
+    previous = knobs.cache.dir, os.environ.get(native.CACHE_VARIABLE)
     knobs.cache.dir = str(tmp_path_factory.mktemp("triton_cache"))
+    os.environ[native.CACHE_VARIABLE] = str(tmp_path_factory.mktemp("proton_ik_cache"))
     yield
-    knobs.cache.dir = previous
+    knobs.cache.dir = previous[0]
+    if previous[1] is None:
+        os.environ.pop(native.CACHE_VARIABLE, None)
+    else:
+        os.environ[native.CACHE_VARIABLE] = previous[1]
 
 
 @pytest.fixture(params=["compiled", "python"])

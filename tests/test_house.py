@@ -50,6 +50,7 @@ FORBIDDEN = {
     "proton_ik.inductor_source": ["proton_ik."],  # Inductor's source text: nothing else of ours
     "proton_ik.after_import": ["proton_ik."],
     "proton_ik.session_files": ["proton_ik."],  # file names and claims: nothing else of ours
+    "proton_ik.native": ["proton_ik."],  # builds and loads the C parts: nothing else of ours
     "proton_ik.viewer": ["proton_ik.lowering", "proton_ik.runtime", "proton_ik.session", "proton_ik.dialect"],
 }
 # The crossings that do work rather than fetch a constant: calibration decodes its own records

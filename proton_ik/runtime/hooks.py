@@ -11,9 +11,8 @@ arguments, per thread). A kernel that samples CTAs then gets only the regions it
 write (``Sampling.buffer_bytes``), not a region for every CTA of the grid, and a kernel whose
 segments are sized at launch gets the segments its arguments call for (``launch_sizing``).
 
-Where ``launch_path.c`` is built (``runtime.compiled``), the allocator and the exit hook Triton
-calls are its compiled ones: they take the common case and hand every other to the methods
-here, which are the reference and run alone where the C is not built.
+Where ``launch_path.c`` is built (``runtime.compiled``), Triton calls its allocator and exit
+hook: they take the common case and hand every other to the methods here, the reference.
 
 A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's
 private memory pool, so that every replay writes there and never into a pool chunk that has
@@ -196,9 +195,7 @@ class LaunchRecorder:
         self._launching = _Launching()
         self._warned: set[str] = set()
         self._drain_of_stream: dict[int, Drain] = {}  # a stream handle belongs to one device
-        # The common case in C where it is built (``runtime.compiled``): it hands every other
-        # case to ``allocate`` and ``exit`` below, and numbers the launches.
-        self._path = self._compiled_path()
+        self._path = self._compiled_path()  # numbers the launches where it is built
         self._launches = 0  # numbered so far, where the Python path numbers them
         self.recording = False
         # The callables installed as Triton's exit hook and profile allocator: the very objects
@@ -207,8 +204,8 @@ class LaunchRecorder:
         self.allocator = self.allocate if self._path is None else self._path.allocate
 
     def _compiled_path(self) -> Any:
-        """The compiled launch path over this recorder's Python one (None where it is not built):
-        it calls ``allocate``, ``exit`` and ``sized`` as they are now."""
+        """The compiled launch path over this one (None where not built): it calls ``allocate``,
+        ``exit`` and ``sized`` as they are now."""
         built = compiled.launch_path()
         if built is None:
             return None

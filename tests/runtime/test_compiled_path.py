@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton.compiler.compiler import CompiledKernel
 
-from proton_ik import host_scopes
+from proton_ik import host_scopes, native
 from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.sampling import Sampling
@@ -226,19 +226,25 @@ def test_the_compiled_path_keeps_no_reference_it_should_not(kernels, monkeypatch
 
 
 def test_the_python_path_is_chosen_by_the_environment(monkeypatch):
-    monkeypatch.setenv(compiled.CHOICE_VARIABLE, "python")
-    assert compiled._built.__wrapped__() == (None, f"{compiled.CHOICE_VARIABLE}=python")
+    monkeypatch.setenv(native.SWITCH, "0")
+    assert compiled._built.__wrapped__() == (None, f"{native.SWITCH}=0")
 
 
-def test_a_build_that_fails_leaves_the_python_path_and_says_why(monkeypatch):
-    import triton.runtime.build
-
-    def no_compiler(*args, **kwargs):
-        raise RuntimeError("Failed to find C compiler")
-
-    monkeypatch.setattr(triton.runtime.build, "compile_module_from_src", no_compiler)
+def test_a_build_that_fails_leaves_the_python_path_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path))  # nothing built there yet
+    monkeypatch.setenv("CC", "no-such-compiler-here")
     module, why = compiled._built.__wrapped__()
-    assert module is None and "could not be built" in why and "Failed to find C compiler" in why
+    assert module is None and "launch_path.c could not be built" in why and "no-such-compiler-here" in why
+
+
+def test_a_source_is_built_once_and_loaded_from_the_cache_afterwards(monkeypatch, tmp_path):
+    monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path))
+    first, why = native.build(compiled.SOURCE, compiled.MODULE_NAME)
+    assert why is None and first is not None
+    (built,) = tmp_path.glob(f"*/{compiled.MODULE_NAME}*")
+    monkeypatch.setenv("CC", "no-such-compiler-here")  # loaded, not built again
+    second, why = native.build(compiled.SOURCE, compiled.MODULE_NAME)
+    assert why is None and second is not None and list(tmp_path.glob("*/*")) == [built]
 
 
 @needs_c
@@ -267,7 +273,7 @@ def test_a_session_is_told_when_the_c_path_could_not_be_built_and_not_when_pytho
     with pytest.warns(UserWarning, match=r"Python launch path.*could not be built \(OSError: x\)"):
         compiled.warn_if_not_built()
     assert compiled.described() == "Python (the C launch path could not be built (OSError: x))"
-    monkeypatch.setattr(compiled, "_built", lambda: (None, f"{compiled.CHOICE_VARIABLE}=python"))
+    monkeypatch.setattr(compiled, "_built", lambda: (None, f"{native.SWITCH}=0"))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         compiled.warn_if_not_built()

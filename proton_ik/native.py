@@ -1,0 +1,82 @@
+"""The parts of proton_ik written in C, built at run time: the launch path's common case
+(``runtime/launch_path.c``) and the trace writer's byte layout (``viewer/arrays/byterows.c``).
+
+Each is compiled once per source, Python and machine, with the C compiler that Triton's own
+launchers need (``CC``, else gcc, clang or cc) and the Python headers, into a cache folder
+(``PROTON_IK_CACHE_DIR``, else ``$XDG_CACHE_HOME/proton_ik``, else ``~/.cache/proton_ik``), and
+loaded from there afterwards. Nothing is built at install. Every C part has its Python twin, the
+reference, which runs where the C cannot be built or where ``PROTON_IK_COMPILED=0`` asks for it.
+The C parts rely on the GIL: none is built for a Python without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+SWITCH = "PROTON_IK_COMPILED"  # "0": every part in Python
+CACHE_VARIABLE = "PROTON_IK_CACHE_DIR"
+
+
+def build(source: Path, name: str) -> tuple[ModuleType | None, str | None]:
+    """The module built from ``source`` (a C extension named ``name``), or None and why not."""
+    if os.environ.get(SWITCH, "").strip() == "0":
+        return None, f"{SWITCH}=0"
+    if sysconfig.get_config_var("Py_GIL_DISABLED") or not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return None, "this Python runs without the GIL, which the C parts rely on"
+    try:
+        return _load(_built_file(source, name), name), None
+    except Exception as error:  # no compiler, no Python headers, no writable cache: Python instead
+        return None, f"{source.name} could not be built ({type(error).__name__}: {error})"
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "proton_ik"
+
+
+def _built_file(source: Path, name: str) -> Path:
+    text = source.read_bytes()
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    key = hashlib.sha256(
+        b"\0".join([text, suffix.encode(), sys.version.encode(), platform.machine().encode()])
+    )
+    built = cache_dir() / key.hexdigest()[:32] / f"{name}{suffix}"
+    if built.exists():
+        return built
+    built.parent.mkdir(parents=True, exist_ok=True)
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang") or shutil.which("cc")
+    if compiler is None:
+        raise RuntimeError("no C compiler found (set CC, or install gcc)")
+    scheme = sysconfig.get_default_scheme()
+    # Debian's Python names its own scheme; its headers sit where the standard one says.
+    include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
+    with tempfile.TemporaryDirectory(dir=built.parent) as scratch:
+        copy, made = Path(scratch) / f"{name}.c", Path(scratch) / built.name
+        copy.write_bytes(text)
+        command = [*compiler.split(), str(copy), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(made)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:1])} failed: {done.stderr.strip()[-600:]}")
+        os.replace(made, built)  # whole or not at all: another process building it loses nothing
+    return built
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
