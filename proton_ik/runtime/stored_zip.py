@@ -25,8 +25,7 @@ import struct
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from proton_ik.contract import checksum
 from proton_ik.contract.session_format import WrittenMember
@@ -35,8 +34,11 @@ __all__ = ["StoredZipWriter", "crc32", "crc32_combine"]
 
 PIECE_BYTES = 1 << 20  # a thread's share of a checksum
 PARALLEL_FROM = 4 << 20  # smaller members are checksummed on the calling thread
+SMALL_MEMBER = 16 << 10  # a member this small is written with its header, in one piece
 ZIP64_VERSION = 45
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
+# A local header with its zip64 extra field (id, size, then the sizes), up to the name between them
+_LOCAL_ZIP64_EXTRA = struct.Struct("<HHQQ")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
 _ZIP64_END = struct.Struct("<IQHHIIQQQQ")
 _ZIP64_LOCATOR = struct.Struct("<IIQI")
@@ -103,8 +105,9 @@ def crc32(data: memoryview, pool: ThreadPoolExecutor | None) -> int:
 # --- the archive -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Member:
+class _Member(NamedTuple):
+    """What the central directory says of a member (a tuple: thousands are made a second)."""
+
     name: bytes
     offset: int
     size: int
@@ -138,6 +141,7 @@ class StoredZipWriter:
         self._names: set[bytes] = set()
         count = workers if workers is not None else min(8, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(count, thread_name_prefix="proton_ik-crc") if count > 1 else None
+        self._patch = getattr(file, "patch", None)
         self._closed = False
 
     def add(self, name: str, parts: Sequence[bytes | memoryview]) -> None:
@@ -155,28 +159,34 @@ class StoredZipWriter:
             raise ValueError(f"the archive already holds a member named {name!r}")
         views = [memoryview(part).cast("B") for part in parts]
         size = sum(view.nbytes for view in views)
-        patch = getattr(self._file, "patch", None)
+        patch = self._patch
         overlapped = patch is not None and size >= PARALLEL_FROM
         crc = 0 if overlapped else self._crc(views)
         dos_time, dos_date = _dos_time(time.time())
         offset = self._file.tell()
-        extra = struct.pack("<HHQQ", 0x0001, 16, size, size)
-        header = _LOCAL.pack(
-            0x04034B50,
-            ZIP64_VERSION,
-            0x800,
-            0,
-            dos_time,
-            dos_date,
-            crc,
-            _MAX32,
-            _MAX32,
-            len(encoded),
-            len(extra),
+        header = (
+            _LOCAL.pack(
+                0x04034B50,
+                ZIP64_VERSION,
+                0x800,
+                0,
+                dos_time,
+                dos_date,
+                crc,
+                _MAX32,
+                _MAX32,
+                len(encoded),
+                _LOCAL_ZIP64_EXTRA.size,
+            )
+            + encoded
+            + _LOCAL_ZIP64_EXTRA.pack(0x0001, 16, size, size)
         )
-        self._file.write(header + encoded + extra)
-        for view in views:
-            self._file.write(view)
+        if size < SMALL_MEMBER:  # one write: each costs the file a call
+            self._file.write(b"".join([header, *views]))
+        else:
+            self._file.write(header)
+            for view in views:
+                self._file.write(view)
         if patch is not None and overlapped:
             crc = self._crc(views)
             patch(offset + _CRC_AT, struct.pack("<I", crc))
