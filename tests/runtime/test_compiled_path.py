@@ -279,3 +279,16 @@ def test_a_session_is_told_when_the_c_path_could_not_be_built_and_not_when_pytho
         compiled.warn_if_not_built()
     monkeypatch.setattr(compiled, "_built", lambda: (object(), None))
     assert compiled.described() == "C"
+
+
+def test_the_c_path_builds_wherever_there_is_a_c_compiler():
+    """A C source that stopped compiling would otherwise only move every launch to the Python
+    path, and every test of the C path above would skip."""
+    import os
+    import shutil
+
+    if not (os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang") or shutil.which("cc")):
+        pytest.skip("no C compiler here")
+    if os.environ.get(native.SWITCH, "").strip() == "0":
+        pytest.skip(f"{native.SWITCH}=0 asks for Python only")
+    assert built is not None, compiled.why_python()
