@@ -1,5 +1,5 @@
 """The parts of proton_ik written in C, built at run time: the launch path's common case
-(``runtime/launch_path.c``) and the trace writer's byte layout (``viewer/arrays/byterows.c``).
+(``runtime/launch_path/``, one extension module).
 
 Each is compiled once per source, Python and machine, with the C compiler that Triton's own
 launchers need (``CC``, else gcc, clang or cc) and the Python headers, into a cache folder
@@ -27,16 +27,17 @@ SWITCH = "PROTON_IK_COMPILED"  # "0": every part in Python
 CACHE_VARIABLE = "PROTON_IK_CACHE_DIR"
 
 
-def build(source: Path, name: str) -> tuple[ModuleType | None, str | None]:
-    """The module built from ``source`` (a C extension named ``name``), or None and why not."""
+def build(sources: Path, name: str) -> tuple[ModuleType | None, str | None]:
+    """The C extension named ``name`` built from the ``.c`` and ``.h`` files of the folder
+    ``sources``, or None and why not."""
     if os.environ.get(SWITCH, "").strip() == "0":
         return None, f"{SWITCH}=0"
     if sysconfig.get_config_var("Py_GIL_DISABLED") or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return None, "this Python runs without the GIL, which the C parts rely on"
     try:
-        return _load(_built_file(source, name), name), None
+        return _load(_built_file(sources, name), name), None
     except Exception as error:  # no compiler, no Python headers, no writable cache: Python instead
-        return None, f"{source.name} could not be built ({type(error).__name__}: {error})"
+        return None, f"{sources.name} could not be built ({type(error).__name__}: {error})"
 
 
 def cache_dir() -> Path:
@@ -46,12 +47,13 @@ def cache_dir() -> Path:
     return Path(base) / "proton_ik"
 
 
-def _built_file(source: Path, name: str) -> Path:
-    text = source.read_bytes()
+def _built_file(sources: Path, name: str) -> Path:
+    files = sorted(path for path in sources.iterdir() if path.suffix in (".c", ".h"))
+    texts = {path.name: path.read_bytes() for path in files}
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    key = hashlib.sha256(
-        b"\0".join([text, suffix.encode(), sys.version.encode(), platform.machine().encode()])
-    )
+    key = hashlib.sha256(suffix.encode() + sys.version.encode() + platform.machine().encode())
+    for file_name, text in texts.items():
+        key.update(b"\0" + file_name.encode() + b"\0" + text)
     built = cache_dir() / key.hexdigest()[:32] / f"{name}{suffix}"
     if built.exists():
         return built
@@ -63,12 +65,15 @@ def _built_file(source: Path, name: str) -> Path:
     # Debian's Python names its own scheme; its headers sit where the standard one says.
     include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
     with tempfile.TemporaryDirectory(dir=built.parent) as scratch:
-        copy, made = Path(scratch) / f"{name}.c", Path(scratch) / built.name
-        copy.write_bytes(text)
-        command = [*compiler.split(), str(copy), "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(made)]
+        for file_name, text in texts.items():
+            (Path(scratch) / file_name).write_bytes(text)
+        made = Path(scratch) / built.name
+        units = [str(Path(scratch) / file_name) for file_name in texts if file_name.endswith(".c")]
+        command = [*compiler.split(), *units, "-O2", "-shared", "-fPIC", "-fvisibility=hidden"]
+        command += [f"-I{scratch}", f"-I{include}", "-o", str(made)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command[:1])} failed: {done.stderr.strip()[-600:]}")
+            raise RuntimeError(f"{command[0]} failed: {done.stderr.strip()[-600:]}")
         os.replace(made, built)  # whole or not at all: another process building it loses nothing
     return built
 

@@ -82,5 +82,10 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path):
     }
     data = {f"proton_ik/data/{path.name}" for path in (FOLDERS["proton_ik"] / "data").iterdir()}
     assert "proton_ik/data/demo.pik" in data
-    compiled_at_run_time = {"proton_ik/runtime/launch_path.c"}  # runtime/compiled.py builds it
+    # The C parts, which proton_ik/native.py builds at run time
+    compiled_at_run_time = {
+        f"proton_ik/runtime/launch_path/{path.name}"
+        for path in (FOLDERS["proton_ik"] / "runtime" / "launch_path").iterdir()
+        if path.suffix in (".c", ".h")
+    }
     assert held == expected | data | compiled_at_run_time

@@ -1,4 +1,4 @@
-"""The launch path's common case in C (``launch_path.c``), built at run time (``proton_ik.native``).
+"""The launch path's common case in C (``launch_path/``), built at run time (``proton_ik.native``).
 Where it cannot be built, or ``PROTON_IK_COMPILED=0`` asks for it, the Python in ``pool``,
 ``hooks`` and ``drain`` does everything, as it does every case the C hands back to it;
 ``why_python()`` says why.
@@ -13,13 +13,13 @@ from types import ModuleType
 
 from proton_ik import native
 
-SOURCE = Path(__file__).with_name("launch_path.c")
+SOURCES = Path(__file__).with_name("launch_path")
 MODULE_NAME = "proton_ik_launch_path"
 
 
 @functools.lru_cache(maxsize=1)
 def _built() -> tuple[ModuleType | None, str | None]:
-    return native.build(SOURCE, MODULE_NAME)
+    return native.build(SOURCES, MODULE_NAME)
 
 
 def launch_path() -> ModuleType | None:

@@ -11,7 +11,7 @@ arguments, per thread). A kernel that samples CTAs then gets only the regions it
 write (``Sampling.buffer_bytes``), not a region for every CTA of the grid, and a kernel whose
 segments are sized at launch gets the segments its arguments call for (``launch_sizing``).
 
-Where ``launch_path.c`` is built (``runtime.compiled``), Triton calls its allocator and exit
+Where ``launch_path/`` is built (``runtime.compiled``), Triton calls its allocator and exit
 hook: they take the common case and hand every other to the methods here, the reference.
 
 A launch captured into a CUDA graph gets a buffer of its own instead, from the graph's

@@ -1,4 +1,4 @@
-"""The compiled launch path (``runtime/launch_path.c``) against the Python one, its reference: the
+"""The compiled launch path (``runtime/launch_path/``) against the Python one, its reference: the
 same launches leave the same ring, the same queued launches and the same events; every case the
 C hands back reaches the Python; numbers stay unique across threads; nothing leaks."""
 
@@ -234,16 +234,16 @@ def test_a_build_that_fails_leaves_the_python_path_and_says_why(monkeypatch, tmp
     monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path))  # nothing built there yet
     monkeypatch.setenv("CC", "no-such-compiler-here")
     module, why = compiled._built.__wrapped__()
-    assert module is None and "launch_path.c could not be built" in why and "no-such-compiler-here" in why
+    assert module is None and "launch_path could not be built" in why and "no-such-compiler-here" in why
 
 
 def test_a_source_is_built_once_and_loaded_from_the_cache_afterwards(monkeypatch, tmp_path):
     monkeypatch.setenv(native.CACHE_VARIABLE, str(tmp_path))
-    first, why = native.build(compiled.SOURCE, compiled.MODULE_NAME)
+    first, why = native.build(compiled.SOURCES, compiled.MODULE_NAME)
     assert why is None and first is not None
     (built,) = tmp_path.glob(f"*/{compiled.MODULE_NAME}*")
     monkeypatch.setenv("CC", "no-such-compiler-here")  # loaded, not built again
-    second, why = native.build(compiled.SOURCE, compiled.MODULE_NAME)
+    second, why = native.build(compiled.SOURCES, compiled.MODULE_NAME)
     assert why is None and second is not None and list(tmp_path.glob("*/*")) == [built]
 
 
