@@ -183,3 +183,14 @@ def test_a_session_of_no_launches_reports_so(tmp_path):
         pass
     page = ReportPage(write_report(path, tmp_path / "n.html").read_text())
     assert set(page.sections) == set(SECTIONS) - {"diff"}
+
+
+def test_the_overview_says_which_launch_path_recorded_the_session(tmp_path, busy_launch):
+    capture = busy_launch(num_ctas=2)
+    path = tmp_path / "p.pik"
+    info = {"name": "p", "time_shift_cycles": 20, "launch_path": "Python (PROTON_IK_COMPILED=0)"}
+    with SessionWriter(path, info) as writer:
+        writer.add_launch(capture.meta, capture.buffer)
+    table = ReportPage(write_report(path, tmp_path / "p.html").read_text()).sections["overview"][0]
+    facts = {cells[0]: cells[1] for cells in table[1:]}  # two columns with no headers
+    assert facts["launch path"] == "Python (PROTON_IK_COMPILED=0)"

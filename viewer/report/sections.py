@@ -56,6 +56,8 @@ def overview(collected: Collected, session: str, trace_link: str | None, trace_e
         ("records", f"{records:,}"),
         ("scope events", f"{len(collected.events):,}"),
     ]
+    if "launch_path" in info:  # sessions since the C launch path: which one ran, and why
+        facts.append(("launch path", str(info["launch_path"])))
     rows = [[Cell(name, left=True), Cell(value)] for name, value in facts]
     body = table(["", ""], rows, left=1)
     if trace_link is None:
