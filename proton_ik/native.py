@@ -3,8 +3,8 @@
 
 Each is compiled once per source, Python and machine, with the C compiler that Triton's own
 launchers need (``CC``, else gcc, clang or cc) and the Python headers, into a cache folder
-(``PROTON_IK_CACHE_DIR``, else ``$XDG_CACHE_HOME/proton_ik``, else ``~/.cache/proton_ik``), and
-loaded from there afterwards. Nothing is built at install. Every C part has its Python twin, the
+(``PROTON_IK_CACHE_DIR``, else ``$XDG_CACHE_HOME/proton_ik``, else ``~/.cache/proton_ik``; the
+temporary folder where that cannot be written), and loaded from there afterwards. Nothing is built at install. Every C part has its Python twin, the
 reference, which runs where the C cannot be built or where ``PROTON_IK_COMPILED=0`` asks for it.
 The C parts rely on the GIL: none is built for a Python without one.
 """
@@ -47,6 +47,11 @@ def cache_dir() -> Path:
     return Path(base) / "proton_ik"
 
 
+def _temporary_cache() -> Path:
+    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    return Path(tempfile.gettempdir()) / f"proton_ik-{user}"
+
+
 def _built_file(sources: Path, name: str) -> Path:
     files = sorted(path for path in sources.iterdir() if path.suffix in (".c", ".h"))
     texts = {path.name: path.read_bytes() for path in files}
@@ -57,7 +62,13 @@ def _built_file(sources: Path, name: str) -> Path:
     built = cache_dir() / key.hexdigest()[:32] / f"{name}{suffix}"
     if built.exists():
         return built
-    built.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        built.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a home one cannot write (a batch job's): the machine's temporary folder
+        built = _temporary_cache() / key.hexdigest()[:32] / f"{name}{suffix}"
+        if built.exists():
+            return built
+        built.parent.mkdir(parents=True, exist_ok=True)
     compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang") or shutil.which("cc")
     if compiler is None:
         raise RuntimeError("no C compiler found (set CC, or install gcc)")

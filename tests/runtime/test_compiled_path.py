@@ -292,3 +292,13 @@ def test_the_c_path_builds_wherever_there_is_a_c_compiler():
     if os.environ.get(native.SWITCH, "").strip() == "0":
         pytest.skip(f"{native.SWITCH}=0 asks for Python only")
     assert built is not None, compiled.why_python()
+
+
+def test_a_cache_folder_that_cannot_be_written_moves_the_build_to_the_temporary_folder(monkeypatch, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would go")
+    monkeypatch.setenv(native.CACHE_VARIABLE, str(blocked / "cache"))
+    monkeypatch.setattr(native.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    module, why = native.build(compiled.SOURCES, compiled.MODULE_NAME)
+    assert why is None and module is not None
+    assert list((tmp_path / "tmp").glob(f"proton_ik-*/*/{compiled.MODULE_NAME}*"))
