@@ -7,6 +7,10 @@ launchers need (``CC``, else gcc, clang or cc) and the Python headers, into a ca
 temporary folder where that cannot be written), and loaded from there afterwards. Nothing is built at install. Every C part has its Python twin, the
 reference, which runs where the C cannot be built or where ``PROTON_IK_COMPILED=0`` asks for it.
 The C parts rely on the GIL: none is built for a Python without one.
+
+Not Triton's ``triton.runtime.build.compile_module_from_src``, which the launch path first used:
+that is Triton's internal, builds a single source, and keeps what it builds in Triton's cache,
+which programs and tests move and clear for their own kernels.
 """
 
 from __future__ import annotations

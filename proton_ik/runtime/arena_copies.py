@@ -22,10 +22,17 @@ _ENTRIES_FIELD = field_offset(UNIT_HEADER_DTYPE, "entries")
 
 
 def copy_written(
-    arena: Any, host_arena: Any, side_stream: Any, offset: int, layout: BufferLayout, num_ctas: int
+    arena: Any,
+    host_arena: Any,
+    host_bytes: np.ndarray,
+    side_stream: Any,
+    offset: int,
+    layout: BufferLayout,
+    num_ctas: int,
 ) -> tuple[np.ndarray, int]:
     """The trimmed form of the first ``num_ctas`` CTA regions of a ring launch at ``offset``,
-    copying their counts first, then only what they say; and the bytes copied."""
+    copying their counts first, then only what they say; and the bytes copied. ``host_bytes``:
+    the host mirror ``host_arena`` as numpy, made once."""
     import torch
 
     words = arena.view(torch.int32)
@@ -58,7 +65,7 @@ def copy_written(
     host_arena[window].copy_(gathered, non_blocking=True)
     clear_headers(arena, offset, layout, num_ctas)
     side_stream.synchronize()
-    return trimmed_from_gathered(host_arena[window].numpy(), layout, num_ctas, kept), gathered.numel()
+    return trimmed_from_gathered(host_bytes[window], layout, num_ctas, kept), gathered.numel()
 
 
 def clear_headers(arena: Any, offset: int, layout: BufferLayout, num_ctas: int) -> None:

@@ -415,7 +415,13 @@ class Drain:
             copied.meta, copied.data, copied.trimmed = meta, self._host_bytes[window], False
         else:
             data, size = copy_written(
-                self.arena, self.host_arena, self.side_stream, chunk.offset, layout, num_ctas
+                self.arena,
+                self.host_arena,
+                self._host_bytes,
+                self.side_stream,
+                chunk.offset,
+                layout,
+                num_ctas,
             )
             self.copied_bytes += size
             copied.meta, copied.data, copied.trimmed = meta, data, True
