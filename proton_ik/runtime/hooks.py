@@ -249,11 +249,11 @@ class LaunchRecorder:
 
     # --- hooks -------------------------------------------------------------------------------
     def allocate_for(
-        self, compiled: Any, grid: tuple[int, int, int], args: tuple, size: int, stream: int
+        self, kernel: Any, grid: tuple[int, int, int], args: tuple, size: int, stream: int
     ) -> Any:
-        """``allocate`` for a launch of ``compiled`` that a launcher announces itself (see
-        ``direct_recorder``): what ``launch_metadata`` would have told the allocator."""
-        self._launching.upcoming = (compiled.function, grid, compiled, args)
+        """``allocate`` for a launch of ``kernel`` (a ``CompiledKernel``) that a launcher announces
+        itself (see ``direct_recorder``): what ``launch_metadata`` would have told the allocator."""
+        self._launching.upcoming = (kernel.function, grid, kernel, args)
         return self.allocator(size, 0, stream)
 
     def allocate(self, size: int, alignment: int, stream: int | None) -> Any:
