@@ -1,5 +1,6 @@
-"""The parts of proton_ik written in C, built at run time: the launch path's common case
-(``runtime/launch_path/``, one extension module).
+"""The parts of proton_ik written in C, built at run time, each one extension module: the
+launch path's common case (``runtime/launch_path/``) and the Perfetto trace's event stream
+(``viewer/perfetto/packets/``).
 
 Each is compiled once per source, Python and machine, with the C compiler that Triton's own
 launchers need (``CC``, else gcc, clang or cc) and the Python headers, into a cache folder

@@ -84,8 +84,12 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path):
     assert "proton_ik/data/demo.pik" in data
     # The C parts, which proton_ik/native.py builds at run time
     compiled_at_run_time = {
-        f"proton_ik/runtime/launch_path/{path.name}"
-        for path in (FOLDERS["proton_ik"] / "runtime" / "launch_path").iterdir()
+        f"proton_ik/{installed}/{path.name}"
+        for installed, folder in (
+            ("runtime/launch_path", FOLDERS["proton_ik"] / "runtime" / "launch_path"),
+            ("viewer/perfetto/packets", FOLDERS["proton_ik.viewer"] / "perfetto" / "packets"),
+        )
+        for path in folder.iterdir()
         if path.suffix in (".c", ".h")
     }
     assert held == expected | data | compiled_at_run_time

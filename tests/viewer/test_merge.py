@@ -106,3 +106,11 @@ def test_a_session_without_clock_pairs_leaves_every_session_on_its_gpu_timer(
     render_session(tmp_path / "job" / "a.rank1.pik", {"pftrace": alone})
     own = clock_anchors(alone)
     assert clock_anchors(merged) == sorted(own + own)
+
+
+def test_a_jobs_trace_is_not_read_back_as_one_session_and_says_what_to_do(tmp_path, capsys, as_rank):
+    ranks = [as_rank(DATA / "add.pik", tmp_path / f"r.rank{rank}.pik", rank) for rank in (0, 1)]
+    job = proton_ik.merge(ranks, tmp_path / "job.pftrace")
+    assert main(["convert", str(job), "--to", "chrome"]) == 1
+    said = capsys.readouterr().err
+    assert "holds 2 sessions" in said and "each session's .pik" in said

@@ -183,6 +183,21 @@ def test_the_command_line_merges_and_says_how_well_it_aligned(tmp_path, capsys):
     assert proton_ik.merge(SESSION, tmp_path / "api.pftrace", torch_trace=TORCH_TRACE).exists()
 
 
+def test_the_merged_trace_converts_to_the_sessions_own_with_the_profilers_part_left_out(tmp_path, capsys):
+    """`proton-ik convert` of a trace merged with torch.profiler's: the session's launches and
+    scopes, as converting its .pik gives them; the profiler's tracks are named as left out."""
+    merged = proton_ik.merge(SESSION, tmp_path / "with_torch.pftrace", torch_trace=TORCH_TRACE)
+    with pytest.warns(UserWarning, match="not proton_ik's .*torch.profiler's.* left out"):
+        assert main(["convert", str(merged), "--to", "chrome", "-o", str(tmp_path / "merged.json")]) == 0
+    assert main(["convert", str(SESSION), "--to", "chrome", "-o", str(tmp_path / "session.json")]) == 0
+    capsys.readouterr()
+    merged_summary = proton_ik.viewer.readback.read_chrome(tmp_path / "merged.json").summary().scopes
+    session_summary = proton_ik.viewer.load(SESSION).summary().scopes
+    key = ["kernel", "scope"]
+    got = merged_summary.set_index(key).sort_index()["count"]
+    assert got.to_dict() == session_summary.set_index(key).sort_index()["count"].to_dict()
+
+
 @pytest.mark.parametrize(
     ("content", "said"),
     [

@@ -53,10 +53,12 @@ Its modules: ``writer`` drives the others, chunk by chunk: ``tracks`` (the track
 ``viewer.tracks``, shared with the Chrome writer and the readers, as uuids and descriptors),
 ``slices`` (slice packets), ``counters`` (counter points), ``host`` (the host scopes' track),
 ``events`` (events, marks and values, on async, warp and counter tracks), ``clusters`` (the
-clusters tracks), ``wire`` (protobuf encoding) and ``sink`` (bundling and compression). Outside
+clusters tracks), ``wire`` (protobuf encoding), ``packets`` (the event stream's encoding in C,
+with ``slices`` and ``arrays.byterows`` its reference) and ``sink`` (bundling and compression). Outside
 this package, use what it exports here.
 """
 
+from proton_ik.viewer.perfetto.packets import encoder as event_encoder
 from proton_ik.viewer.perfetto.wire import INCREMENTAL_CLOCK_ID, debug_annotation
 from proton_ik.viewer.perfetto.writer import (
     MAX_MERGED,
@@ -82,6 +84,7 @@ __all__ = [
     "PerfettoWriter",
     "SharedLaunch",
     "debug_annotation",
+    "event_encoder",
     "first_uuid",
     "write_perfetto",
 ]

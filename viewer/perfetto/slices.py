@@ -54,12 +54,21 @@ from proton_ik.viewer.perfetto.wire import (
     kind_annotation,
 )
 from proton_ik.viewer.tables import Columns
-from proton_ik.viewer.tracks import KIND_ARG, KINDS, LAUNCH_ARGS, LIFETIME, Tracks, launch_slice_name, stacked
+from proton_ik.viewer.tracks import (
+    KIND_ARG,
+    KINDS,
+    LAUNCH_ARGS,
+    LIFETIME,
+    SLICE_ARGS,
+    Tracks,
+    launch_slice_name,
+    stacked,
+)
 
 # Besides the SM and warp every slice of a unit track shares (and the CTA, where the track is
 # one CTA's), and its kind:
-_SCOPE_ANNOTATIONS = ("cta", "cycles", "line", "cluster", "cluster_rank")
-_LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten", "cluster", "cluster_rank")
+SCOPE_ANNOTATIONS = ("cta", "cycles", "line", "cluster", "cluster_rank")
+LIFETIME_ANNOTATIONS = ("cta", "cycles", "records", "overwritten", "cluster", "cluster_rank")
 _SCOPE_KIND, _UNIT_KIND, _LAUNCH_KIND = KINDS
 
 
@@ -150,7 +159,7 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @dataclass(frozen=True)
-class _Markers:
+class Markers:
     """Every packet of a chunk's event stream, in the order written: one header per track, then
     the track's markers."""
 
@@ -191,7 +200,7 @@ def slice_markers(
     sequence: int,
     scope_names: Sequence[str],
     locations: np.ndarray,
-) -> _Markers:
+) -> Markers:
     """A chunk's markers; ``locations``: each scope event's interned source location (0: none)."""
     tracks = numbered.tracks
     n_units, n_events, n_lives = len(tracks.unit), tracks.events, len(tracks.life_track)
@@ -209,7 +218,7 @@ def slice_markers(
     flying = np.full(n_tracks, -1, dtype=np.int64)
     flying[:n_units] = numbered.sm_uuid[tracks.unit_sm] + 2
     scoped_or_lived = _SlicesOf(n_launches)
-    return _Markers(
+    return Markers(
         rows=len(track) + int(new_track.sum()),
         on_sequence=field_value(PACKET, "trusted_packet_sequence_id", sequence),
         header_row=row[new_track] - 1,
@@ -292,7 +301,7 @@ def _scope_iids(codes: np.ndarray, scope_names: Sequence[str], names: dict[str, 
     return lookup[codes]
 
 
-def event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
+def event_rows(markers: Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarray]]:
     """Output rows ``lo`` to ``hi`` of the event stream: track headers, slice begins and ends,
     counter points."""
     kinds = []
@@ -339,7 +348,7 @@ def event_rows(markers: _Markers, lo: int, hi: int) -> list[tuple[Rows, np.ndarr
     return kinds
 
 
-def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
+def _header_rows(markers: Markers, a: int, b: int) -> Rows:
     """Make each track the sequence's default and restart the incremental clock at its first timestamp."""
     n = b - a
     ts, first = markers.header_ts[a:b], markers.header_row[a:b] == 0
@@ -372,13 +381,12 @@ def _header_rows(markers: _Markers, a: int, b: int) -> Rows:
     return Rows(n).message(TRACE_PACKET, packet)
 
 
-def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
+def _begin_rows(markers: Markers, index: np.ndarray) -> Rows:
     n = len(index)
     slices = markers.slice[index]
     lifetime = slices[0] >= markers.scopes
-    names: tuple[str, ...] = _LIFETIME_ANNOTATIONS if lifetime else _SCOPE_ANNOTATIONS
-    carried = tuple(name for name in names if name not in markers.shared_names)
     event = Rows(n).take(markers.shared, markers.track[index])
+    carried = carried_annotations(markers, lifetime)
     event.rows(annotation_rows(n, {name: markers.values[name][slices] for name in carried}))
     event.constant(kind_annotation(_UNIT_KIND if lifetime else _SCOPE_KIND))
     event.constant(BEGIN).field(field_key(EVENT, "name_iid"), markers.name[slices])
@@ -390,14 +398,21 @@ def _begin_rows(markers: _Markers, index: np.ndarray) -> Rows:
     return _begin_packets(markers, index, event)
 
 
-def _launch_rows(markers: _Markers, index: np.ndarray) -> Rows:
+def carried_annotations(markers: Markers, lifetime: bool) -> tuple[str, ...]:
+    """What a scope's or a unit lifetime's begin carries besides its track's shared annotations,
+    in the order written (``wire.annotation_rows``)."""
+    names = LIFETIME_ANNOTATIONS if lifetime else SCOPE_ANNOTATIONS
+    return tuple(name for name in SLICE_ARGS if name in names and name not in markers.shared_names)
+
+
+def _launch_rows(markers: Markers, index: np.ndarray) -> Rows:
     """Launch lifetimes' begins: few, each with its own annotations, encoded by protobuf."""
     launch = markers.slice[index] - markers.lives
     event = Rows(len(index)).take(markers.launch_events, launch)
     return _begin_packets(markers, index, event)
 
 
-def _begin_packets(markers: _Markers, index: np.ndarray, event: Rows) -> Rows:
+def _begin_packets(markers: Markers, index: np.ndarray, event: Rows) -> Rows:
     packet = (
         Rows(len(index))
         .field(field_key(PACKET, "timestamp"), markers.delta[index])

@@ -119,7 +119,16 @@ def kind_annotation(kind: str) -> bytes:
     return field_key(EVENT, "debug_annotations") + varint_bytes(len(body)) + body
 
 
-_OPTIONAL = ("line", "cluster", "cluster_rank")  # -1: the slice has no such annotation
+ANNOTATIONS_KEY = field_key(EVENT, "debug_annotations")
+OPTIONAL_ANNOTATIONS = ("line", "cluster", "cluster_rank")  # -1: the slice has no such annotation
+
+
+def annotation_prefix(name: str) -> bytes:
+    """A whole-number debug annotation's body up to its value: its interned name, then the key of
+    its ``int_value``."""
+    return field_value(DebugAnnotation.DESCRIPTOR, "name_iid", ANNOTATION_IID[name]) + field_key(
+        DebugAnnotation.DESCRIPTOR, "int_value"
+    )
 
 
 def annotation_rows(n: int, values: dict[str, np.ndarray]) -> Rows:
@@ -129,28 +138,24 @@ def annotation_rows(n: int, values: dict[str, np.ndarray]) -> Rows:
         if annotation not in values:
             continue
         column = values[annotation]
-        present = column >= 0 if annotation in _OPTIONAL else None
+        present = column >= 0 if annotation in OPTIONAL_ANNOTATIONS else None
         if present is not None:
             column = np.maximum(column, 0)  # an absent annotation's value is never written
-        body = Rows(n).constant(
-            field_value(DebugAnnotation.DESCRIPTOR, "name_iid", ANNOTATION_IID[annotation])
-        )
-        body.field(field_key(DebugAnnotation.DESCRIPTOR, "int_value"), column)
-        rows.message(field_key(EVENT, "debug_annotations"), body, present)
+        body = Rows(n).constant(annotation_prefix(annotation)).varint(column)
+        rows.message(ANNOTATIONS_KEY, body, present)
     return rows
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-_ANNOTATIONS_FIELD = field_key(TrackEvent.DESCRIPTOR, "debug_annotations")
 _NAME_IID = field_key(DebugAnnotation.DESCRIPTOR, "name_iid")
 _INT_VALUE = field_key(DebugAnnotation.DESCRIPTOR, "int_value")
 _REMEMBERED = 1 << 16  # encoded annotations kept, at most (a launch's own numbers fill the rest)
 
 
 def _delimited(body: bytes) -> bytes:
-    return _ANNOTATIONS_FIELD + varint_bytes(len(body)) + body
+    return ANNOTATIONS_KEY + varint_bytes(len(body)) + body
 
 
 _remembered: dict[tuple, bytes] = {}

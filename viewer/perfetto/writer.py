@@ -12,13 +12,14 @@ import numpy as np
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
 from tqdm import tqdm
 
-from proton_ik.viewer.arrays import Rows, assemble
+from proton_ik.viewer.arrays import assemble
 from proton_ik.viewer.perfetto.clusters import ClusterTracks
 from proton_ik.viewer.perfetto.counters import InFlight, counter_points
 from proton_ik.viewer.perfetto.events import write_async
 from proton_ik.viewer.perfetto.host import HostInstance, HostScopes, write_host_track
+from proton_ik.viewer.perfetto.packets import event_stream
 from proton_ik.viewer.perfetto.sink import Sink
-from proton_ik.viewer.perfetto.slices import LaunchSlices, event_rows, launch_events, slice_markers
+from proton_ik.viewer.perfetto.slices import LaunchSlices, launch_events, slice_markers
 from proton_ik.viewer.perfetto.tracks import (
     Numbered,
     descriptor_rows,
@@ -224,7 +225,7 @@ class PerfettoWriter:
         locations, location_iids = source_locations(chunk)
         self._start_sequence(names, locations)
         launch_slices = self._launches(chunk, numbered, names, going_on, in_flight, closing)
-        self._write_chunks(numbered.count, lambda lo, hi: descriptor_rows(numbered, lo, hi))
+        self._write_chunks(numbered.count, lambda lo, hi: assemble(descriptor_rows(numbered, lo, hi))[0])
         markers = slice_markers(
             chunk.events,
             lives,
@@ -236,7 +237,7 @@ class PerfettoWriter:
             chunk.scopes,
             location_iids,
         )
-        self._write_chunks(markers.rows, lambda lo, hi: event_rows(markers, lo, hi))
+        self._write_chunks(markers.rows, event_stream(markers))
         self._sequence += 1
         if chunk.async_parts:  # events, marks and values: a sequence of their own
             self._flow = write_async(
@@ -275,10 +276,9 @@ class PerfettoWriter:
         if self._sequence == self._first_sequence and self._part == 0:
             self._sink.packet(TracePacket(track_descriptor=self._root))
 
-    def _write_chunks(self, rows: int, build: Callable[[int, int], list[tuple[Rows, np.ndarray]]]) -> None:
+    def _write_chunks(self, rows: int, encode: Callable[[int, int], bytes | np.ndarray]) -> None:
         for lo, hi in batches(rows):
-            data, _ = assemble(build(lo, hi))
-            self._sink.framed(data)
+            self._sink.framed(encode(lo, hi))
             if self._bar is not None:
                 self._bar.update(hi - lo)
 

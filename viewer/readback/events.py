@@ -75,6 +75,21 @@ class AsyncRows:
         if valued:
             table["value"].append(_number(args["value"], f"{where}.args.value", self.path))
 
+    def places(self) -> np.ndarray:
+        """Every place a row names, once."""
+        tables = (self.events, self.marks, self.values)
+        return np.unique(np.concatenate([np.asarray(t["place"], dtype=np.uint64) for t in tables]))
+
+    def drop_places(self, places: np.ndarray) -> int:
+        """Leave out the rows at ``places`` (another tool's tracks); how many were left out."""
+        dropped = 0
+        for table in (self.events, self.marks, self.values):
+            keep = ~np.isin(np.asarray(table["place"], dtype=np.uint64), places)
+            dropped += int((~keep).sum())
+            for name, column in table.items():
+                table[name] = [value for value, kept in zip(column, keep, strict=True) if kept]
+        return dropped
+
     def _event(
         self, place: int, name: str, status: str, ns: int, args: Mapping[str, Any], where: str
     ) -> None:

@@ -9,6 +9,7 @@ interned source location's (and its line, there rather than an arg). Events, mar
 from __future__ import annotations
 
 import math
+import warnings
 from array import array
 from collections import defaultdict
 from pathlib import Path
@@ -178,14 +179,21 @@ class _Replay:
 
     def trace_file(self) -> TraceFile:
         """The replayed slices' tables, with the events, marks and values placed on their launches."""
-        return with_async(_perfetto_tables(self), self.async_rows.tables(self._launches_of, relative=False))
+        tables = _perfetto_tables(self)
+        places = self.async_rows.places()
+        if len(places):
+            stray = places[self.tracks.launch_of(self.path, places)[0] == 0]
+            if len(stray):  # another tool's async slices and instants (torch.profiler's flows)
+                _say_left_out(self.path, self.async_rows.drop_places(stray), "events")
+        return with_async(tables, self.async_rows.tables(self._launches_of, relative=False))
 
     def _launches_of(self, uuids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The launch and kernel of each track (by uuid)."""
         tracks = self.tracks
-        launch_of = [
-            tracks.launches[uuid] for uuid in tracks.launch_of(self.path, uuids.astype(np.uint64))[0].tolist()
-        ]
+        above = tracks.launch_of(self.path, uuids.astype(np.uint64))[0]
+        if (above == 0).any():
+            raise SessionFileError(f"{self.path} {NOT_A_TRACE}: an event's track belongs to no launch track")
+        launch_of = [tracks.launches[uuid] for uuid in above.tolist()]
         return np.array([launch for launch, _ in launch_of]), np.array([kernel for _, kernel in launch_of])
 
 
@@ -199,6 +207,7 @@ class TrackTree:
         self.launches: dict[int, tuple[int, str]] = {}
         self.host: set[int] = set()  # the host scopes' track
         self.clusters: set[int] = set()  # the launches' clusters tracks
+        self.other_roots: set[int] = set()  # launch tracks' parents past the root: other sessions'
         self.title = ""
 
     def add(self, descriptor: Any) -> None:
@@ -210,15 +219,18 @@ class TrackTree:
             self.host.add(descriptor.uuid)
         if name == CLUSTER_TRACK and descriptor.parent_uuid in self.launches:
             self.clusters.add(descriptor.uuid)
-        launch = parse_launch_name(name) if descriptor.parent_uuid == 1 else None
-        if launch is not None:
+        launch = parse_launch_name(name)
+        if launch is not None and descriptor.parent_uuid == 1:
             self.launches[descriptor.uuid] = launch
+        elif launch is not None and descriptor.parent_uuid not in self.launches:
+            self.other_roots.add(descriptor.parent_uuid)  # a merged trace's next session
         if descriptor.uuid == 1:
             self.title = name
 
     def launch_of(self, path: Path, tracks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each track, the launch track above it, and its lane (past 0: an overlap track);
-        refuses a track that belongs to no launch track (or sits on a loop of parents)."""
+        """For each track, the launch track above it (0 for a track under no launch: another
+        tool's, merged beside the session), and its lane (past 0: an overlap track); refuses a
+        track whose parent has no descriptor, or that sits on a loop of parents."""
         uuids = np.frombuffer(self.uuids, dtype=np.uint64)
         order = np.argsort(uuids, kind="stable")
         known, parents = uuids[order], np.frombuffer(self.parents, dtype=np.uint64)[order]
@@ -229,12 +241,12 @@ class TrackTree:
         launch_uuids = np.fromiter(self.launches, dtype=np.uint64, count=len(self.launches))
         current = tracks.copy()
         for _ in range(64):  # deeper than any tree proton_ik writes: a loop of parents
-            done = np.isin(current, launch_uuids)
+            done = np.isin(current, launch_uuids) | (current == 0)
             if done.all():
                 return current, lane
             at = np.minimum(np.searchsorted(known, current), len(known) - 1)
             if (~done & (known[at] != current)).any():
-                raise SessionFileError(f"{path} {NOT_A_TRACE}: a track belongs to no launch track")
+                raise SessionFileError(f"{path} {NOT_A_TRACE}: a track's parent has no descriptor")
             current = np.where(done, current, parents[at])
         raise SessionFileError(f"{path} {NOT_A_TRACE}: its tracks' parents form a loop")
 
@@ -248,9 +260,20 @@ def _perfetto_tables(replay: _Replay) -> TraceFile:
             f"{path} is a Perfetto trace, but not one proton_ik wrote: it has no launch track. "
             "proton-ik reads the traces it writes and its session files (.pik)"
         )
+    if tracks.other_roots:
+        raise SessionFileError(
+            f"{path} holds {1 + len(tracks.other_roots)} sessions (a job's trace, from proton-ik merge); "
+            "proton-ik reads back the trace of one session. Convert or show each session's .pik "
+            "(proton-ik show takes several at once), or open this trace in Perfetto"
+        )
     track = np.frombuffer(rows["track"], dtype=np.uint64)
     uuids, slice_track = np.unique(track, return_inverse=True)
     above, track_lane = tracks.launch_of(path, uuids)
+    if (above == 0).any():  # another tool's tracks (torch.profiler's, merged beside the session)
+        _leave_out_other_tools(path, replay, (above != 0)[slice_track])
+        track = np.frombuffer(rows["track"], dtype=np.uint64)
+        uuids, slice_track = np.unique(track, return_inverse=True)
+        above, track_lane = tracks.launch_of(path, uuids)
     launch_of = above.tolist()
     launch_number = np.array([launch_tracks[t][0] for t in launch_of], dtype=np.int64)[slice_track]
     kernels: dict[str, int] = {}
@@ -285,6 +308,26 @@ def _perfetto_tables(replay: _Replay) -> TraceFile:
 
 
 _TIMED = ("begin_ns", "dur_ns", "depth", "begin_record", "end_record")  # the typed columns of a slice
+
+
+def _leave_out_other_tools(path: Path, replay: _Replay, ours: np.ndarray) -> None:
+    """Keep only the slices under a launch (``ours``), saying how many others were left out: a
+    trace merged with torch.profiler's holds its threads' and streams' slices too."""
+    left_out = int((~ours).sum())
+    for column in (replay.rows, replay.values, replay.present):
+        for name, values in column.items():
+            if len(values) == len(ours):  # (what only the writers need is empty for show)
+                kept = np.frombuffer(values, dtype=values.typecode)[ours]
+                column[name] = array(values.typecode, kept.tobytes())
+    _say_left_out(path, left_out, "slices")
+
+
+def _say_left_out(path: Path, count: int, what: str) -> None:
+    warnings.warn(
+        f"{path}: {count:,} {what} on tracks that are not proton_ik's (another tool's, merged "
+        "beside the session, such as torch.profiler's) are left out",
+        stacklevel=5,
+    )
 
 
 def _text(value: str | bytes) -> str:

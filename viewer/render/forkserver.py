@@ -218,8 +218,12 @@ def serve(inp: int = 0, out: IO[str] = sys.stdout) -> None:
     # A Ctrl-C the program catches (and then finalizes) must not end the server, not even while
     # it imports: the session does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Everything a part's render imports (none of it imports more as it renders), loaded once.
+    # Everything a part's render imports (none of it imports more as it renders), loaded once,
+    # and the event stream's C encoder, built here (once per machine) while the session runs.
+    from proton_ik.viewer.perfetto import event_encoder
     from proton_ik.viewer.render import parts
+
+    event_encoder()
 
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
