@@ -43,3 +43,26 @@ def test_the_license_is_an_spdx_expression():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["license"] == "MIT"
     assert any(req.startswith("setuptools>=77") for req in project["build-system"]["requires"])
+
+
+def _readme_columns() -> dict[str, list[str]]:
+    """The README's table of tables: each table's name (its first code span) and its columns."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### The tables") : text.index("### Modes")]
+    tables = {}
+    for row in re.findall(r"^\| `([^`]+)`[^|]*\| (.+) \|$", section, re.M):
+        name, columns = row
+        tables[name] = re.findall(r"`([a-z_0-9]+)`", re.sub(r"\([^)]*\)", "", columns))
+    return tables
+
+
+def test_the_readme_names_every_column_of_the_tables_in_order():
+    """The README's list of columns is the tables' own, so that it stays true."""
+    from proton_ik import viewer
+
+    trace = viewer.load(ROOT / "proton_ik" / "data" / "demo.pik")
+    tables = _readme_columns()
+    assert set(tables) == {"events", "units", "launches", "unmatched", "result.summary().scopes"}
+    for name in ("events", "units", "launches", "unmatched"):
+        assert tables[name] == list(getattr(trace, name).columns), name
+    assert tables["result.summary().scopes"] == list(trace.summary().scopes.columns)
