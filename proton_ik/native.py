@@ -16,6 +16,7 @@ which programs and tests move and clear for their own kernels.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -43,6 +45,12 @@ def build(sources: Path, name: str) -> tuple[ModuleType | None, str | None]:
         return _load(_built_file(sources, name), name), None
     except Exception as error:  # no compiler, no Python headers, no writable cache: Python instead
         return None, f"{sources.name} could not be built ({type(error).__name__}: {error})"
+
+
+def part(sources: Path, name: str) -> Callable[[], tuple[ModuleType | None, str | None]]:
+    """``build(sources, name)``, run at the first call and remembered: a C part is built, or
+    loaded from the cache, only where it is used."""
+    return functools.lru_cache(maxsize=1)(lambda: build(sources, name))
 
 
 def cache_dir() -> Path:

@@ -6,7 +6,6 @@ Where it cannot be built, or ``PROTON_IK_COMPILED=0`` asks for it, the Python in
 
 from __future__ import annotations
 
-import functools
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -17,9 +16,7 @@ SOURCES = Path(__file__).with_name("launch_path")
 MODULE_NAME = "proton_ik_launch_path"
 
 
-@functools.lru_cache(maxsize=1)
-def _built() -> tuple[ModuleType | None, str | None]:
-    return native.build(SOURCES, MODULE_NAME)
+_built = native.part(SOURCES, MODULE_NAME)
 
 
 def launch_path() -> ModuleType | None:

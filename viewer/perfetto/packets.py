@@ -26,7 +26,6 @@ slice, its track or its launch.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -80,9 +79,7 @@ _COUNTER_VALUES = field_key(EVENT, "extra_counter_values")
 Op = tuple[Any, ...]
 
 
-@functools.lru_cache(maxsize=1)
-def _built() -> tuple[ModuleType | None, str | None]:
-    return native.build(SOURCES, MODULE_NAME)
+_built = native.part(SOURCES, MODULE_NAME)
 
 
 def encoder() -> ModuleType | None:
