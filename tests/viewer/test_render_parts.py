@@ -55,6 +55,29 @@ def test_no_more_parts_than_the_trace_can_number():
     assert len(parts) <= render_plan.MAX_PARTS - 1 and parts[-1][1] == 10_000
 
 
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("weighed", "cores", "part_bytes"),
+    [
+        (28 * MIB, 2, render_plan.PART_BYTES),  # too few cores for workers: parts as ever
+        (28 * MIB, 32, 2 * MIB),  # the 1000 GELU launches on a GPU host: 14 parts, none tiny
+        (96 * MIB, 32, 3 * MIB),  # a part a core
+        (1024 * MIB, 32, render_plan.PART_BYTES),  # more parts than cores already
+    ],
+)
+def test_a_session_of_fewer_parts_than_cores_is_cut_finer(weighed, cores, part_bytes):
+    assert render_plan.part_bytes_for(weighed, cores) == part_bytes
+
+
+def test_workers_started_ahead_count_the_finer_parts(monkeypatch):
+    """A session of 28 MiB on 32 cores makes 14 parts: as many workers start ahead, not 3."""
+    monkeypatch.setattr(render_ahead, "default_workers", lambda: 32)
+    monkeypatch.setattr(render_ahead, "Workers", lambda count: count)
+    assert render_ahead.start_workers_for(28 * MIB - 1000 * render_plan.LAUNCH_BYTES, None, 1000) == 14
+
+
 def _table(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return frame[columns].astype(str).sort_values(columns).reset_index(drop=True)
 

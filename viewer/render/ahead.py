@@ -91,8 +91,8 @@ def start_workers_for(stored_bytes: int, workers: int | None = None, launches: i
     """Workers started ahead for a session of about ``stored_bytes`` in ``launches`` launches
     (0: not known) that may make several parts, where the parts would render on worker
     processes (``parts.render_parts``); else None. No more than the parts it makes at least
-    (``plan.plan_parts`` cuts at least one part a ``PART_BYTES`` of stored data, a launch
-    weighing ``LAUNCH_BYTES`` more): a worker started for nothing competes with the read of the
+    (``plan.plan_parts`` cuts at least one part a ``plan.part_bytes_for`` of stored data, a
+    launch weighing ``LAUNCH_BYTES`` more): a worker started for nothing competes with the read of the
     session (a session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers started,
     4.5 s with 4), and a part past those waits for a worker started when it comes (0.6 s of
     imports on a GPU host). ``finalize`` starts them before its drains' last flush, so that they
@@ -100,5 +100,6 @@ def start_workers_for(stored_bytes: int, workers: int | None = None, launches: i
     wanted = min(workers or default_workers(), MAX_WORKERS)
     if (workers is None and wanted < FEWEST_WORKERS) or wanted <= 1:
         return None
-    parts_at_least = (stored_bytes + launches * plan.LAUNCH_BYTES) // plan.PART_BYTES
+    weighed = stored_bytes + launches * plan.LAUNCH_BYTES
+    parts_at_least = weighed // plan.part_bytes_for(weighed, default_workers())
     return Workers(min(wanted, parts_at_least)) if parts_at_least >= 2 else None

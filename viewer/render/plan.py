@@ -1,9 +1,9 @@
 """Which parts a session's Perfetto trace is rendered in (``parts``): the plan alone, made from
 the session file's directory before anything is decoded.
 
-The launches are cut into parts of about ``PART_BYTES`` of stored data each, at launch
-boundaries, by their stored sizes and their number (``LAUNCH_BYTES`` a launch) alone
-(``plan_parts``). Where those parts are fewer than the host's cores, a part that is one large
+The launches are cut into parts of about ``PART_BYTES`` of stored data each (less where that
+would leave the host's cores idle: ``part_bytes_for``), at launch boundaries, by their stored
+sizes and their number (``LAUNCH_BYTES`` a launch) alone (``plan_parts``). Where those parts are fewer than the host's cores, a part that is one large
 launch is drawn in shares of its SMs (``share_out``, ``tables.SmShare``), a part each, so that a
 session of a few large launches renders on many cores too. The plan depends on the session and
 the host's cores, never on how many workers render it: one process or sixteen write the same
@@ -34,7 +34,7 @@ def plan_parts(
     ``launch_bytes`` more (default ``LAUNCH_BYTES``), at most ``MAX_PARTS - 1`` of them (the last
     part number draws the host scopes)."""
     extra = LAUNCH_BYTES if launch_bytes is None else launch_bytes
-    total = sum(sizes) + extra * len(sizes)
+    total = weighed_bytes(sizes, extra)
     per_part = max(PART_BYTES if part_bytes is None else part_bytes, -(-total // (MAX_PARTS - 1)), 1)
     parts: list[tuple[int, int]] = []
     first, held = 0, 0
@@ -46,6 +46,26 @@ def plan_parts(
     if first < len(sizes):
         parts.append((first, len(sizes)))
     return parts
+
+
+# Where a session's parts of PART_BYTES would be fewer than the host's cores, it is cut into about
+# a part a core, none under MIN_PART_BYTES: a part costs its worker about 2% of a part of
+# PART_BYTES beyond its launches (docs/PERFORMANCE.md, "Parts as many as the cores").
+MIN_PART_BYTES = 2 << 20
+
+
+def part_bytes_for(weighed: int, cores: int) -> int:
+    """The bytes a part holds, of a session that weighs ``weighed`` (``weighed_bytes``), on a host
+    of ``cores``: ``PART_BYTES``, or less where that would leave cores idle (only from
+    ``FEWEST_WORKERS`` cores, where parts go to workers)."""
+    if cores < FEWEST_WORKERS:
+        return PART_BYTES
+    return min(PART_BYTES, max(MIN_PART_BYTES, -(-weighed // cores)))
+
+
+def weighed_bytes(sizes: Sequence[int], launch_bytes: int | None = None) -> int:
+    """The launches' stored bytes, each weighing ``launch_bytes`` (default ``LAUNCH_BYTES``) more."""
+    return sum(sizes) + (LAUNCH_BYTES if launch_bytes is None else launch_bytes) * len(sizes)
 
 
 def stored_sizes(session: StoredSession) -> list[int]:

@@ -26,7 +26,14 @@ from proton_ik.viewer.perfetto import PerfettoWriter
 from proton_ik.viewer.render.ahead import start_workers
 from proton_ik.viewer.render.cores import default_workers
 from proton_ik.viewer.render.parts import StartedRunners, on_workers, render_parts
-from proton_ik.viewer.render.plan import PartPlan, plan_parts, share_out, stored_sizes
+from proton_ik.viewer.render.plan import (
+    PartPlan,
+    part_bytes_for,
+    plan_parts,
+    share_out,
+    stored_sizes,
+    weighed_bytes,
+)
 from proton_ik.viewer.session_file import StoredSession, read_session
 from proton_ik.viewer.tables import Pipeline, time_shift_cycles
 from proton_ik.viewer.tracks import check_timeline, root_name
@@ -109,7 +116,8 @@ def render_session(
         warnings = unrecorded_warnings(session.info)
         title = title or root_name(str(session.info.get("name", "proton_ik")))
         sizes = stored_sizes(session)
-        parts = share_out(plan_parts(sizes), sizes, default_workers())
+        cores = default_workers()
+        parts = share_out(plan_parts(sizes, part_bytes_for(weighed_bytes(sizes), cores)), sizes, cores)
         if "pftrace" in outputs and len(parts) > 1:
             return _render_in_parts(
                 Path(session_path), outputs, parts, title=title, warnings=warnings, timeline=timeline,
