@@ -151,6 +151,11 @@ def test_issue_10_sections_render_from_their_numbers(tmp_path: Path) -> None:
     sections = _issue10_sections()
     results["occupancy"], results["decomposition"] = sections["occupancy"], sections["decomposition"]
     results["sampling"] = sections["sampling"]
+    # add_rms_norm made to cost more than Proton's best, whatever the committed run measured:
+    # the report then names its sampled cost.
+    pct = results["overhead"]["kernels"]["add_rms_norm"]["overhead_pct"]
+    best = min(pct["proton_global"], pct["proton_shared"])
+    pct["proton_ik"] = best + 1.5
     (tmp_path / "results.json").write_text(json.dumps(results))
     run = report_only(tmp_path)
     assert run.returncode == 0, run.stderr
@@ -182,10 +187,7 @@ def test_issue_10_sections_render_from_their_numbers(tmp_path: Path) -> None:
         in text
     )
     assert "| gelu | proton_ik | `default mode` | +4.0 (0.5%) | 8,388,608 | 8,388,608 |" in text
-    # The committed run's add_rms_norm costs more than Proton's best; its sampled cost is named.
-    pct = results["overhead"]["kernels"]["add_rms_norm"]["overhead_pct"]
-    best = min(pct["proton_global"], pct["proton_shared"])
-    # (The fixture's occupancy holds no add_rms_norm, so no count of Proton's kept records.)
+    # Its sampled cost is named. (The fixture's occupancy holds no add_rms_norm, so no count of Proton's kept records.)
     assert (
         f"add_rms_norm {pct['proton_ik']:+.1f}% against Proton's best {best:+.1f}%; sampled with `ctas=4` it costs +0.8%"
         in text
