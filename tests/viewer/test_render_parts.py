@@ -65,6 +65,8 @@ MIB = 1 << 20
         (28 * MIB, 32, 2 * MIB),  # the 1000 GELU launches on a GPU host: 14 parts, none tiny
         (96 * MIB, 32, 3 * MIB),  # a part a core
         (1024 * MIB, 32, render_plan.PART_BYTES),  # more parts than cores already
+        (6 * MIB, 32, render_plan.PART_BYTES),  # 3 parts of 2 MiB: too few for workers, so one
+        (8 * MIB, 32, 2 * MIB),  # 4 parts, on 4 workers
     ],
 )
 def test_a_session_of_fewer_parts_than_cores_is_cut_finer(weighed, cores, part_bytes):

@@ -58,9 +58,10 @@ def part_bytes_for(weighed: int, cores: int) -> int:
     """The bytes a part holds, of a session that weighs ``weighed`` (``weighed_bytes``), on a host
     of ``cores``: ``PART_BYTES``, or less where that would leave cores idle (only from
     ``FEWEST_WORKERS`` cores, where parts go to workers)."""
-    if cores < FEWEST_WORKERS:
-        return PART_BYTES
-    return min(PART_BYTES, max(MIN_PART_BYTES, -(-weighed // cores)))
+    finer = min(PART_BYTES, max(MIN_PART_BYTES, -(-weighed // cores)))
+    if cores < FEWEST_WORKERS or weighed < FEWEST_WORKERS * finer:
+        return PART_BYTES  # too few parts for workers: finer parts would only cost their own
+    return finer
 
 
 def weighed_bytes(sizes: Sequence[int], launch_bytes: int | None = None) -> int:
