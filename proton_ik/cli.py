@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proton_ik import viewer
-from proton_ik.contract.session_format import is_session_file
 from proton_ik.viewer import ranks
 from proton_ik.viewer.diff import DiffOptions, diff_sessions, format_diff
 from proton_ik.viewer.tracks import TIMELINES
@@ -36,49 +35,22 @@ def terminal_safe(text: str) -> str:
     return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
 
 
-# A Perfetto trace is a protobuf ``Trace``: its first byte is the tag of field 1 (packet),
-# length-delimited.
-_PERFETTO_FIRST_BYTE = 0x0A
-
-
 def _kind(path: Path) -> str:
-    """What a file holds, by content, not suffix: a session file (and a path that is no file:
-    reading it as one says why), a Chrome trace (JSON), a Perfetto trace, or nothing we read
-    ("empty", "unknown"; ``_not_ours`` says so)."""
-    if not path.is_file() or is_session_file(path):
-        return "session"
-    with open(path, "rb") as file:
-        head = file.read(64)
-    if not head:
-        return "empty"
-    if head.lstrip().startswith((b"{", b"[")):
-        return "chrome"
-    return "perfetto" if head[0] == _PERFETTO_FIRST_BYTE else "unknown"
+    from proton_ik.viewer import readback
+
+    return readback.file_kind(path)
 
 
 def _not_ours(path: Path, kind: str) -> viewer.SessionFileError | None:
-    """The error for a file that is no session and no trace, else None."""
-    if kind == "empty":
-        return viewer.SessionFileError(
-            f"{path} is empty (0 bytes): not a proton_ik session file nor a trace. A session file is "
-            "written by proton_ik.finalize(); a killed process leaves NAME.pik.HOST-PID.partial instead"
-        )
-    if kind == "unknown":
-        return viewer.SessionFileError(
-            f"{path} is not a proton_ik file: it is neither a session file (.pik, a zip archive), a "
-            "Chrome JSON trace nor a Perfetto trace. Pass a file proton_ik.finalize() wrote, or "
-            "`proton-ik convert` made"
-        )
-    return None
+    from proton_ik.viewer import readback
+
+    return readback.not_ours(path, kind)
 
 
 def _read_trace(path: Path, kind: str, for_writing: bool = False) -> TraceFile:
-    """A trace read back; ``for_writing`` keeps what the writers need too (times, units, lanes),
-    which ``show`` does not, at about twice the memory."""
     from proton_ik.viewer import readback
 
-    read = readback.read_chrome if kind == "chrome" else readback.read_perfetto
-    return read(path, for_writing=for_writing)
+    return readback.read_trace(path, kind, for_writing)
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from proton_ik.contract.layout import BufferLayout, ring_capacity
 from proton_ik.contract.session_format import Capture, unrecorded_warnings
 from proton_ik.viewer import chrome, perfetto
 from proton_ik.viewer.arrays import collector_paused, groups, release_freed_memory
-from proton_ik.viewer.session_file import LaunchCapture, read_session
+from proton_ik.viewer.session_file import LaunchCapture, SessionFileError, read_session
 from proton_ik.viewer.summary import (
     SCOPE_KEYS,
     ScopeSample,
@@ -216,7 +216,19 @@ class Trace:
 
 @collector_paused()
 def load(path: str | Path) -> Trace:
-    """Read and decode a session file."""
+    """Read and decode a session file. A trace is refused with what reads it: a trace carries
+    less than its session (``readback``), and ``readback.read_trace`` says so in its summary."""
+    from proton_ik.viewer import readback  # it imports this module: here, not at the top
+
+    kind = readback.file_kind(Path(path))
+    if (refused := readback.not_ours(Path(path), kind)) is not None:
+        raise refused
+    if kind in readback.TRACE_KINDS:
+        raise SessionFileError(
+            f"{path} is a {kind} trace, not a session file: load() reads the .pik that finalize "
+            f"wrote beside it. A trace reads back with proton_ik.viewer.readback.read_trace(path, "
+            f"{kind!r}) (its .trace holds the tables), or `proton-ik show` / `proton-ik convert`"
+        )
     session = read_session(path)
     return Trace.from_captures(session.info, session.launches)
 

@@ -302,3 +302,15 @@ def test_a_session_from_before_files_were_recorded_writes_no_file(pftrace_packet
     packets = pftrace_packets(tmp_path / "t.pftrace")
     assert not any(p.interned_data.source_locations or p.track_event.source_location_iid for p in packets)
     assert '"file"' not in (tmp_path / "t.json").read_text()
+
+
+def test_load_refuses_a_trace_and_names_what_reads_it(tmp_path):
+    session = viewer.load(DATA / "add.pik")
+    for suffix, kind in ((".pftrace", "perfetto"), (".json", "chrome")):
+        written = READERS[suffix][0](session, tmp_path / f"trace{suffix}")
+        with pytest.raises(viewer.SessionFileError, match=f"is a {kind} trace.*read_trace"):
+            viewer.load(written)
+        back = readback.read_trace(str(written), readback.file_kind(written)).trace
+        assert len(back.events) == len(session.events)
+    with pytest.raises(ValueError, match="one of"):
+        readback.read_trace(tmp_path / "trace.json", "session")

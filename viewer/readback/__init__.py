@@ -29,13 +29,15 @@ file that is not a trace proton_ik wrote raises ``SessionFileError`` saying what
 This package's surface is here; the work is done in ``chrome`` (Chrome JSON), ``perfetto`` (a
 ``.pftrace``'s packets and track tree), ``events`` (events, marks and values), ``packets`` (the
 packet stream), ``trace_file`` (``TraceFile`` and the tables built from the columns read),
-``nesting_order`` and ``checks`` (the values' checks and refusals).
+``nesting_order`` and ``checks`` (the values' checks and refusals); ``kinds`` tells a session
+file from a trace by content.
 """
 
 from __future__ import annotations
 
 from proton_ik.viewer.readback.checks import MAX_WARPS_PER_UNIT
 from proton_ik.viewer.readback.chrome import read_chrome
+from proton_ik.viewer.readback.kinds import TRACE_KINDS, file_kind, not_ours, read_trace
 from proton_ik.viewer.readback.packets import MAX_PACKET_BYTES, iter_packets, read_packets
 from proton_ik.viewer.readback.perfetto import TrackTree, read_perfetto
 from proton_ik.viewer.readback.trace_file import TraceFile
@@ -44,12 +46,16 @@ __all__ = [
     "EVENT_COLUMNS",
     "MAX_PACKET_BYTES",
     "MAX_WARPS_PER_UNIT",
+    "TRACE_KINDS",
     "TraceFile",
     "TrackTree",
+    "file_kind",
     "iter_packets",
+    "not_ours",
     "read_chrome",
     "read_packets",
     "read_perfetto",
+    "read_trace",
 ]
 
 EVENT_COLUMNS = ["kernel", "launch", "scope", "cta", "sm", "warp", "dur_ns", "dur_cycles", "line"]
