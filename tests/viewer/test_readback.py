@@ -314,3 +314,35 @@ def test_load_refuses_a_trace_and_names_what_reads_it(tmp_path):
         assert len(back.events) == len(session.events)
     with pytest.raises(ValueError, match="one of"):
         readback.read_trace(tmp_path / "trace.json", "session")
+
+
+def _with_a_unit_track_moved(tmp_path, parent: int, foreign_root: bool) -> Path:
+    """The add capture's trace, with one warp track re-parented to ``parent`` (a new root track
+    of another tool's where ``foreign_root``)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as ProtoTrace
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
+
+    written = viewer.load(DATA / "add.pik").write_perfetto(tmp_path / "add.pftrace")
+    packets = readback.read_packets(written)
+    unit = next(
+        p for p in packets if p.HasField("track_descriptor") and p.track_descriptor.name.startswith("warp")
+    )
+    unit.track_descriptor.parent_uuid = parent
+    extra = [TracePacket(track_descriptor={"uuid": parent, "name": "python thread"})] if foreign_root else []
+    moved = tmp_path / "moved.pftrace"
+    moved.write_bytes(ProtoTrace(packet=[*extra, *packets]).SerializeToString())
+    return moved
+
+
+def test_a_warp_track_under_no_launch_of_the_session_is_refused(tmp_path):
+    moved = _with_a_unit_track_moved(tmp_path, 1, foreign_root=False)
+    with pytest.raises(viewer.SessionFileError, match="a track of the session belongs to no launch track"):
+        readback.read_perfetto(moved)
+
+
+def test_another_tools_tracks_are_left_out_with_a_warning(tmp_path):
+    moved = _with_a_unit_track_moved(tmp_path, 987_654_321, foreign_root=True)
+    with pytest.warns(UserWarning, match="not proton_ik's"):
+        back = readback.read_perfetto(moved)
+    whole = readback.read_perfetto(tmp_path / "add.pftrace")
+    assert 0 < len(back.trace.events) < len(whole.trace.events)

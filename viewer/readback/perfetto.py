@@ -250,6 +250,15 @@ class TrackTree:
             current = np.where(done, current, parents[at])
         raise SessionFileError(f"{path} {NOT_A_TRACE}: its tracks' parents form a loop")
 
+    def under_the_root(self, tracks: np.ndarray) -> np.ndarray:
+        """Whether each track is (under) the session's root track, uuid 1: proton_ik's, as
+        against another tool's merged beside it."""
+        parent_of = dict(zip(self.uuids.tolist(), self.parents.tolist(), strict=True))
+        current = tracks.tolist()
+        for _ in range(64):
+            current = [track if track in (0, 1) else parent_of.get(track, 0) for track in current]
+        return np.array([track == 1 for track in current], dtype=bool)
+
 
 def _perfetto_tables(replay: _Replay) -> TraceFile:
     """The tables of a replayed ``.pftrace``: each slice's track walked up to its launch track."""
@@ -270,6 +279,8 @@ def _perfetto_tables(replay: _Replay) -> TraceFile:
     uuids, slice_track = np.unique(track, return_inverse=True)
     above, track_lane = tracks.launch_of(path, uuids)
     if (above == 0).any():  # another tool's tracks (torch.profiler's, merged beside the session)
+        if tracks.under_the_root(uuids[above == 0]).any():
+            raise SessionFileError(f"{path} {NOT_A_TRACE}: a track of the session belongs to no launch track")
         _leave_out_other_tools(path, replay, (above != 0)[slice_track])
         track = np.frombuffer(rows["track"], dtype=np.uint64)
         uuids, slice_track = np.unique(track, return_inverse=True)
