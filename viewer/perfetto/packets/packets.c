@@ -235,9 +235,13 @@ static int read_program(Views *views, PyObject *list, Program *program) {
     program->count = count;
     program->most = SMALL; /* a short constant's copy may write this far past the row */
     program->arena_size = 0;
-    for (Py_ssize_t i = 0; i < count; i++) { /* room for every bytes object the program names */
+    for (Py_ssize_t i = 0; i < count; i++) { /* room for every constant the program names */
         PyObject *item = PySequence_Fast_GET_ITEM(items, i);
-        for (Py_ssize_t k = 1; PyTuple_Check(item) && k < PyTuple_GET_SIZE(item); k++)
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) continue; /* read_op says why */
+        long code = PyLong_Check(PyTuple_GET_ITEM(item, 0)) ? PyLong_AsLong(PyTuple_GET_ITEM(item, 0)) : -1;
+        if (code == -1 && PyErr_Occurred()) PyErr_Clear(); /* too large: read_op refuses it */
+        if (code == OP_TABLE) continue;                     /* its data is not copied */
+        for (Py_ssize_t k = 1; k < PyTuple_GET_SIZE(item); k++)
             if (PyBytes_Check(PyTuple_GET_ITEM(item, k)))
                 program->arena_size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, k)) + SMALL;
     }
