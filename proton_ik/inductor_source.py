@@ -6,7 +6,9 @@ Why: Inductor compiles a user's ``@triton.jit`` kernel from source it writes ane
 Triton's imports only, so the kernel's ``import proton_ik.language as pl`` (any alias),
 ``from proton_ik.language import scope`` and event handles held in globals are lost, and the
 kernel fails with ``NameError``. ``with_imports`` adds the imports the kernel and its
-``@triton.jit`` helpers use, right after the kernel.
+``@triton.jit`` helpers use, right after the kernel. And since Inductor's copy lives in a file
+of its own, a scope there would name that file and its lines: the copy's last line points each
+function back at the user's file and lines (``relocate``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["proton_ik_imports", "with_imports"]
+__all__ = ["original_places", "proton_ik_imports", "relocate", "with_imports"]
 
 _PACKAGE = "proton_ik"
 
@@ -82,14 +84,69 @@ def _with_imports(source: str, imports: list[str]) -> str:
     return "\n".join([*lines[:end], *imports, *lines[end:]]) + "\n"
 
 
+def original_places(kernel) -> dict[str, tuple[str, int]]:
+    """Where ``kernel`` and the ``@triton.jit`` functions it calls are written: each one's file
+    and the line of its ``def``, as Triton reads them for its source locations (none where this
+    Triton has no such reader)."""
+    try:
+        from triton.runtime.jit import JITFunction, get_jit_fn_file_line
+    except ImportError:  # Triton moved it: the copy keeps the locations Inductor's file gives
+        return {}
+    places: dict[str, tuple[str, int]] = {}
+    pending = [kernel]
+    while pending:
+        function = pending.pop()
+        if not isinstance(function, JITFunction) or function.__name__ in places:
+            continue
+        try:
+            places[function.__name__] = get_jit_fn_file_line(function)
+        except (AttributeError, OSError, TypeError):
+            continue
+        scope = function.fn.__globals__
+        pending.extend(scope.get(name) for name in function.fn.__code__.co_names)
+    return places
+
+
+def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> None:
+    """Point each ``@triton.jit`` function of Inductor's copy (in ``namespace``, the copy's
+    module) at the file and lines of the user's original (``places``, from
+    ``original_places``): Triton takes a function's source locations, and so the file and line
+    of each scope, from its code object's file and its first line. Run as the copy's module
+    loads, before Triton hashes the function (its hash holds the first line)."""
+    from triton.runtime.jit import JITFunction, get_jit_fn_file_line
+
+    for name, (file, line) in places.items():
+        function = namespace.get(name)
+        if not isinstance(function, JITFunction) or function.hash is not None:
+            continue
+        try:
+            _, copied_line = get_jit_fn_file_line(function)
+            function.fn.__code__ = function.fn.__code__.replace(co_filename=file)
+            function.starting_line_number += line - copied_line
+        except (AttributeError, TypeError, ValueError):
+            continue
+
+
+def _with_places(source: str, places: dict[str, tuple[str, int]]) -> str:
+    """``source`` with a last statement that relocates its functions to ``places``."""
+    if not places:
+        return source
+    return f"{source.rstrip()}\nimport proton_ik.inductor_source\nproton_ik.inductor_source.relocate(globals(), {places!r})\n"
+
+
 def with_imports(write_source: Callable[..., str]) -> Callable[..., str]:
     """Wrap Inductor's writer of a user kernel's source: the source it writes, with
-    ``proton_ik_imports`` right after the kernel. Wrapping a wrapped writer changes nothing."""
+    ``proton_ik_imports`` right after the kernel, and, for a kernel that uses proton_ik, a last
+    line that points its functions' source locations at the user's file (``relocate``): a
+    scope then names the line the user wrote, not a line of Inductor's generated file.
+    Wrapping a wrapped writer changes nothing."""
     if getattr(write_source, "_proton_ik", False):
         return write_source
 
     def source_with_imports(kernel: Any, *args: Any, **kwargs: Any) -> str:
-        return _with_imports(write_source(kernel, *args, **kwargs), proton_ik_imports(kernel))
+        imports = proton_ik_imports(kernel)
+        source = _with_imports(write_source(kernel, *args, **kwargs), imports)
+        return _with_places(source, original_places(kernel)) if imports else source
 
     source_with_imports._proton_ik = True  # type: ignore[attr-defined]
     return source_with_imports

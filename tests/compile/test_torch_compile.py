@@ -56,7 +56,10 @@ def test_inductors_copy_of_a_kernel_keeps_every_import_of_proton_ik():
 
 def test_a_kernel_that_uses_nothing_of_ours_is_copied_as_inductor_copies_it():
     source = _inductor_source(compiled_kernels.autotuned_kernel.fn)
+    # the kernel's own, then a last line that points its source locations at the user's file
+    source, relocation = source.split("import proton_ik.inductor_source\n")
     assert source.count("proton_ik") == 3  # pl.scope, and the two imports it needs
+    assert relocation.startswith("proton_ik.inductor_source.relocate(globals(), {'autotuned_kernel': (")
     plain = types.SimpleNamespace(fn=None)
     assert inductor_source.proton_ik_imports(plain) == []
 
@@ -73,6 +76,44 @@ def test_the_copy_compiles_instrumented_in_a_session_and_plain_outside():
     assert instrumented.metadata.profile_scratch_size > 0
     scopes = {s["name"] for s in instrumented.metadata.proton_ik["scopes"]}
     assert scopes >= {"load", "compute", "helper", "handoff", "tile", "even_tile"}
+
+
+def test_the_copys_scopes_name_the_users_file_and_lines_not_inductors():
+    """Inductor's copy lives in a generated file; its scopes (the kernel's and a helper's) name
+    the file and lines the user wrote."""
+    from triton.compiler import ASTSource
+
+    kernel = _load(_inductor_source(compiled_kernels.scaled_kernel), "scaled_kernel")
+    with proton_ik.instrumented():
+        binary = triton.compile(ASTSource(kernel, SIGNATURE, {"BLOCK": 1024}), target=TARGET)
+    written = Path(compiled_kernels.__file__)
+    lines = written.read_text().splitlines()
+
+    def line_of(text: str) -> int:
+        (number,) = [index + 1 for index, line in enumerate(lines) if text in line]
+        return number
+
+    expected = {
+        "load": line_of('with scope("load")'),
+        "compute": line_of('enter_scope("compute")'),
+        "helper": line_of('with prof.scope("helper")'),
+    }
+    scopes = {s["name"]: s for s in binary.metadata.proton_ik["scopes"]}
+    for name, line in expected.items():
+        assert (scopes[name].get("file"), scopes[name]["line"]) == (written.name, line), name
+
+
+def test_a_copy_already_hashed_is_not_relocated():
+    """Triton's hash of a function holds its first line: one hashed before the copy's module
+    finishes loading keeps it, and its locations."""
+    kernel = _load(_inductor_source(compiled_kernels.scaled_kernel), "scaled_kernel")
+    before = kernel.starting_line_number
+    inductor_source.relocate({"scaled_kernel": kernel}, {"scaled_kernel": ("elsewhere.py", 1000)})
+    assert kernel.starting_line_number == before
+    assert kernel.fn.__code__.co_filename == compiled_kernels.__file__
+    kernel.hash = None
+    inductor_source.relocate({"scaled_kernel": kernel}, {"scaled_kernel": ("elsewhere.py", 1000)})
+    assert kernel.fn.__code__.co_filename == "elsewhere.py"
 
 
 def test_from_import_of_scope_works_in_a_plain_jit_kernel():
