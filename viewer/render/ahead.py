@@ -92,9 +92,9 @@ def start_workers_for(stored_bytes: int, workers: int | None = None, launches: i
     (0: not known) that may make several parts, where the parts would render on worker
     processes (``parts.render_parts``); else None. No more than the parts it makes at least
     (``plan.plan_parts`` cuts at least one part a ``plan.part_bytes_for`` of stored data, a
-    launch weighing ``LAUNCH_BYTES`` more): a worker started for nothing competes with the read of the
-    session (a session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers started,
-    4.5 s with 4), and a part past those waits for a worker started when it comes (0.6 s of
+    launch weighing ``LAUNCH_BYTES`` more): a worker started for nothing competes with the read
+    of the session (a session of 3 parts on a 16-core host rendered in 6.9 s with 16 workers
+    started, 4.5 s with 4), and a part past those waits for a worker started when it comes (0.6 s of
     imports on a GPU host). ``finalize`` starts them before its drains' last flush, so that they
     import while it runs, where the session has no fork server."""
     wanted = min(workers or default_workers(), MAX_WORKERS)

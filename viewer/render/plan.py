@@ -3,9 +3,10 @@ the session file's directory before anything is decoded.
 
 The launches are cut into parts of about ``PART_BYTES`` of stored data each (less where that
 would leave the host's cores idle: ``part_bytes_for``), at launch boundaries, by their stored
-sizes and their number (``LAUNCH_BYTES`` a launch) alone (``plan_parts``). Where those parts are fewer than the host's cores, a part that is one large
-launch is drawn in shares of its SMs (``share_out``, ``tables.SmShare``), a part each, so that a
-session of a few large launches renders on many cores too. The plan depends on the session and
+sizes and their number (``LAUNCH_BYTES`` a launch) alone (``plan_parts``). Where those parts are
+fewer than the host's cores, a part that is one large launch is drawn in shares of its SMs
+(``share_out``, ``tables.SmShare``), a part each, so that a session of a few large launches
+renders on many cores too. The plan depends on the session and
 the host's cores, never on how many workers render it: one process or sixteen write the same
 trace, byte for byte.
 """
