@@ -112,9 +112,12 @@ def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> N
     module) at the file and lines of the user's original (``places``, from
     ``original_places``): Triton takes a function's source locations, and so the file and line
     of each scope, from its code object's file and its first line. Run as the copy's module
-    loads, before Triton hashes the function (its hash holds the first line)."""
-    from triton.runtime.jit import JITFunction, get_jit_fn_file_line
-
+    loads, before Triton hashes the function (its hash holds the first line). Where anything of
+    this moved in Triton, the copy keeps its own locations: a compile never fails for this."""
+    try:
+        from triton.runtime.jit import JITFunction, get_jit_fn_file_line
+    except ImportError:
+        return
     for name, (file, line) in places.items():
         function = namespace.get(name)
         if not isinstance(function, JITFunction) or function.hash is not None:
