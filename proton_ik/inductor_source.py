@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["original_places", "proton_ik_imports", "relocate", "with_imports"]
@@ -50,9 +50,20 @@ def proton_ik_imports(kernel) -> list[str]:
     """The import statements that a copy of ``kernel``'s source, and of the ``@triton.jit``
     functions it calls, needs for the names of proton_ik it uses (as Inductor finds names: the
     functions' global names, followed through the JIT functions among them)."""
+    lines = ["import proton_ik.language"]  # binds `proton_ik`, which pl.Event's repr names
+    for function in _jit_closure(kernel):
+        scope = function.fn.__globals__
+        for name in function.fn.__code__.co_names:
+            if (line := _import_line(name, scope.get(name))) is not None and line not in lines:
+                lines.append(line)
+    return lines if len(lines) > 1 else []
+
+
+def _jit_closure(kernel) -> Iterator[Any]:
+    """``kernel`` and the ``@triton.jit`` functions it calls, each once (as Inductor finds them:
+    the functions' global names, followed through the JIT functions among them)."""
     from triton.runtime.jit import JITFunction
 
-    lines = ["import proton_ik.language"]  # binds `proton_ik`, which pl.Event's repr names
     seen: set[int] = set()
     pending = [kernel]
     while pending:
@@ -60,14 +71,13 @@ def proton_ik_imports(kernel) -> list[str]:
         if id(function) in seen or getattr(function, "fn", None) is None:
             continue
         seen.add(id(function))
+        yield function
         scope = function.fn.__globals__
-        for name in function.fn.__code__.co_names:
-            value = scope.get(name)
-            if isinstance(value, JITFunction):
-                pending.append(value)
-            elif (line := _import_line(name, value)) is not None and line not in lines:
-                lines.append(line)
-    return lines if len(lines) > 1 else []
+        pending.extend(
+            value
+            for name in function.fn.__code__.co_names
+            if isinstance(value := scope.get(name), JITFunction)
+        )
 
 
 def _with_imports(source: str, imports: list[str]) -> str:
@@ -93,17 +103,12 @@ def original_places(kernel) -> dict[str, tuple[str, int]]:
     except ImportError:  # Triton moved it: the copy keeps the locations Inductor's file gives
         return {}
     places: dict[str, tuple[str, int]] = {}
-    pending = [kernel]
-    while pending:
-        function = pending.pop()
-        if not isinstance(function, JITFunction) or function.__name__ in places:
-            continue
-        try:
-            places[function.__name__] = get_jit_fn_file_line(function)
-        except (AttributeError, OSError, TypeError):
-            continue
-        scope = function.fn.__globals__
-        pending.extend(scope.get(name) for name in function.fn.__code__.co_names)
+    for function in _jit_closure(kernel):
+        if isinstance(function, JITFunction) and function.__name__ not in places:
+            try:
+                places[function.__name__] = get_jit_fn_file_line(function)
+            except (AttributeError, OSError, TypeError):
+                continue
     return places
 
 
