@@ -124,8 +124,8 @@ def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> N
     except ImportError:
         return
     for name, (file, line) in places.items():
-        function = namespace.get(name)
-        if not isinstance(function, JITFunction) or function.hash is not None:
+        function = _copied(namespace, name, JITFunction)
+        if function is None or function.hash is not None:
             continue
         try:
             _, copied_line = get_jit_fn_file_line(function)
@@ -133,6 +133,23 @@ def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> N
             function.starting_line_number += line - copied_line
         except (AttributeError, TypeError, ValueError):
             continue
+
+
+def _copied(namespace: dict[str, Any], name: str, jit_function: type) -> Any:
+    """The ``@triton.jit`` function that the copy binds to ``name``: Inductor decorates the kernel
+    with its autotuner, which holds the function as ``fn``, and may rename it ``<name>_<n>``
+    (``unique_user_kernel_names``). None where the copy has no such function."""
+    candidates = [namespace.get(name)]
+    candidates += [
+        value
+        for key, value in namespace.items()
+        if key.startswith(name + "_") and key[len(name) + 1 :].isdigit()
+    ]
+    for value in candidates:
+        for function in (value, getattr(value, "fn", None)):
+            if isinstance(function, jit_function):
+                return function
+    return None
 
 
 def _with_places(source: str, places: dict[str, tuple[str, int]]) -> str:

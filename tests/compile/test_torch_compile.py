@@ -78,12 +78,45 @@ def test_the_copy_compiles_instrumented_in_a_session_and_plain_outside():
     assert scopes >= {"load", "compute", "helper", "handoff", "tile", "even_tile"}
 
 
-def test_the_copys_scopes_name_the_users_file_and_lines_not_inductors():
+def _load_as_inductor_writes(source: str, name: str):
+    """The ``@triton.jit`` function of ``name`` in a module written as Inductor writes a user
+    kernel's (its imports, then its autotuner's decorator over ``@triton.jit``): the autotuner
+    holds the function."""
+    from torch._inductor.codegen.triton import TritonKernel
+
+    device = (
+        "DeviceProperties(type='cuda', index=0, multi_processor_count=132, cc=90, major=9, "
+        "regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, "
+        "max_threads_per_block=1024, warp_size=32)"
+    )
+    decorator = (
+        "@triton_heuristics.user_autotune(\n"
+        "    configs=[],\n"
+        f"    inductor_meta={{'kernel_name': {name!r}}},\n"
+        f"    triton_meta={{'signature': {SIGNATURE!r}, 'device': {device}, 'constants': {{}}, 'configs': []}},\n"
+        "    filename=__file__,\n"
+        "    custom_kernel=True,\n"
+        ")\n@triton.jit\n"
+    )
+    from torch._inductor.codecache import PyCodeCache
+
+    module = PyCodeCache.load(TritonKernel.gen_common_triton_imports() + decorator + source)
+    return getattr(module, name).fn
+
+
+@pytest.mark.parametrize("renamed", [False, True], ids=["as_written", "unique_name"])
+def test_the_copys_scopes_name_the_users_file_and_lines_not_inductors(renamed):
     """Inductor's copy lives in a generated file; its scopes (the kernel's and a helper's) name
-    the file and lines the user wrote."""
+    the file and lines the user wrote, where Inductor wraps the kernel in its autotuner and
+    where it renames the kernel (``unique_user_kernel_names``)."""
     from triton.compiler import ASTSource
 
-    kernel = _load(_inductor_source(compiled_kernels.scaled_kernel), "scaled_kernel")
+    source = _inductor_source(compiled_kernels.scaled_kernel)
+    name = "scaled_kernel"
+    if renamed:
+        name = "scaled_kernel_0"
+        source = source.replace("def scaled_kernel(", f"def {name}(")  # as Inductor renames it
+    kernel = _load_as_inductor_writes(source, name)
     with proton_ik.instrumented():
         binary = triton.compile(ASTSource(kernel, SIGNATURE, {"BLOCK": 1024}), target=TARGET)
     written = Path(compiled_kernels.__file__)
@@ -107,6 +140,7 @@ def test_a_copy_already_hashed_is_not_relocated():
     """Triton's hash of a function holds its first line: one hashed before the copy's module
     finishes loading keeps it, and its locations."""
     kernel = _load(_inductor_source(compiled_kernels.scaled_kernel), "scaled_kernel")
+    assert kernel.cache_key  # hashed
     before = kernel.starting_line_number
     inductor_source.relocate({"scaled_kernel": kernel}, {"scaled_kernel": ("elsewhere.py", 1000)})
     assert kernel.starting_line_number == before
