@@ -1,7 +1,8 @@
 """7. Host time added per launch, launch only: loops of launches of a short kernel with pointer
-arguments (``short_add``) and with TensorDescriptor arguments (``descriptor_add``), plain,
-under proton_ik and under Triton's Proton, in interleaved rounds; one synchronize after each
-loop, outside its time.
+arguments (``short_add``) and with TensorDescriptor arguments (``descriptor_add``), and of a
+short kernel whose segments are sized at each launch, either way (``sized_sum``,
+``sized_descriptor_sum``), plain, under proton_ik and under Triton's Proton, in interleaved
+rounds; one synchronize after each loop, outside its time.
 
     python -m benchmarks.buffers.launch_only [--launches N] [--rounds R] [--profile DIR]
 
@@ -41,10 +42,20 @@ def launch_only(settings: Settings) -> dict[str, Any]:
     )
 
 
+def launch_only_problems() -> list[Problem]:
+    """Pointer and descriptor arguments, each in a straight-line kernel and in one sized at launch."""
+    return [
+        elementwise.short_add(),
+        elementwise.descriptor_add(),
+        elementwise.sized_sum(),
+        elementwise.sized_descriptor_sum(),
+    ]
+
+
 def launch_only_with(settings: Settings, launches: int, rounds: int) -> dict[str, Any]:
     return {
         problem.name: _kernel_rounds(problem, settings, launches, rounds)
-        for problem in (elementwise.short_add(), elementwise.descriptor_add())
+        for problem in launch_only_problems()
     }
 
 
@@ -151,7 +162,7 @@ def main() -> None:
     try:
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
-            for problem in (elementwise.short_add(), elementwise.descriptor_add()):
+            for problem in launch_only_problems():
                 launch = problem.make_launch()
                 for variant in ("plain", "proton_ik"):
                     where = args.profile / f"{problem.name}_{variant}.txt"

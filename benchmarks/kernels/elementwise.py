@@ -1,7 +1,7 @@
 """Elementwise kernels: the suite's GELU, and the straight-line kernels of issue 7
 (benchmarks/buffers/): ``four_scopes`` on a 16384-CTA grid, ``short_add`` for host-side costs
-and CUDA graphs, ``one_scope`` for finalize's many short launches, and ``tuned_add`` for
-autotuning."""
+and CUDA graphs, ``sized_sum`` for the launch cost of a kernel sized at launch, ``one_scope``
+for finalize's many short launches, and ``tuned_add`` for autotuning."""
 
 from __future__ import annotations
 
@@ -116,6 +116,34 @@ def descriptor_add_kernel(x_desc, y_desc, out_desc, BLOCK: tl.constexpr):
         z = x + y
     with scopes.scope("store"):
         out_desc.store([offset], z)
+
+
+@triton.jit
+def sized_sum_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    """A row's chunks of BLOCK summed, one CTA a row, a scope a chunk: a loop of
+    cdiv(n_cols, BLOCK) steps, so that segments are sized at each launch (issue 24)."""
+    row = tl.program_id(0)
+    columns = tl.arange(0, BLOCK)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for step in range(0, tl.cdiv(n_cols, BLOCK)):
+        with scopes.scope("load"):
+            offsets = step * BLOCK + columns
+            total += tl.load(x_ptr + row * n_cols + offsets, mask=offsets < n_cols, other=0.0)
+    with scopes.scope("store"):
+        tl.store(out_ptr + row * BLOCK + columns, total)
+
+
+@triton.jit
+def sized_descriptor_sum_kernel(x_desc, out_desc, n_cols, BLOCK: tl.constexpr):
+    """sized_sum with 1-D TensorDescriptor arguments: the launch path of a launch-sized kernel
+    taking host-side TMA descriptors, as a TMA matmul's K loop is."""
+    row = tl.program_id(0)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for step in range(0, tl.cdiv(n_cols, BLOCK)):
+        with scopes.scope("load"):
+            total += x_desc.load([row * n_cols + step * BLOCK])
+    with scopes.scope("store"):
+        out_desc.store([row * BLOCK], total)
 
 
 @triton.jit
@@ -237,6 +265,67 @@ def descriptor_add(ctas: int = 256) -> Problem:
     return problem
 
 
+SIZED_STEPS = 4  # chunks a row: the loop's trip count, known only at launch
+
+
+def _sized_sum(name: str, fn: Any, descriptors: bool, ctas: int) -> Problem:
+    """A launch-sized row sum of ``ctas`` rows of SIZED_STEPS chunks of 256 fp32. The inputs are
+    small integers, so that any order of the additions gives torch's sums bitwise."""
+    block = 256
+    n_cols = SIZED_STEPS * block
+    grid = (ctas, 1, 1)
+
+    def make_launch() -> Launch:
+        import torch
+
+        x = torch.randint(-8, 8, (ctas, n_cols), device="cuda").float()
+        out = torch.empty(ctas * block, device="cuda")
+        if descriptors:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            values = {
+                "x_desc": TensorDescriptor.from_tensor(x.view(-1), [block]),
+                "out_desc": TensorDescriptor.from_tensor(out, [block]),
+            }
+        else:
+            values = {"x_ptr": x, "out_ptr": out}
+        values["n_cols"] = n_cols
+        return Launch(
+            problem.ordered_args(values),
+            grid,
+            [out],
+            lambda: [x.view(ctas, SIZED_STEPS, block).sum(1).view(-1)],
+        )
+
+    pointers = ("x_desc", "out_desc") if descriptors else ("x_ptr", "out_ptr")
+    kind = f"tensordesc<fp32[{block}]>" if descriptors else "*fp32"
+    problem = Problem(
+        name=name,
+        fn=fn,
+        kind="row sums, a loop sized at launch" + (", TMA descriptors (host)" if descriptors else ""),
+        scopes=f"load in each of the {SIZED_STEPS} steps of a loop of cdiv(n_cols, BLOCK), store once",
+        size=f"{ctas} rows x {n_cols:,} fp32, BLOCK={block}, {ctas} CTAs x 4 warps",
+        constexprs={"BLOCK": block},
+        options={"num_warps": 4},
+        signature={**{p: kind for p in pointers}, "n_cols": "i32"},
+        grid=grid,
+        make_launch=make_launch,
+        records_per_warp=uniform(grid, 2 * SIZED_STEPS + 2),
+        tolerance=(0.0, 0.0),
+    )
+    return problem
+
+
+def sized_sum(ctas: int = 256) -> Problem:
+    """A short launch-sized kernel with pointer arguments: 256 CTAs x 4 warps, 5 scopes a warp."""
+    return _sized_sum("sized_sum", sized_sum_kernel, False, ctas)
+
+
+def sized_descriptor_sum(ctas: int = 256) -> Problem:
+    """sized_sum taking TensorDescriptors."""
+    return _sized_sum("sized_descriptor_sum", sized_descriptor_sum_kernel, True, ctas)
+
+
 def buffer_problems() -> list[Problem]:
     """The kernels benchmarks/buffers/ adds, for compile_check.py."""
-    return [four_scopes(), one_scope(), short_add(), descriptor_add()]
+    return [four_scopes(), one_scope(), short_add(), descriptor_add(), sized_sum(), sized_descriptor_sum()]

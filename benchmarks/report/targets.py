@@ -493,7 +493,12 @@ def _launch_only_rows(buffers: dict[str, Any]) -> list[dict[str, Any]]:
     """Issue 24: host time added per launch, launch only, one row per kind of arguments."""
     step = buffers.get("launch_only", {})
     rows = []
-    for name, what in (("short_add", "pointer"), ("descriptor_add", "TensorDescriptor")):
+    for name, what in (
+        ("short_add", "pointer"),
+        ("descriptor_add", "TensorDescriptor"),
+        ("sized_sum", "pointer, sized at launch"),
+        ("sized_descriptor_sum", "TensorDescriptor, sized at launch"),
+    ):
         key = f"buffers_launch_only_{name}"
         goal = f"host time added per launch, launch only, {what} arguments (2000 launches): <= {LAUNCH_ADDED_US_MAX:g} us"
         found = step.get(name, {})
