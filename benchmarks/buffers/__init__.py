@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --only buffers [--quick]
 
-Seven measurements, each a function in a module of this package that returns plain data for
+Eight measurements, each a function in a module of this package that returns plain data for
 results.json (``measure`` runs them all; a failure in one is recorded and the others go on):
 
 1. ``default_mode``: ``proton_ik.start`` with no options and one launch of every suite kernel
@@ -19,8 +19,11 @@ results.json (``measure`` runs them all; a failure in one is recorded and the ot
    launches of 128 records, the 5 launches on one core.
 6. ``graph_replays`` and ``autotune_choice``: a CUDA graph replayed 10 times, and an autotuned
    kernel, each checked against what should have been recorded.
-7. ``launch_only``: loops of launches with pointer and with TensorDescriptor arguments, one
-   synchronize after each loop, plain, under proton_ik and under Proton: microseconds added.
+7. ``launch_only``: loops of launches with pointer and with TensorDescriptor arguments, in
+   straight-line kernels and in kernels sized at launch, one synchronize after each loop, plain,
+   under proton_ik (with a pool the loop does not fill) and under Proton: microseconds added.
+8. ``sustained``: loops long enough that the drain runs during them, plain and under proton_ik
+   with its default pool: microseconds added, and the drain's rate.
 
 The targets are judged in ``report/targets.py`` from these numbers; ``report/buffers.py``
 writes the tables. Private runtime state is read in one place, ``sessions.IkRun``.
@@ -44,6 +47,7 @@ from benchmarks.buffers.launch_only import launch_only
 from benchmarks.buffers.real_programs import autotune_choice, graph_replays
 from benchmarks.buffers.sessions import end_leftover_session
 from benchmarks.buffers.settings import Settings
+from benchmarks.buffers.sustained import sustained
 from benchmarks.harness import Context, log
 
 
@@ -54,6 +58,7 @@ def measure(ctx: Context) -> dict[str, Any]:
         "default_mode": default_mode,
         "host": host_per_launch,
         "launch_only": launch_only,
+        "sustained": sustained,
         "end_to_end": end_to_end,
         "finalize": finalize_rate,
         "graph": graph_replays,

@@ -40,6 +40,11 @@ class IkRun:
         """Bytes of records copied from device to host so far, all devices."""
         return sum(int(drain.copied_bytes) for drain in self._drains())
 
+    def pool_waits(self) -> tuple[int, float]:
+        """Times a launch waited for room in the device pool so far, and the seconds, all devices."""
+        drains = self._drains()
+        return sum(int(d.waits) for d in drains), sum(float(d.waited_seconds) for d in drains)
+
     def flush(self) -> None:
         """Copy every launch queued so far off the device, and wait for it."""
         for drain in self._drains():
