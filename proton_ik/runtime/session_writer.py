@@ -39,6 +39,7 @@ from proton_ik.runtime.stored_zip import StoredZipWriter
 
 WRITE_PIECE_BYTES = 2 << 20  # the pieces the file writes a launch's buffer in
 GATHER_BYTES = 64 << 10  # writes smaller than this go to the file's thread together (OverlappedFile)
+COALESCE_WRITES = 256  # queued writes the file's thread makes in one system call, at most (IOV_MAX: 1024)
 
 
 class SessionWriter:
@@ -217,7 +218,7 @@ class OverlappedFile:
     short launch more than its bytes did."""
 
     def __init__(self, path: Path):
-        self._file = open(path, "wb")  # noqa: SIM115 (closed by close())
+        self._file = open(path, "wb", buffering=0)  # noqa: SIM115 (closed by close()); written by writev
         self._position = 0
         # Writes in order: data at the end, or (offset, bytes) patched in before it; None ends.
         self._queue: queue.SimpleQueue[memoryview | tuple[int, bytes] | None] = queue.SimpleQueue()
@@ -294,22 +295,54 @@ class OverlappedFile:
             raise OSError(f"writing the session file failed: {self._error}") from self._error
 
     def _write_queued(self) -> None:
-        while (item := self._queue.get()) is not None:
+        """The file's thread: what is queued, in order, each run of appended writes that has
+        queued up meanwhile in one ``writev`` (``COALESCE_WRITES`` at most): one system call and
+        one wait for the GIL for a drain batch's members, not one each."""
+        ended = False
+        while not ended:
+            items = [self._queue.get()]
+            while len(items) < COALESCE_WRITES:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if items[-1] is None:
+                ended = True
+                items.pop()
             try:
-                if self._error is not None:
-                    pass  # the first failure stands; later writes are dropped with it
-                elif isinstance(item, tuple):
-                    offset, data = item
-                    self._file.flush()
-                    os.pwrite(self._file.fileno(), data, offset)
-                else:
-                    self._file.write(item)
+                if self._error is None:  # else the first failure stands; later writes are dropped
+                    self._write_in_order(items)
             except BaseException as error:  # raised to the caller at its next call
                 self._error = error
             finally:
                 with self._done:
-                    self._pending -= 1
+                    self._pending -= len(items)
                     self._done.notify_all()
+
+    def _write_in_order(self, items: list[memoryview | tuple[int, bytes]]) -> None:
+        appended: list[memoryview] = []
+        for item in items:
+            if isinstance(item, tuple):
+                self._append_all(appended)
+                appended = []
+                offset, data = item
+                os.pwrite(self._file.fileno(), data, offset)
+            else:
+                appended.append(item)
+        self._append_all(appended)
+
+    def _append_all(self, views: list[memoryview]) -> None:
+        """Write ``views`` at the file's end, one after another, whatever ``writev`` takes a call."""
+        descriptor = self._file.fileno()
+        while views:
+            written = os.writev(descriptor, views)
+            if written <= 0 and any(view.nbytes for view in views):
+                raise OSError(f"the file took no bytes of {sum(view.nbytes for view in views):,}")
+            while views and written >= views[0].nbytes:
+                written -= views[0].nbytes
+                views = views[1:]
+            if written:
+                views = [views[0][written:], *views[1:]]
 
 
 def _to_json(value: Any, what: str) -> str:

@@ -79,3 +79,45 @@ def test_small_writes_go_to_the_file_together_and_in_order(tmp_path):
     file.flush()
     assert (tmp_path / "g.bin").read_bytes() == bytes(expected)
     file.close()
+
+
+def test_writes_queued_together_land_in_order_whatever_each_writev_takes(tmp_path, monkeypatch):
+    """The file's thread writes the appends queued meanwhile with one ``writev``, patches between
+    them in their place; a ``writev`` that takes only part of its views (as a system call may)
+    is continued where it stopped."""
+    import os
+    import threading
+
+    from proton_ik.runtime import session_writer
+
+    calls: list[int] = []
+    plain_writev = os.writev
+
+    def short_writev(descriptor: int, views) -> int:
+        gate.wait()  # the first write holds the thread until the rest is queued behind it
+        calls.append(len(views))
+        taken, budget = [], 1000  # at most 1000 bytes a call, cut anywhere
+        for view in views:
+            if budget <= 0:
+                break
+            part = memoryview(view)[:budget]
+            taken.append(part)
+            budget -= part.nbytes
+        return plain_writev(descriptor, taken)
+
+    monkeypatch.setattr(session_writer.os, "writev", short_writev)
+    gate = threading.Event()
+    file = OverlappedFile(tmp_path / "c.bin")
+    rng = np.random.default_rng(1)
+    expected = bytearray()
+    for index in range(6):
+        block = rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes()
+        file.write(block)
+        expected += block
+        if index == 3:
+            file.patch(3, b"PATCH")
+            expected[3:8] = b"PATCH"
+    gate.set()
+    file.close()
+    assert (tmp_path / "c.bin").read_bytes() == bytes(expected)
+    assert max(calls) >= 2  # appends queued together went to one call
