@@ -26,9 +26,13 @@ class AssignScopeIds(ModulePass):
             old.detach()
             old.erase()
         records = [o for o in op.walk() if isinstance(o, RecordOp)]
+        # Each name's first record in program order, but a scope's first begin where it has one:
+        # a scope's line is its begin's (LLVM may place an end first, rotating a loop).
         first: dict[str, RecordOp] = {}
         for record in records:
-            first.setdefault(record.scope.data, record)
+            known = first.get(record.scope.data)
+            if known is None or (known.kind.data == "end" and record.kind.data == "begin"):
+                first[record.scope.data] = record
         table: dict[str, ScopeOp] = {}
         # Scopes first (stable), so a kernel's scope ids do not depend on its events and marks.
         for name, record in sorted(first.items(), key=lambda item: item[1].name_kind != "scope"):

@@ -2,7 +2,7 @@
 
 Each marker (see ``proton_ik.dialect.markers``) becomes its ``pik.record`` with ``site`` set to
 the marker's PTX line, ``block`` to its straight-line stretch of PTX, and ``line``/``file``
-set from the nearest preceding ``.loc``. Its runtime operands (predicate, event index, value)
+as the marker carries them (the annotation call's), else from the nearest preceding ``.loc``. Its runtime operands (predicate, event index, value)
 arrive as the registers LLVM put in the marker's text in place of ``$1``, ``$2``, ...
 """
 
@@ -40,8 +40,15 @@ def collect_markers(ptx: str) -> ModuleOp:
         op = parse_marker(text)
         if op is None:
             continue
+        # The marker's own place (the annotation call's, from Triton's builder) over the PTX's
+        # nearest .loc, which LLVM may have left from code it moved before the marker.
         record = RecordOp(
-            op.kind.data, op.scope.data, line=line_no or None, file=file_name, site=site, block=blocks[site]
+            op.kind.data,
+            op.scope.data,
+            line=op.line.value.data if op.line is not None else line_no or None,
+            file=op.file.data if op.file is not None else file_name,
+            site=site,
+            block=blocks[site],
         )
         record.properties.update(
             {key: op.properties[key] for key in RUNTIME_PROPERTIES if key in op.properties}

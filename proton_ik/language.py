@@ -24,6 +24,8 @@ false at run time records nothing; a constant False emits nothing at all.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 
 from triton.language import core as tl
@@ -239,14 +241,34 @@ class _Call:
     def emit(self, kind: str) -> None:
         if compile_mode.active_mode() is None:
             return
-        op = RecordOp(kind, self.name, **self.properties)  # type: ignore[arg-type]
         builder = self.semantic.builder
+        line, file = _source_place(builder)
+        op = RecordOp(kind, self.name, line=line, file=file, **self.properties)  # type: ignore[arg-type]
         # A non-pure scalar inline asm with an unused i32 result: Triton and LLVM keep it, in
         # order with the kernel's other side effects, and it costs no instruction by itself.
         # Its operands are named in its text ("$1"), which LLVM replaces with their registers.
         constraints = ",".join(["=r"] + ["r"] * len(self.operands))
         handles = [operand.handle for operand in self.operands]
         builder.create_inline_asm(marker_text(op), constraints, handles, [tl.int32.to_ir(builder)], False, 1)
+
+
+# The first file and line of an MLIR location as Triton prints it: loc("k.py":14:26), also inside
+# a name or a call site (a JIT helper inlined: its own line comes first)
+_LOCATION = re.compile(r'"(?P<file>[^"]+)":(?P<line>\d+):\d+')
+
+
+def _source_place(builder) -> tuple[int | None, str | None]:
+    """The line and file (its base name) that Triton's builder is emitting at: the annotation
+    call's. The marker carries them, because the PTX's nearest ``.loc`` before a marker can be
+    another line's where LLVM moved code around it (a loop whose body calls ``tl.erf``). None
+    where this Triton's builder does not say."""
+    try:
+        match = _LOCATION.search(str(builder.get_loc()))
+    except Exception:  # a builder without locations: the PTX's .loc stands
+        return None, None
+    if match is None or int(match.group("line")) <= 0:
+        return None, None
+    return int(match.group("line")), os.path.basename(match.group("file"))
 
 
 def _fits_32_bits(value: int | float) -> bool:

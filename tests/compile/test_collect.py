@@ -126,3 +126,14 @@ def test_ptx_without_markers_gives_an_empty_module():
 def test_ptx_without_an_entry_is_refused():
     with pytest.raises(ValueError, match=re.escape("expected one .entry in the PTX, found 0")):
         collect_markers(".version 8.7\n.target sm_90a\n")
+
+
+def test_a_marker_that_carries_its_place_keeps_it_over_the_ptx_loc(kernel_ptx: str):
+    """The annotation call's line and file, carried in the marker, win over the nearest .loc,
+    which LLVM may leave from code it moved before the marker."""
+    old = marker_text(RecordOp("begin", "load"))
+    assert old in kernel_ptx
+    ptx = kernel_ptx.replace(old, marker_text(RecordOp("begin", "load", line=7, file="user.py")), 1)
+    begin, end = collect_markers(ptx).body.block.ops
+    assert (begin.line.value.data, begin.file.data) == (7, "user.py")
+    assert (end.line.value.data, end.file.data) == (14, "k.py")  # no place carried: the .loc's
