@@ -300,15 +300,19 @@ class OverlappedFile:
         one wait for the GIL for a drain batch's members, not one each."""
         ended = False
         while not ended:
-            items = [self._queue.get()]
-            while len(items) < COALESCE_WRITES:
+            items: list[memoryview | tuple[int, bytes]] = []
+            item = self._queue.get()
+            while True:
+                if item is None:  # the end: close() queues it after every write
+                    ended = True
+                    break
+                items.append(item)
+                if len(items) >= COALESCE_WRITES:
+                    break
                 try:
-                    items.append(self._queue.get_nowait())
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            if items[-1] is None:
-                ended = True
-                items.pop()
             try:
                 if self._error is None:  # else the first failure stands; later writes are dropped
                     self._write_in_order(items)
