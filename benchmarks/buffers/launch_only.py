@@ -37,6 +37,9 @@ LAUNCH_ONLY_LAUNCHES = 2000
 # the launch path alone (the sized kernels' 2000 launches take 384 MiB, past the default pool's
 # mark). ``sustained`` measures launches while the drain runs.
 LAUNCH_ONLY_POOL_BYTES = 2 << 30
+# Proton synchronizes and copies after every launch (milliseconds each): its loops are this long,
+# as its cost a launch does not depend on the loop's length, and 2000 of them take 10 s a round.
+PROTON_LAUNCHES = 200
 
 
 def launch_only(settings: Settings) -> dict[str, Any]:
@@ -73,8 +76,9 @@ def _kernel_rounds(problem: Problem, settings: Settings, launches: int, rounds: 
             break
         for variant in HOST_VARIANTS:
             directory = settings.scratch / "launch_only" / f"{variant}_{index}"
+            loop = min(launches, PROTON_LAUNCHES) if variant == "proton" else launches
             try:
-                per_round[variant].append(launch_round(variant, problem, launch, launches, directory))
+                per_round[variant].append(launch_round(variant, problem, launch, loop, directory))
             except Exception as error:
                 traceback.print_exc()
                 end_leftover_session()

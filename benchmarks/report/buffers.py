@@ -181,7 +181,8 @@ def _launch_only_md(results: dict[str, Any]) -> list[str]:
         "",
         f"{first['launches']:,} launches in a loop, one synchronize after it (not timed); start, one "
         f"untimed first launch and finalize excluded; {first['rounds']} interleaved rounds; proton_ik "
-        "with a pool of 2 GiB, which no loop fills to the drain mark (sustained launches: below). "
+        "with a pool of 2 GiB, which no loop fills to the drain mark (sustained launches: below); "
+        "Proton's loops are of 200 launches, as it synchronizes after each. "
         + " ".join(f"{k['kernel']}: {k['size']}; arguments {k['arguments']}." for k in found)
         + " Added: median over rounds of (variant - plain) in the same round.",
         "",
