@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from proton_ik import viewer
@@ -74,3 +75,21 @@ def test_host_scopes_come_before_the_kernel_in_the_call_stack(tmp_path):
     assert all(
         e["args"]["call_stack"][-2:] == ["test", "add_kernel"] for e in events
     )  # Proton's test_timeline
+
+
+def test_each_warps_events_take_rows_as_protons_writer_gives_them():
+    """Proton's "line": by start, each event on the first row of its warp where it overlaps no
+    event already there (as Triton 3.6's Proton wrote body 0, load_ops 1, load_x 2, load_y 2,
+    store 1 for these nested scopes); rows start again with each warp."""
+    from proton_ik.viewer.proton.chrome_trace import proton_rows
+
+    spans = [(0, 100), (10, 40), (12, 20), (22, 30), (50, 90), (100, 120), (5, 6), (6, 9), (9, 9)]
+    warp = [0] * 6 + [1] * 3
+    begin, end = (np.array(column) for column in zip(*spans, strict=True))
+    zeros = np.zeros(len(spans), dtype=np.int64)
+    rows = proton_rows(zeros, zeros, np.array(warp), begin, end)
+    # warp 0: nested scopes, then one that starts as the outer one ends (no overlap: row 0);
+    # warp 1: one after another on row 0, an empty event at another's end too
+    assert rows == [0, 1, 2, 2, 1, 0, 0, 0, 0]
+    # an empty event at the start of one still open overlaps nothing, as Proton tests it
+    assert proton_rows(zeros[:2], zeros[:2], zeros[:2], np.array([5, 5]), np.array([9, 5])) == [0, 0]

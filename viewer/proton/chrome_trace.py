@@ -4,8 +4,9 @@ written for ``triton.profiler`` (its tests, its tutorials) reads ours where it r
 The schema is the one Proton's own tests read (``third_party/proton/test/test_instrumentation.py``):
 ``traceEvents`` holds only complete (``"X"``) events, one per scope instance per warp, in launch,
 then CTA, then warp order, each warp's in the order they began; ``pid`` is ``"<kernel> Core<sm>
-CTA<cta>"``, ``tid`` ``"warp <w> (line <l>)"`` (the scope's source line, so that nested scopes of
-one warp sit on rows of their own), ``cat`` the kernel's name, and ``args`` holds ``call_stack``
+CTA<cta>"``, ``tid`` ``"warp <w> (line <l>)"`` (the row Proton's writer gives each of a warp's
+events: by start, the first row where it overlaps no event already there, so that nested scopes
+of one warp sit on rows of their own; ``proton_rows``), ``cat`` the kernel's name, and ``args`` holds ``call_stack``
 (the host scopes open at the launch, then the launch's name), ``Init Time (ns)`` and ``Post Final
 Time (ns)`` (the CTA's first start and last end, from the launch's first start) and
 ``Finalization Time (ns)``. Times are our calibrated nanoseconds (``ts`` and ``dur`` in
@@ -87,15 +88,17 @@ class ProtonChromeWriter:
             units["start_ns"][finished],
             units["end_ns"][finished],
         )
+        lines = proton_rows(
+            events["launch"][order], events["cta"][order], events["warp"][order],
+            events["begin_ns"][order], events["end_ns"][order],
+        )  # fmt: skip
         rows = []
-        for i in order.tolist():
+        for i, line in zip(order.tolist(), lines, strict=True):
             launch, cta = int(events["launch"][i]), int(events["cta"][i])
             kernel = chunk.kernels[int(events["kernel"][i])]
             begin, end = int(events["begin_ns"][i]), int(events["end_ns"][i])
             init, post_final = ctas.get((launch, cta), (0, 0))
             host = chunk.host_paths.get(launch, ())
-            missing = "line_missing" in events and bool(events["line_missing"][i])
-            line = 0 if missing or "line" not in events else max(int(events["line"][i]), 0)
             rows.append(
                 {
                     "name": chunk.scopes[int(events["scope"][i])],
@@ -129,6 +132,40 @@ class ProtonChromeWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def proton_rows(
+    launch: np.ndarray, cta: np.ndarray, warp: np.ndarray, begin: np.ndarray, end: np.ndarray
+) -> list[int]:
+    """The row (Proton's "line") of each event, given in (launch, CTA, warp) groups and by start
+    within each: as Proton's trace writer places them, the first row of its warp where it
+    overlaps no event already placed (an overlap: it starts before that event ends and ends
+    after that event starts), else a new row."""
+    rows: list[int] = []
+    group = None
+    placed: list[list[tuple[int, int]]] = []  # the current warp's rows: their events
+    reach: list[int] = []  # the latest end on each row
+    for key, start, stop in zip(
+        zip(launch.tolist(), cta.tolist(), warp.tolist(), strict=True),
+        begin.tolist(),
+        end.tolist(),
+        strict=True,
+    ):
+        if key != group:
+            group, placed, reach = key, [], []
+        for row, latest in enumerate(reach):
+            # Events start in order, so only an empty event at another's start fits a row that
+            # reaches past its start.
+            if start >= latest or all(not (start < e and stop > b) for b, e in placed[row]):
+                break
+        else:
+            row = len(placed)
+            placed.append([])
+            reach.append(stop)
+        placed[row].append((start, stop))
+        reach[row] = max(reach[row], stop)
+        rows.append(row)
+    return rows
 
 
 def _cta_times(
