@@ -304,16 +304,7 @@ class LaunchRecorder:
         if kernel.bound_entries is None:
             ctas, size = launch_sizing.buffer_request(size, upcoming)
             return kernel, ctas, size, 0
-        ctas = size // kernel.cta_bytes
-        kernel = launch_sizing.launch_kernel(
-            kernel, upcoming[2], upcoming[1], upcoming[3], ctas, self.pool_bytes // 2
-        )
-        return (
-            kernel,
-            ctas,
-            kernel.layout.sampling.buffer_bytes(ctas, kernel.cta_bytes),
-            launch_sizing.pointer_tag(kernel),
-        )
+        return launch_sizing.launch_buffer(kernel, upcoming, size, self.pool_bytes // 2)
 
     def exit(self, launch) -> None:
         launching = self._launching

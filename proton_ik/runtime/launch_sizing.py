@@ -17,6 +17,7 @@ CTAs' regions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -85,8 +86,7 @@ def launch_kernel(
     kernel: KernelInfo, compiled: Any, grid: Sequence[int], args: Sequence[Any], ctas: int, max_bytes: int
 ) -> KernelInfo:
     """The kernel variant of one launch of ``ctas`` CTAs, whose buffer may take ``max_bytes``:
-    remembered per (the bound's arguments, grid, CTAs, pool share), since a program repeats its
-    launches' sizes and evaluating the bound costs microseconds a launch."""
+    the bound evaluated at the launch's arguments and grid (``launch_buffer`` remembers it)."""
     bound = kernel.metadata.launch_bound
     assert bound is not None and kernel.bound_entries is not None
     positions = kernel.positions.get(len(args), False)
@@ -98,18 +98,52 @@ def launch_kernel(
             f"the launch passed {len(args)} arguments, which proton_ik cannot match to the kernel's "
             f"parameters {list(bound.arguments)}",
         )
-    values = {name: args[at] for name, at in positions.items()}
-    key = (*values.values(), *grid, ctas, max_bytes)
+    return _sized(kernel, grid, {name: args[at] for name, at in positions.items()}, ctas, max_bytes)
+
+
+# What a launch-sized kernel's launch gets: (the variant it runs as, its CTAs, its buffer's bytes,
+# its address's tag)
+SizedBuffer = tuple[KernelInfo, int, int, int]
+
+
+def launch_buffer(kernel: KernelInfo, upcoming: Upcoming, size: int, max_bytes: int) -> SizedBuffer:
+    """The buffer of a launch of a launch-sized ``kernel`` that Triton asked ``size`` bytes for (a
+    region for each CTA of the grid), whose buffer may take ``max_bytes``. Remembered per (the
+    request, the grid, the bound's arguments): a program repeats its launches' sizes, and
+    evaluating the bound and the buffer's bytes costs microseconds a launch, where this lookup
+    costs a fraction of one."""
+    _, grid, compiled, args = upcoming
+    key = _sizes_key(kernel, size, max_bytes, grid, args)
     try:
-        return kernel.sized_launches[key]
-    except KeyError:
-        pass
-    except TypeError:  # an argument that cannot be a key (not a number): evaluated every time
-        return _sized(kernel, grid, values, ctas, max_bytes)
-    if len(kernel.sized_launches) >= SIZES_REMEMBERED:
-        kernel.sized_launches.clear()  # sizes that keep changing: start over rather than grow
-    variant = kernel.sized_launches[key] = _sized(kernel, grid, values, ctas, max_bytes)
-    return variant
+        found = None if key is None else kernel.sized_launches.get(key)
+    except TypeError:  # an argument or a grid that cannot be a key: evaluated every time
+        found = key = None
+    if found is not None:
+        return found
+    ctas = size // kernel.cta_bytes
+    variant = launch_kernel(kernel, compiled, grid, args, ctas, max_bytes)
+    found = (
+        variant,
+        ctas,
+        variant.layout.sampling.buffer_bytes(ctas, variant.cta_bytes),
+        pointer_tag(variant),
+    )
+    key = key or _sizes_key(kernel, size, max_bytes, grid, args)  # the first launch found the positions
+    if key is not None:
+        if len(kernel.sized_launches) >= SIZES_REMEMBERED:
+            kernel.sized_launches.clear()  # sizes that keep changing: start over rather than grow
+        with contextlib.suppress(TypeError):  # a key that cannot be hashed: not remembered
+            kernel.sized_launches[key] = found
+    return found
+
+
+def _sizes_key(kernel: KernelInfo, size: int, max_bytes: int, grid: Any, args: Sequence[Any]) -> tuple | None:
+    """What a launch's buffer depends on; None before the bound's arguments are found among
+    ``args``, or where they are not."""
+    positions = kernel.positions.get(len(args))
+    if not positions:
+        return None
+    return (size, max_bytes, grid, *[args[at] for at in positions.values()])
 
 
 def _sized(

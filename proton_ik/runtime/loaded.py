@@ -32,10 +32,8 @@ class KernelInfo:
     bound_entries: Callable[[Sequence[int], Mapping[str, int]], int | None] | None = field(init=False)
     positions: dict[int, Any] = field(init=False, default_factory=dict, compare=False, repr=False)
     variants: dict[tuple, KernelInfo] = field(init=False, default_factory=dict, compare=False, repr=False)
-    # ... and the variant each launch's sizes got, by those sizes (``launch_sizing.launch_kernel``)
-    sized_launches: dict[tuple, KernelInfo] = field(
-        init=False, default_factory=dict, compare=False, repr=False
-    )
+    # ... and the buffer each launch's sizes got, by those sizes (``launch_sizing.launch_buffer``)
+    sized_launches: dict[tuple, tuple] = field(init=False, default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layout", self.metadata.layout)

@@ -185,3 +185,13 @@ def test_sizes_that_keep_changing_are_not_all_remembered(recorder, monkeypatch):
         _, queued = launch(recorder, (0, tiles * 132, 132))
         assert queued.kernel.layout.capacity == 1 << (2 * tiles - 1).bit_length()
     assert len(loaded.KERNELS[FUNCTION].sized_launches) <= 4
+
+
+def test_a_launch_whose_grid_cannot_be_a_key_is_sized_each_time(recorder):
+    """A launcher that passes its grid as a list: the buffer is worked out at each launch, as
+    for a tuple, and nothing is remembered for it."""
+    by_tuple = [launch(recorder, (0, 1000, 132))[1].kernel for _ in range(2)]
+    remembered = len(loaded.KERNELS[FUNCTION].sized_launches)
+    by_list = [launch(recorder, (0, 1000, 132), grid=[132, 1, 1])[1].kernel for _ in range(2)]  # type: ignore[arg-type]
+    assert by_tuple[0] is by_tuple[1] is by_list[0] is by_list[1]
+    assert len(loaded.KERNELS[FUNCTION].sized_launches) == remembered
