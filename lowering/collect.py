@@ -2,8 +2,9 @@
 
 Each marker (see ``proton_ik.dialect.markers``) becomes its ``pik.record`` with ``site`` set to
 the marker's PTX line, ``block`` to its straight-line stretch of PTX, and ``line``/``file``
-as the marker carries them (the annotation call's), else from the nearest preceding ``.loc``. Its runtime operands (predicate, event index, value)
-arrive as the registers LLVM put in the marker's text in place of ``$1``, ``$2``, ...
+as the marker carries them (the annotation call's), else from the nearest preceding ``.loc``.
+Its runtime operands (predicate, event index, value) arrive as the registers LLVM put in the
+marker's text in place of ``$1``, ``$2``, ...
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ LAUNCHES_PER_EVENT = 8
 # Past the drain mark, a stream's launches also get their event once they hold this many bytes
 # (the newest launch's bytes times their count): a launch of megabytes is sealed at once, so
 # that the drain may take it, while short launches still share an event of 8, each of which
-# costs the launching thread about 20 us (docs/PERFORMANCE.md, "Sustained launches").
+# costs the launching thread about 20 us (docs/PERFORMANCE.md, "launches while the drain runs").
 SEAL_BYTES = 1 << 20
 COPY_BATCH_BYTES = 8 << 20  # whole-chunk launches copied before one wait for the side stream
 
