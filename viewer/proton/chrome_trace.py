@@ -6,8 +6,8 @@ The schema is the one Proton's own tests read (``third_party/proton/test/test_in
 then CTA, then warp order, each warp's in the order they began; ``pid`` is ``"<kernel> Core<sm>
 CTA<cta>"``, ``tid`` ``"warp <w> (line <l>)"`` (the row Proton's writer gives each of a warp's
 events: by start, the first row where it overlaps no event already there, so that nested scopes
-of one warp sit on rows of their own; ``proton_rows``), ``cat`` the kernel's name, and ``args`` holds ``call_stack``
-(the host scopes open at the launch, then the launch's name), ``Init Time (ns)`` and ``Post Final
+of one warp sit on rows of their own; ``proton_rows``), ``cat`` the kernel's name, and ``args``
+holds ``call_stack`` (the host scopes open at the launch, then the launch's name), ``Init Time (ns)`` and ``Post Final
 Time (ns)`` (the CTA's first start and last end, from the launch's first start) and
 ``Finalization Time (ns)``. Times are our calibrated nanoseconds (``ts`` and ``dur`` in
 microseconds from the session's start), where Proton's are clock cycles read at 1 GHz; each
@@ -155,8 +155,8 @@ def proton_rows(
             group, placed, reach = key, [], []
         for row, latest in enumerate(reach):
             # Events start in order, so only an empty event at another's start fits a row that
-            # reaches past its start.
-            if start >= latest or all(not (start < e and stop > b) for b, e in placed[row]):
+            # reaches past its start (the latest events, the likeliest to overlap, checked first).
+            if start >= latest or all(not (start < e and stop > b) for b, e in reversed(placed[row])):
                 break
         else:
             row = len(placed)
