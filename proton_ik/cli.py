@@ -55,7 +55,11 @@ def _read_trace(path: Path, kind: str, for_writing: bool = False) -> TraceFile:
 
 def _show(args: argparse.Namespace) -> int:
     paths = [Path(file) for file in args.files]
+    csv = Path(args.csv) if args.csv else None
+    if csv:
+        _check_output(csv, paths, args.force, "--csv")
     summaries = {}
+    shown: list[tuple[Path, Any]] = []  # each file and its summary, in the order given
     for path in paths:
         kind = _kind(path)
         if (refused := _not_ours(path, kind)) is not None:
@@ -71,10 +75,26 @@ def _show(args: argparse.Namespace) -> int:
         print(terminal_safe(str(summary)))
         label = ranks.label_of(info, path.name)
         summaries[label if label not in summaries else f"{label} ({path.name})"] = summary
+        shown.append((path, summary))
     if len(paths) > 1:
         print("== side by side: mean per scope, and the slowest session")
         print(terminal_safe(ranks.side_by_side_text(summaries)))
+    if csv:
+        _scopes_csv(shown, csv)
+        print(terminal_safe(f"wrote {csv}"))
     return 0
+
+
+def _scopes_csv(shown: list[tuple[Path, Any]], csv: Path) -> None:
+    """Every file's per-scope table (``Summary.scopes``), one row per scope of each, the file
+    first: the numbers ``show`` prints, for a program to read."""
+    import pandas as pd
+
+    frames = [
+        summary.scopes.assign(file_name=path.name)[["file_name", *summary.scopes.columns]]
+        for path, summary in shown
+    ]
+    pd.concat(frames, ignore_index=True).to_csv(csv, index=False)
 
 
 def _merge(args: argparse.Namespace) -> int:
@@ -243,6 +263,10 @@ def _add_show(commands: Any) -> None:
         metavar="file",
         help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say",
     )
+    show.add_argument(
+        "--csv", help="also write every file's per-scope table to this CSV file (a column file_name first)"
+    )
+    show.add_argument("--force", action="store_true", help="replace the --csv file if it exists")
     show.set_defaults(run=_show)
 
 

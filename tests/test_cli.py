@@ -425,6 +425,42 @@ def test_names_from_a_file_reach_the_terminal_escaped(tmp_path, capsys):
     assert "k\\x1b[31mred\\u202e" in out
 
 
+def test_show_writes_the_numbers_it_prints_as_csv_for_a_session_and_its_trace(tmp_path, capsys):
+    """``show --csv``: each file's per-scope table, the file's name first, the counts and medians
+    the text prints; the trace's rows are the session's."""
+    add = DATA / "add.pik"
+    trace = tmp_path / "add.pftrace"
+    assert main(["convert", str(add), "--to", "perfetto", "-o", str(trace)]) == 0
+    table = tmp_path / "show.csv"
+    assert main(["show", str(add), str(trace), "--csv", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"wrote {table}")
+    written = pd.read_csv(table)
+    assert list(written.columns[:3]) == ["file_name", "host_scope", "kernel"]
+    assert {"scope", "line", "count", "median_ns"} <= set(written.columns)
+    by_file = {name: rows.set_index("scope") for name, rows in written.groupby("file_name")}
+    assert sorted(by_file) == ["add.pftrace", "add.pik"]
+    session, from_trace = by_file["add.pik"], by_file["add.pftrace"]
+    assert session.loc[["compute", "load", "store"], "count"].tolist() == [64, 64, 64]
+    assert from_trace.loc[session.index, "count"].tolist() == session["count"].tolist()
+    printed = next(line for line in out.splitlines() if line.split()[:1] == ["compute"]).split()
+    assert int(printed[2]) == session.loc["compute", "count"]  # scope, line, count, ...
+    assert float(printed[4].replace(",", "")) == pytest.approx(session.loc["compute", "median_ns"], abs=1)
+
+
+def test_show_writes_over_a_csv_only_with_force(tmp_path, capsys):
+    table = tmp_path / "show.csv"
+    table.write_text("keep")
+    add = str(DATA / "add.pik")
+    assert main(["show", add, "--csv", str(table)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "show", "exists; pass --force")
+    assert table.read_text() == "keep"
+    assert main(["show", add, "--csv", str(table), "--force"]) == 0
+    assert table.read_text().startswith("file_name,")
+    assert main(["show", add, "--csv", add]) == 2
+    assert_one_line_error(capsys.readouterr().err, "show", "is an input file")
+
+
 def test_diff_prints_each_kernel_and_scope_and_writes_the_table_as_csv(tmp_path, capsys):
     table = tmp_path / "diff.csv"
     add = str(DATA / "add.pik")
