@@ -19,15 +19,14 @@ import pstats
 import shutil
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from benchmarks.buffers.host import HOST_VARIANTS, check_instrumented, variant_session
-from benchmarks.buffers.sessions import end_leftover_session
-from benchmarks.buffers.settings import Settings, median, out_of_budget, rounds_summary
+from benchmarks.buffers.rounds import interleaved_rounds
+from benchmarks.buffers.settings import Settings, median, rounds_summary
 from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
 from benchmarks.kernels.problem import Launch, Problem
@@ -68,29 +67,12 @@ def launch_only_with(settings: Settings, launches: int, rounds: int) -> dict[str
 
 def _kernel_rounds(problem: Problem, settings: Settings, launches: int, rounds: int) -> dict[str, Any]:
     launch = problem.make_launch()
-    per_round: dict[str, list[dict[str, Any]]] = {variant: [] for variant in HOST_VARIANTS}
-    began = time.perf_counter()
-    for index in range(rounds):
-        if out_of_budget(began, index, minimum=2):
-            settings.log(f"  launch only: {problem.name} stopped after {index} rounds")
-            break
-        for variant in HOST_VARIANTS:
-            directory = settings.scratch / "launch_only" / f"{variant}_{index}"
-            loop = min(launches, PROTON_LAUNCHES) if variant == "proton" else launches
-            try:
-                per_round[variant].append(launch_round(variant, problem, launch, loop, directory))
-            except Exception as error:
-                traceback.print_exc()
-                end_leftover_session()
-                per_round[variant].append({"error": f"{error!r}"[:500]})
-            finally:
-                shutil.rmtree(directory, ignore_errors=True)
-        settings.log(
-            f"  launch only {problem.name} round {index + 1}: "
-            + "  ".join(
-                f"{v}={per_round[v][-1].get('us_per_launch', float('nan')):.1f}us" for v in HOST_VARIANTS
-            )
-        )
+
+    def run(variant: str, directory: Path) -> dict[str, Any]:
+        loop = min(launches, PROTON_LAUNCHES) if variant == "proton" else launches
+        return launch_round(variant, problem, launch, loop, directory)
+
+    per_round = interleaved_rounds("launch only", problem, settings, rounds, HOST_VARIANTS, run)
     return summarize(problem, per_round, launches)
 
 

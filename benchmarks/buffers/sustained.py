@@ -14,15 +14,14 @@ import argparse
 import shutil
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from benchmarks.buffers.host import check_instrumented, variant_session
-from benchmarks.buffers.sessions import end_leftover_session
-from benchmarks.buffers.settings import Settings, median, out_of_budget, rounds_summary
+from benchmarks.buffers.rounds import interleaved_rounds
+from benchmarks.buffers.settings import Settings, median, rounds_summary
 from benchmarks.harness import fresh
 from benchmarks.kernels import elementwise
 from benchmarks.kernels.problem import Launch, Problem
@@ -45,27 +44,13 @@ def sustained_with(settings: Settings, launches: int, rounds: int) -> dict[str, 
 
 def _kernel_rounds(problem: Problem, settings: Settings, launches: int, rounds: int) -> dict[str, Any]:
     launch = problem.make_launch()
-    per_round: dict[str, list[dict[str, Any]]] = {variant: [] for variant in VARIANTS}
-    began = time.perf_counter()
-    for index in range(rounds):
-        if out_of_budget(began, index, minimum=2):
-            settings.log(f"  sustained: {problem.name} stopped after {index} rounds")
-            break
-        for variant in VARIANTS:
-            directory = settings.scratch / "sustained" / f"{variant}_{index}"
-            try:
-                per_round[variant].append(sustained_round(variant, problem, launch, launches, directory))
-            except Exception as error:
-                traceback.print_exc()
-                end_leftover_session()
-                per_round[variant].append({"error": f"{error!r}"[:500]})
-            finally:
-                shutil.rmtree(directory, ignore_errors=True)
-        settings.log(
-            f"  sustained {problem.name} round {index + 1}: "
-            + "  ".join(f"{v}={per_round[v][-1].get('us_per_launch', float('nan')):.1f}us" for v in VARIANTS)
-        )
-    return summarize(problem, per_round, launches)
+
+    def run(variant: str, directory: Path) -> dict[str, Any]:
+        return sustained_round(variant, problem, launch, launches, directory)
+
+    return summarize(
+        problem, interleaved_rounds("sustained", problem, settings, rounds, VARIANTS, run), launches
+    )
 
 
 def sustained_round(
