@@ -268,7 +268,11 @@ def _source_place(builder) -> tuple[int | None, str | None]:
         return None, None
     if match is None or int(match.group("line")) <= 0:
         return None, None
-    return int(match.group("line")), os.path.basename(match.group("file"))
+    file = os.path.basename(match.group("file"))
+    # The marker is inline asm, where "$" names an operand: a file name that holds one (or a
+    # quote, a backslash or a control character) is left out, and the PTX's .loc names it.
+    safe = file.isprintable() and not any(character in file for character in '$"\\')
+    return int(match.group("line")), file if safe else None
 
 
 def _fits_32_bits(value: int | float) -> bool:

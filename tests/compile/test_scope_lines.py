@@ -71,3 +71,31 @@ def test_each_scope_names_the_line_of_its_with_statement(erf):
         "tile": (here, _line_of('with pl.scope("tile")')),
         "load": (here, _line_of('with pl.scope("load")')),
     }
+
+
+def test_a_file_whose_name_inline_asm_would_misread_still_compiles_and_names_itself(tmp_path):
+    """The marker is inline asm, where "$1" names an operand: a file name holding "$" is not put
+    in it, and the scope still names its line, and its file from the PTX."""
+    import importlib.util
+
+    path = tmp_path / "price$1.py"
+    path.write_text(
+        "import triton\nimport triton.language as tl\nimport proton_ik.language as pl\n\n\n"
+        "@triton.jit\ndef kernel(x_ptr, BLOCK: tl.constexpr):\n"
+        "    offsets = tl.arange(0, BLOCK)\n"
+        '    with pl.scope("read"):\n'
+        "        x = tl.load(x_ptr + offsets)\n"
+        "    tl.store(x_ptr + offsets, x + 1)\n"
+    )
+    spec = importlib.util.spec_from_file_location("price_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = ASTSource(module.kernel, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128})
+    with proton_ik.instrumented() as mode:
+        binary = triton.compile(
+            source, target=TARGET, options={"num_warps": 4, "instrumentation_mode": mode.knob}
+        )
+    (scope,) = binary.metadata.proton_ik["scopes"]
+    assert (scope["name"], scope["line"]) == ("read", 9)
+    assert scope.get("file") in (None, "price$1.py")
