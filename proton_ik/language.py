@@ -31,7 +31,7 @@ import sys
 from triton.language import core as tl
 
 from proton_ik import compile_mode
-from proton_ik.contract.names import name_error
+from proton_ik.contract.names import fits_a_marker, name_error
 from proton_ik.contract.tags import MAX_EVENT_INSTANCES
 from proton_ik.dialect.markers import marker_text
 from proton_ik.dialect.pik import RecordOp, scope_name_problem
@@ -269,10 +269,9 @@ def _source_place(builder) -> tuple[int | None, str | None]:
     if match is None or int(match.group("line")) <= 0:
         return None, None
     file = os.path.basename(match.group("file"))
-    # The marker is inline asm, where "$" names an operand: a file name that holds one (or a
-    # quote, a backslash or a control character) is left out, and the PTX's .loc names it.
-    safe = file.isprintable() and not any(character in file for character in '$"\\')
-    return int(match.group("line")), file if safe else None
+    # A file name that inline asm would misread ("$1" names an operand) is left out of the
+    # marker; the PTX's .loc names the file then.
+    return int(match.group("line")), file if fits_a_marker(file) else None
 
 
 def _fits_32_bits(value: int | float) -> bool:

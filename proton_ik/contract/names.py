@@ -26,6 +26,12 @@ def name_error(problem: str, name: object, example: str) -> ScopeNameError:
     return ScopeNameError(f"proton_ik: {problem}. Pass a string literal, e.g. {example}")
 
 
+def fits_a_marker(text: str) -> bool:
+    """Whether ``text`` can ride in a marker's inline asm as written (``dialect.markers``):
+    printable ASCII without '"', '\\' or '$' (which inline asm reads as an operand)."""
+    return all(0x20 <= ord(c) < 0x7F and c not in _FORBIDDEN_NAME_CHARS for c in text)
+
+
 def scope_name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a scope, or None if it can. The one rule, used everywhere."""
     if not isinstance(name, str):
