@@ -54,11 +54,6 @@ EVENTS_AT_START = 256  # made with the drain, so that the launches of a loop fin
 # One event for this many launches of a stream: a launch is done once an event recorded after it
 # on its stream is, so the launches between two events share the later one.
 LAUNCHES_PER_EVENT = 8
-# Past the drain mark, a stream's launches also get their event once they hold this many bytes
-# (the newest launch's bytes times their count): a launch of megabytes is sealed at once, so
-# that the drain may take it, while short launches still share an event of 8, each of which
-# costs the launching thread about 20 us (docs/PERFORMANCE.md, "launches while the drain runs").
-SEAL_BYTES = 1 << 20
 COPY_BATCH_BYTES = 8 << 20  # whole-chunk launches copied before one wait for the side stream
 
 
@@ -136,7 +131,6 @@ class Drain:
             waiting=self._waiting,
             drain_at=self._drain_at,
             per_event=LAUNCHES_PER_EVENT,
-            seal_bytes=SEAL_BYTES,
         )
 
     # --- the user's thread -----------------------------------------------------------------
@@ -169,8 +163,7 @@ class Drain:
     def submit(self, launch: QueuedLaunch, stream: int) -> None:
         """Queue a launch just enqueued on ``stream``; it stays on the device for now. It gets an
         event of its own (shared with the stream's launches since the last one) when it is the
-        stream's ``LAUNCHES_PER_EVENT``-th since then, when the pool is past the drain mark and
-        the launches since then hold ``SEAL_BYTES`` (this one's bytes times their count), or
+        stream's ``LAUNCHES_PER_EVENT``-th since then, when the pool is past the drain mark, or
         when it is not recorded (its chunk goes back as soon as it is done); the others wait for
         the next event on their stream, or for ``seal``. (The compiled launch path does the same
         for a recorded launch, through ``route``.)"""
@@ -182,7 +175,7 @@ class Drain:
             if (
                 len(unevented) >= LAUNCHES_PER_EVENT
                 or launch.number is None
-                or (self.pool.used >= self._drain_at and launch.chunk.size * len(unevented) >= SEAL_BYTES)
+                or self.pool.used >= self._drain_at
             ):
                 self._seal_stream(stream, unevented)
         self._waiting.append(launch)

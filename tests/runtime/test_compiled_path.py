@@ -20,7 +20,6 @@ from proton_ik.contract.layout import BufferLayout
 from proton_ik.contract.metadata import KernelMetadata
 from proton_ik.contract.sampling import Sampling
 from proton_ik.runtime import compiled, hooks, loaded
-from proton_ik.runtime import drain as drain_module
 from proton_ik.runtime.pool import PoolTooSmall, RingPool, make_ring
 
 pytest.importorskip("torch")
@@ -152,36 +151,6 @@ def test_the_same_launches_leave_the_same_queue_on_both_paths(kernels, monkeypat
             recorder.uninstall()
     assert left["compiled"] == left["python"]
     assert left["compiled"]["launches"] == 40 + 6 + 4  # the plain, sampled and host-scope launches
-
-
-@needs_c
-def test_past_the_drain_mark_launches_share_an_event_until_they_hold_seal_bytes(kernels, monkeypatch):
-    """Past the drain mark, short launches still share an event of LAUNCHES_PER_EVENT (each
-    event costs the launching thread microseconds), and launches that hold SEAL_BYTES get
-    theirs at once, so that the drain may take them: the same on both paths."""
-    monkeypatch.setattr(drain_module, "SEAL_BYTES", 64 << 10)
-    left = {}
-    for kind in ("compiled", "python"):
-        recorder = _recorder(kind, monkeypatch, pool_bytes=1 << 20)
-        recorder.install()
-        try:
-            for _ in range(3):  # 128 KiB each, short of the drain mark (512 KiB): no event
-                _launch(recorder, PLAIN, 5, ctas=256)
-            assert recorder.drains[0].events == 0
-            _launch(recorder, PLAIN, 5, ctas=256)  # at the mark, the four hold 512 KiB: sealed
-            before = recorder.drains[0].events
-            for _ in range(16):  # past the mark, 4 KiB each: an event for 8
-                _launch(recorder, PLAIN, 5, ctas=8)
-            short = recorder.drains[0].events - before
-            for _ in range(3):  # past the mark, 64 KiB each: an event each
-                _launch(recorder, PLAIN, 9, ctas=128)
-            left[kind] = {**_left(recorder), "short": short}
-        finally:
-            recorder.uninstall()
-    assert left["compiled"] == left["python"]
-    assert left["python"]["short"] == 2
-    assert left["python"]["events"] == 1 + 2 + 3
-    assert left["python"]["unevented"] == {5: 0, 9: 0}
 
 
 @needs_c

@@ -62,9 +62,8 @@ typedef struct {
     PyObject *unevented; /* dict: stream handle -> the launches since its last event */
     PyObject *sealing;   /* the lock that guards it */
     PyObject *waiting;   /* the drain's queue (a deque) */
-    double drain_at;     /* bytes in use past which launches seal by their bytes and wake the drain */
+    double drain_at;     /* bytes in use past which each launch seals and wakes the drain */
     Py_ssize_t per_event; /* LAUNCHES_PER_EVENT */
-    long long seal_bytes; /* SEAL_BYTES */
 } Route;
 
 extern PyTypeObject RouteType;

@@ -4,16 +4,15 @@
 /* ---- Route: what the launches of one stream need of its drain (drain.Drain.route) -------- */
 
 static int Route_init(Route *self, PyObject *args, PyObject *kwargs) {
-    static char *names[] = {"drain",   "ring",     "base",      "device",     "unevented", "sealing",
-                            "waiting", "drain_at", "per_event", "seal_bytes", NULL};
+    static char *names[] = {"drain", "ring", "base", "device", "unevented", "sealing", "waiting",
+                            "drain_at", "per_event", NULL};
     PyObject *drain, *ring, *device, *unevented, *sealing, *waiting;
     long long base;
     double drain_at;
     Py_ssize_t per_event;
-    long long seal_bytes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!LOO!OOdnL", names, &drain, &RingType, &ring, &base,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!LOO!OOdn", names, &drain, &RingType, &ring, &base,
                                      &device, &PyDict_Type, &unevented, &sealing, &waiting, &drain_at,
-                                     &per_event, &seal_bytes))
+                                     &per_event))
         return -1;
     Py_XSETREF(self->drain, Py_NewRef(drain));
     Py_XSETREF(self->ring, (Ring *)Py_NewRef(ring));
@@ -24,7 +23,6 @@ static int Route_init(Route *self, PyObject *args, PyObject *kwargs) {
     self->base = base;
     self->drain_at = drain_at;
     self->per_event = per_event;
-    self->seal_bytes = seal_bytes;
     return 0;
 }
 
@@ -80,8 +78,7 @@ int truth(PyObject *object) {
 }
 
 /* Drain.submit for a recorded launch: queue it, and seal its stream's launches with one event
- * every `per_event` launches, or, once the pool is past the drain mark, once they hold about
- * `seal_bytes` (this launch's bytes times their count). */
+ * every `per_event` launches or once the pool is past the drain mark. */
 int submit(Route *route, PyObject *queued, PyObject *stream) {
     int locked = truth(PyObject_CallMethodOneArg(route->sealing, s_acquire, Py_False));
     if (locked <= 0) {
@@ -104,10 +101,8 @@ int submit(Route *route, PyObject *queued, PyObject *stream) {
     }
     if (!failed && PyList_Append(unevented, queued) < 0)
         failed = 1;
-    Py_ssize_t count = failed ? 0 : PyList_GET_SIZE(unevented);
-    long long bytes = ((Chunk *)((Queued *)queued)->chunk)->size * (long long)count;
     int past_mark = route->ring->used >= route->drain_at;
-    if (!failed && (count >= route->per_event || (past_mark && bytes >= route->seal_bytes))) {
+    if (!failed && (PyList_GET_SIZE(unevented) >= route->per_event || past_mark)) {
         Py_INCREF(unevented);
         PyObject *args[] = {route->drain, stream, unevented};
         PyObject *sealed = PyObject_VectorcallMethod(s_seal_stream, args, 3, NULL);
