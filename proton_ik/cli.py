@@ -86,13 +86,13 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _scopes_csv(shown: list[tuple[Path, Any]], csv: Path) -> None:
-    """Every file's per-scope table (``Summary.scopes``), one row per scope of each, the file
-    first: the numbers ``show`` prints, for a program to read."""
+    """Every file's per-scope table (``Summary.scopes``), one row per scope of each, the file's
+    path as given first (a job's ranks may share a name in folders of their own): the numbers
+    ``show`` prints, for a program to read."""
     import pandas as pd
 
     frames = [
-        summary.scopes.assign(file_name=path.name)[["file_name", *summary.scopes.columns]]
-        for path, summary in shown
+        summary.scopes.assign(path=str(path))[["path", *summary.scopes.columns]] for path, summary in shown
     ]
     pd.concat(frames, ignore_index=True).to_csv(csv, index=False)
 
@@ -264,7 +264,7 @@ def _add_show(commands: Any) -> None:
         help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say",
     )
     show.add_argument(
-        "--csv", help="also write every file's per-scope table to this CSV file (a column file_name first)"
+        "--csv", help="also write every file's per-scope table to this CSV file (a column path first)"
     )
     show.add_argument("--force", action="store_true", help="replace the --csv file if it exists")
     show.set_defaults(run=_show)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 __all__ = ["original_places", "proton_ik_imports", "relocate", "with_imports"]
@@ -124,7 +124,7 @@ def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> N
     except ImportError:
         return
     for name, (file, line) in places.items():
-        function = _copied(namespace, name, JITFunction)
+        function = _copied(namespace, name, JITFunction, others=places.keys() - {name})
         if function is None or function.hash is not None:
             continue
         try:
@@ -135,15 +135,16 @@ def relocate(namespace: dict[str, Any], places: dict[str, tuple[str, int]]) -> N
             continue
 
 
-def _copied(namespace: dict[str, Any], name: str, jit_function: type) -> Any:
+def _copied(namespace: dict[str, Any], name: str, jit_function: type, others: Collection[str] = ()) -> Any:
     """The ``@triton.jit`` function that the copy binds to ``name``: Inductor decorates the kernel
     with its autotuner, which holds the function as ``fn``, and may rename it ``<name>_<n>``
-    (``unique_user_kernel_names``). None where the copy has no such function."""
+    (``unique_user_kernel_names``), a name that none of the copy's ``others`` has. None where the
+    copy has no such function."""
     candidates = [namespace.get(name)]
     candidates += [
         value
         for key, value in namespace.items()
-        if key.startswith(name + "_") and key[len(name) + 1 :].isdigit()
+        if key.startswith(name + "_") and key[len(name) + 1 :].isdigit() and key not in others
     ]
     for value in candidates:
         for function in (value, getattr(value, "fn", None)):

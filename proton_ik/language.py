@@ -269,9 +269,11 @@ def _source_place(builder) -> tuple[int | None, str | None]:
     if match is None or int(match.group("line")) <= 0:
         return None, None
     file = os.path.basename(match.group("file"))
-    # A file name that inline asm would misread ("$1" names an operand) is left out of the
-    # marker; the PTX's .loc names the file then.
-    return int(match.group("line")), file if fits_a_marker(file) else None
+    if not fits_a_marker(file):
+        # Inline asm would misread the name ("$1" names an operand): the marker carries no
+        # place, and the PTX's .loc gives line and file together.
+        return None, None
+    return int(match.group("line")), file
 
 
 def _fits_32_bits(value: int | float) -> bool:

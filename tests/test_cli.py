@@ -436,11 +436,11 @@ def test_show_writes_the_numbers_it_prints_as_csv_for_a_session_and_its_trace(tm
     out = capsys.readouterr().out
     assert out.rstrip().endswith(f"wrote {table}")
     written = pd.read_csv(table)
-    assert list(written.columns[:3]) == ["file_name", "host_scope", "kernel"]
+    assert list(written.columns[:3]) == ["path", "host_scope", "kernel"]
     assert {"scope", "line", "count", "median_ns"} <= set(written.columns)
-    by_file = {name: rows.set_index("scope") for name, rows in written.groupby("file_name")}
-    assert sorted(by_file) == ["add.pftrace", "add.pik"]
-    session, from_trace = by_file["add.pik"], by_file["add.pftrace"]
+    by_file = {name: rows.set_index("scope") for name, rows in written.groupby("path")}
+    assert sorted(by_file) == sorted([str(add), str(trace)])
+    session, from_trace = by_file[str(add)], by_file[str(trace)]
     assert session.loc[["compute", "load", "store"], "count"].tolist() == [64, 64, 64]
     assert from_trace.loc[session.index, "count"].tolist() == session["count"].tolist()
     printed = next(line for line in out.splitlines() if line.split()[:1] == ["compute"]).split()
@@ -456,7 +456,7 @@ def test_show_writes_over_a_csv_only_with_force(tmp_path, capsys):
     assert_one_line_error(capsys.readouterr().err, "show", "exists; pass --force")
     assert table.read_text() == "keep"
     assert main(["show", add, "--csv", str(table), "--force"]) == 0
-    assert table.read_text().startswith("file_name,")
+    assert table.read_text().startswith("path,")
     assert main(["show", add, "--csv", add]) == 2
     assert_one_line_error(capsys.readouterr().err, "show", "is an input file")
 

@@ -141,7 +141,7 @@ def _sizes_key(kernel: KernelInfo, size: int, max_bytes: int, grid: Any, args: S
     """What a launch's buffer depends on; None before the bound's arguments are found among
     ``args``, or where they are not."""
     positions = kernel.positions.get(len(args))
-    if not positions:
+    if positions is None:  # not found yet, or not among these arguments ({}: the bound reads none)
         return None
     return (size, max_bytes, grid, *[args[at] for at in positions.values()])
 

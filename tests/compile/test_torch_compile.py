@@ -446,3 +446,20 @@ def test_autotuning_in_a_session_benchmarks_plain_binaries_and_records_the_choic
     assert [launcher.config.kwargs["BLOCK"] for launcher in tuner.launchers] == [512]
     tuner.run(x, x, 4096, stream=0)  # after the session: the plain binary of the choice, kept
     assert noted.launched[-1] == 0 and len(noted.made) == 3
+
+
+def test_a_renamed_kernel_is_not_taken_for_a_helper_named_like_it():
+    """Inductor renames the kernel ``<name>_<n>``; a helper of the copy that is itself called
+    ``<name>_<m>`` keeps its own place, and the kernel gets the kernel's."""
+
+    def kernel_body(x):
+        return x
+
+    def helper_body(x):
+        return x
+
+    kernel, helper = triton.jit(kernel_body), triton.jit(helper_body)
+    namespace = {"scaled_1": helper, "scaled_0": kernel}  # the helper first, as a dict may hold them
+    inductor_source.relocate(namespace, {"scaled": ("user.py", 100), "scaled_1": ("helpers.py", 200)})
+    assert kernel.fn.__code__.co_filename == "user.py"
+    assert helper.fn.__code__.co_filename == "helpers.py"

@@ -195,3 +195,29 @@ def test_a_launch_whose_grid_cannot_be_a_key_is_sized_each_time(recorder):
     by_list = [launch(recorder, (0, 1000, 132), grid=[132, 1, 1])[1].kernel for _ in range(2)]  # type: ignore[arg-type]
     assert by_tuple[0] is by_tuple[1] is by_list[0] is by_list[1]
     assert len(loaded.KERNELS[FUNCTION].sized_launches) == remembered
+
+
+def test_a_bound_that_reads_only_the_grid_is_evaluated_once_per_grid(monkeypatch, launch_path_kind):
+    """A loop over the grid's programs and no argument: what the buffer depends on is known at
+    the first launch (no argument of the bound's to find), and the next launches of that grid
+    look it up."""
+    grid_only = LaunchBound(
+        ["loop", 0, ["pid", 0], ["const", 4096], ["programs", 0], 2], "the loop at k.py:9 runs ..."
+    )
+    recorder = recorder_of(monkeypatch)
+    try:
+        kernel = loaded.KERNELS[FUNCTION]
+        metadata = KernelMetadata(
+            layout=kernel.layout, num_warps=4, capacity=kernel.metadata.capacity, launch_bound=grid_only
+        )
+        kernel = loaded.KernelInfo("persistent", 4, metadata.layout.cta_bytes, metadata, metadata.to_dict())
+        monkeypatch.setitem(loaded.KERNELS, FUNCTION, kernel)
+        evaluated: list[tuple] = []
+        evaluate = kernel.bound_entries
+        assert evaluate is not None
+        object.__setattr__(kernel, "bound_entries", lambda g, a: evaluated.append(tuple(g)) or evaluate(g, a))
+        launched = [launch(recorder, (0, 1000, 132))[1].kernel for _ in range(3)]
+        assert launched[0] is launched[1] is launched[2] and len(evaluated) == 1
+        assert launched[0].layout.capacity == 64  # 4096 / 132 programs: 32 tiles, 2 slots each
+    finally:
+        recorder.uninstall()
