@@ -29,7 +29,8 @@ says why each is where it is):
 - *Launch paths*: kernels that record keep the static launcher (``inductor_static``), never
   get the C launcher that torch 2.13 on caches for a static kernel (it passes no profile
   buffer), and stay out of the FX graph cache's bundle. The C++ wrapper (``cpp_wrapper``, AOTInductor) would give
-  a whole grid one CTA's buffer: its kernels compile plain, with a warning. CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
+  a whole grid one CTA's buffer: its kernels compile plain, with a warning, also where its graph
+  comes from the FX graph cache and compiles no kernel (``CompiledFxGraph.post_compile``). CUDA graph trees (``mode="reduce-overhead"``) check every allocation of
   their pool, which a captured profile buffer fails: one recorded in a session is refused,
   saying what to do.
 """
@@ -57,6 +58,7 @@ _ASYNC_COMPILE = "torch._inductor.async_compile"
 _GRAPH_TREES = "torch._inductor.cudagraph_trees"
 _STATIC_LAUNCHER = "torch._inductor.runtime.static_triton_launcher"
 _BUNDLER = "torch._inductor.triton_bundler"
+_OUTPUT_CODE = "torch._inductor.output_code"
 _PACKAGE = "proton_ik"
 
 
@@ -167,6 +169,32 @@ def _cpp_wrapper() -> bool:
     return getattr(config, "cpp_wrapper", False) is True
 
 
+def _warn_cpp_wrapper() -> None:
+    # One place, so Python's warnings filter shows it once however many kernels or graphs meet it
+    warnings.warn(
+        "proton_ik: Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, or AOTInductor) "
+        "launches kernels without Triton's profile allocator, so the kernels it compiles run "
+        "plain and are not recorded. Set torch._inductor.config.cpp_wrapper = False to record them",
+        stacklevel=1,
+    )
+
+
+def _graph_post_compile(original):
+    """A compiled graph, compiled now or loaded from the FX graph cache (which compiles no kernel,
+    so ``_precompile_config`` never sees it): its C++ wrapper's kernels run plain, said here."""
+
+    def post_compile(self, example_inputs, constants, graph_kwargs, *args, **kwargs):
+        if (
+            _state.mode is not None
+            and graph_kwargs.get("cpp_wrapper")
+            and "cuda" in getattr(self, "device_types", ("cuda",))
+        ):
+            _warn_cpp_wrapper()
+        return original(self, example_inputs, constants, graph_kwargs, *args, **kwargs)
+
+    return post_compile
+
+
 def _choosing(autotuner) -> bool:
     """Whether ``autotuner`` has more than one config left to choose from (it compiles them all,
     then benchmarks them): it chooses among plain binaries, as it would with no session."""
@@ -193,13 +221,7 @@ def _precompile_config(original):
         knob = "" if _choosing(self) else _wanted(self)
         if knob and _cpp_wrapper():
             knob = ""
-            warnings.warn(  # shown once: Python's warnings filter repeats of one place
-                "proton_ik: Inductor's C++ wrapper (torch._inductor.config.cpp_wrapper, or "
-                "AOTInductor) launches kernels without Triton's profile allocator, so the "
-                "kernels it compiles run plain and are not recorded. Set "
-                "torch._inductor.config.cpp_wrapper = False to record them",
-                stacklevel=2,
-            )
+            _warn_cpp_wrapper()
         with _switching:
             _autotuners.setdefault(self, _Launchers()).built_under = knob
         if knob:
@@ -300,6 +322,11 @@ def _patch_heuristics(module: types.ModuleType) -> None:
             )
 
 
+def _patch_output_code(module: types.ModuleType) -> None:
+    if _state.installed and not _missing(module, "CompiledFxGraph.post_compile"):
+        _replace(module, "CompiledFxGraph", "post_compile", _graph_post_compile)
+
+
 def _patch_bundler(module: types.ModuleType) -> None:
     if _state.installed and not _missing(module, "TritonBundler.put_static_autotuner"):
         _replace(module, "TritonBundler", "put_static_autotuner", inductor_static.bundle_without_recording)
@@ -344,6 +371,7 @@ _WITH_THE_MODE = (
     (_ASYNC_COMPILE, _patch_async_compile),
     (_GRAPH_TREES, _patch_graph_trees),
     (_BUNDLER, _patch_bundler),
+    (_OUTPUT_CODE, _patch_output_code),
 )
 
 

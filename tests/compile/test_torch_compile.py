@@ -239,6 +239,33 @@ def test_cpp_wrapper_compiles_plain_inside_a_session_with_a_warning(inductor_aut
     assert binary.hash == plain.hash and binary.metadata.profile_scratch_size == 0
 
 
+def test_a_cpp_wrapper_graph_from_the_fx_graph_cache_is_said_to_run_plain(monkeypatch):
+    """A graph loaded from the FX graph cache compiles no kernel, so only its post_compile, which
+    runs on a hit as on a miss, can say that its C++ wrapper's kernels are not recorded."""
+    import warnings
+
+    from torch._inductor import output_code
+
+    ran = []
+    monkeypatch.setattr(output_code.CompiledFxGraph, "post_compile", lambda *args: ran.append(args[3]))
+    fake = output_code.CompiledFxGraph.__dict__["post_compile"]
+
+    def graph(devices):
+        return types.SimpleNamespace(device_types=set(devices))
+
+    with proton_ik.instrumented():
+        post_compile = output_code.CompiledFxGraph.__dict__["post_compile"]
+        assert post_compile is not fake
+        with pytest.warns(UserWarning, match=r"cpp_wrapper = False"):
+            post_compile(graph(["cuda"]), [], None, {"cpp_wrapper": True})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            post_compile(graph(["cuda"]), [], None, {"cpp_wrapper": False})
+            post_compile(graph(["cpu"]), [], None, {"cpp_wrapper": True})
+    assert ran == [{"cpp_wrapper": True}, {"cpp_wrapper": False}, {"cpp_wrapper": True}]
+    assert output_code.CompiledFxGraph.__dict__["post_compile"] is fake
+
+
 def test_inductors_own_kernels_compile_plain_unless_every_kernel_records(inductor_autotuner):
     inductor_autotuner.custom_kernel = False  # as for a kernel Inductor wrote
     config = inductor_autotuner.configs[0]

@@ -4,6 +4,7 @@ clean."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -143,14 +144,17 @@ def test_inductor_kernels_record_on_request(tmp_path):
 
 
 def test_cpp_wrapper_kernels_run_plain_with_a_warning(tmp_path):
+    """Compiled, then again from the FX graph cache (which compiles no kernel): warned both times."""
     x = torch.randn(8 * compiled_kernels.BLOCK, device="cuda")
     expected = compiled_kernels.scaled(x)
-    with torch._inductor.config.patch(cpp_wrapper=True):
-        compiled = torch.compile(compiled_kernels.scaled, fullgraph=True)
-        with pytest.warns(UserWarning, match="cpp_wrapper = False"):
-            out, result = profiled(tmp_path, "cpp", lambda: compiled(x))
-    assert torch.equal(out, expected)
-    assert result.launches == 0
+    for attempt in ("first", "cached"):
+        torch._dynamo.reset()
+        with torch._inductor.config.patch(cpp_wrapper=True):
+            compiled = torch.compile(compiled_kernels.scaled, fullgraph=True)
+            with pytest.warns(UserWarning, match="cpp_wrapper = False"):
+                out, result = profiled(tmp_path / attempt, f"cpp_{attempt}", functools.partial(compiled, x))
+        assert torch.equal(out, expected)
+        assert result.launches == 0
 
 
 def test_cuda_graph_trees_of_reduce_overhead_are_refused_with_what_to_do(tmp_path):

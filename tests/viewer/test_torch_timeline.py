@@ -257,3 +257,31 @@ def test_two_launches_that_want_one_kernel_get_one_each():
     assert alignment.unmatched == []
     busy = alignment.matches.set_index("launch").loc[[5, 6], "event"].to_dict()
     assert busy == {6: 21, 5: 20}  # launch 6 lies nearer kernel 21 (5 ns against 10)
+
+
+def test_launches_of_one_name_on_two_streams_at_once_keep_their_launch_order():
+    """A default-stream launch and a side stream's, of one kernel, run together: each lies inside
+    both CUPTI kernels, and the launch made first starts nearest the later kernel's begin. The
+    matching follows launch order (CUPTI's correlation ids), so each stream maps to its own."""
+    import pandas as pd
+
+    others = [(i, "other", 0, 0, 100_000 * (i + 1), 100_000 * (i + 1) + 5_000) for i in range(5)]
+    spans = pd.DataFrame(
+        [*others, (5, "busy", 0, 0, 520, 9_699_000), (6, "busy", 0, 1, 900, 9_700_000)],
+        columns=["launch", "kernel", "device", "stream", "start_ns", "end_ns"],
+    )
+    kernels = pd.DataFrame(
+        [
+            *[("other", 0, 7, s, e + 300, i, i) for i, _, _, _, s, e in others],
+            ("busy", 0, 7, 0, 9_700_000, 20, 20),  # launch 5's, made first
+            ("busy", 0, 82, 500, 9_700_600, 21, 21),  # launch 6's, on the side stream
+        ],
+        columns=["name", "device", "stream", "begin_ns", "end_ns", "correlation", "event"],
+    )
+    alignment = align_launches(spans, kernels, prior_ns=None)
+    assert alignment.unmatched == []
+    assert alignment.matches.set_index("launch").loc[[5, 6], "event"].to_dict() == {5: 20, 6: 21}
+    assert alignment.streams == {0: 7, 1: 82}
+    # Where CUPTI gave no correlation ids, the nearest begins stand (no order to follow).
+    unordered = align_launches(spans, kernels.assign(correlation=-1), prior_ns=None)
+    assert unordered.matches.set_index("launch").loc[[5, 6], "event"].to_dict() == {5: 21, 6: 20}

@@ -8,7 +8,10 @@ realtime clock. The session's clock pairs (``runtime.clock_sync``) give a first 
 the two, good to the latency of a launch (tens of microseconds under the profiler); the offset
 is then found again from the launches themselves: each launch votes for the offsets to the
 nearest CUPTI kernels of its name, the most voted one (to a microsecond) wins, and each launch
-that then lies inside a CUPTI kernel of its name is matched to it, one to one, nearest first. The offset drawn is the
+that then lies inside a CUPTI kernel of its name is matched to it, one to one, nearest first,
+then in launch order where that also fits (CUPTI's correlation ids count launch calls as our
+launch numbers do: two streams' launches of one name running together may lie inside both
+kernels, and the nearest begin would swap them). The offset drawn is the
 median, over the matched launches, of the distance between the midpoints of CUPTI's kernel and
 the launch's span (first warp's start to last warp's end), so that what remains is the ramp at
 each end: CUPTI's kernel begins before the first warp starts and ends after the last one exits.
@@ -134,7 +137,7 @@ def align_launches(spans: pd.DataFrame, kernels: pd.DataFrame, prior_ns: int | N
     if candidates.empty:
         return Alignment(None, empty, sorted(spans["launch"].tolist()), {}, len(kernels))
     voted = _voted_offset(candidates, prior_ns)
-    chosen = _one_to_one(candidates, voted)
+    chosen = _in_launch_order(_one_to_one(candidates, voted), candidates, kernels, voted)
     mid_offset = int(np.median(chosen["mid_offset"])) if len(chosen) else voted
     matches = _matches(chosen, spans, kernels, mid_offset)
     unmatched = sorted(set(spans["launch"].tolist()) - set(matches["launch"].tolist()))
@@ -203,9 +206,7 @@ def _one_to_one(candidates: pd.DataFrame, voted: int) -> pd.DataFrame:
     ``MATCH_WITHIN_NS``), nearest begin first, each launch and each CUPTI kernel used once. A
     kernel's warps may start well after CUPTI's begin (another stream's kernel holds the SMs),
     but never before it, nor end after its end."""
-    inside = (candidates["begin_offset"] - voted <= MATCH_WITHIN_NS) & (
-        candidates["end_offset"] - voted >= -MATCH_WITHIN_NS
-    )
+    inside = _inside(candidates, voted)
     left = candidates[inside].assign(cost=(candidates["begin_offset"] - voted).abs())
     left = left.sort_values("cost", kind="stable")
     chosen = []
@@ -216,6 +217,42 @@ def _one_to_one(candidates: pd.DataFrame, voted: int) -> pd.DataFrame:
         chosen.append(best)
         left = left[~left["launch"].isin(best["launch"]) & ~left["cupti"].isin(best["cupti"])]
     return pd.concat(chosen) if chosen else left
+
+
+def _inside(candidates: pd.DataFrame, voted: int) -> pd.Series:
+    """Whether each candidate pair, moved by the voted offset, lies inside its CUPTI kernel."""
+    return (candidates["begin_offset"] - voted <= MATCH_WITHIN_NS) & (
+        candidates["end_offset"] - voted >= -MATCH_WITHIN_NS
+    )
+
+
+def _in_launch_order(
+    chosen: pd.DataFrame, candidates: pd.DataFrame, kernels: pd.DataFrame, voted: int
+) -> pd.DataFrame:
+    """The matches of each name with their CUPTI kernels in launch order. Launches of one name on
+    two streams at once may each lie inside both kernels, and the nearest begin can then swap
+    them (a kernel's warps wait while the other stream's kernel holds the SMs). Launch numbers
+    and CUPTI's correlation ids both count launch calls in the order made: where the chosen
+    kernels, handed to the chosen launches in that order, still each hold their launch, that is
+    the matching kept."""
+    if chosen.empty or (kernels["correlation"] < 0).any():
+        return chosen
+    allowed = set(
+        zip(*(candidates.loc[_inside(candidates, voted), ["launch", "cupti"]].T.to_numpy()), strict=True)
+    )
+    names = kernels.loc[chosen["cupti"].to_numpy(), ["device", "name"]].to_numpy()
+    groups = []
+    for key in dict.fromkeys(map(tuple, names.tolist())):
+        group = chosen[(names[:, 0] == key[0]) & (names[:, 1] == key[1])]
+        by_launch = group.sort_values("launch", kind="stable")
+        cupti = by_launch["cupti"].to_numpy()
+        ordered = cupti[np.argsort(kernels.loc[cupti, "correlation"].to_numpy(), kind="stable")]
+        pairs = zip(by_launch["launch"].tolist(), ordered.tolist(), strict=True)
+        if (ordered != cupti).any() and all(pair in allowed for pair in pairs):
+            index = pd.MultiIndex.from_arrays([by_launch["launch"].to_numpy(), ordered])
+            by_launch = candidates.set_index(["launch", "cupti"]).loc[index].reset_index()
+        groups.append(by_launch)
+    return pd.concat(groups, ignore_index=True)
 
 
 def _matches(chosen: pd.DataFrame, spans: pd.DataFrame, kernels: pd.DataFrame, offset: int) -> pd.DataFrame:
