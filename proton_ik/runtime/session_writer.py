@@ -78,13 +78,18 @@ class SessionWriter:
         self._flush()
 
     def _member(self, name: str, parts: list[bytes | memoryview]) -> None:
+        self._members([(name, parts)])
+
+    def _members(self, members: list[tuple[str, list[bytes | memoryview]]]) -> None:
         assert self._archive is not None
         if isinstance(self._archive, StoredZipWriter):
-            self._archive.add(name, parts)
-        elif len(parts) == 1 and isinstance(parts[0], bytes):  # a JSON member
-            self._archive.writestr(name, parts[0])
-        else:
-            self._write_parts(self._archive, name, parts)
+            self._archive.add_many(members)
+            return
+        for name, parts in members:
+            if len(parts) == 1 and isinstance(parts[0], bytes):  # a JSON member
+                self._archive.writestr(name, parts[0])
+            else:
+                self._write_parts(self._archive, name, parts)
 
     @staticmethod
     def _write_parts(archive: zipfile.ZipFile, name: str, parts: list[bytes | memoryview]) -> None:
@@ -93,13 +98,25 @@ class SessionWriter:
                 member.write(part)
 
     def add_launches(self, launches: Iterable[tuple[Mapping[str, Any], np.ndarray, bool]]) -> None:
-        """``add_launch`` each of (meta, buffer, trimmed on device), with one flush after them all
-        (also when one fails: the caller may reuse the buffers once this returns)."""
+        """``add_launch`` each of (meta, buffer, trimmed on device), their members written
+        together, with one flush after them all (also when one fails: the launches before it are
+        written, and the caller may reuse the buffers once this returns)."""
+        members: list[tuple[str, list[bytes | memoryview]]] = []
+        entries: list[ManifestLaunch] = []
         try:
             for meta, buffer, trimmed_on_device in launches:
-                self.add_launch(meta, buffer, trimmed_on_device=trimmed_on_device, flush=False)
+                entry = launch_member(len(self._entries) + len(entries))
+                launch_meta, array, text = self._prepared(meta, buffer, trimmed_on_device)
+                members.append((entry, npy_parts(array)))
+                members.append((launch_meta_member(entry), [text.encode()]))
+                entries.append({"entry": entry, "meta": cast(LaunchMeta, launch_meta)})
         finally:
-            self._flush()
+            try:
+                if members:
+                    self._members(members)
+                    self._entries.extend(entries)
+            finally:
+                self._flush()
 
     def add_launch(
         self,
@@ -112,7 +129,19 @@ class SessionWriter:
         """Append one launch: its metadata (JSON-serialisable) and its raw uint8 buffer, or, with
         ``trimmed_on_device``, a buffer the runtime already trimmed (``meta["num_ctas"]`` says
         how many CTAs it holds). ``flush=False`` leaves it unflushed: the caller keeps the buffer
-        unchanged until its next flush (``add_launches``)."""
+        unchanged until its next flush."""
+        entry = launch_member(len(self._entries))
+        launch_meta, array, text = self._prepared(meta, buffer, trimmed_on_device)
+        self._members([(entry, npy_parts(array)), (launch_meta_member(entry), [text.encode()])])
+        self._entries.append({"entry": entry, "meta": cast(LaunchMeta, launch_meta)})
+        if flush:
+            self._flush()
+
+    def _prepared(
+        self, meta: Mapping[str, Any], buffer: np.ndarray, trimmed_on_device: bool
+    ) -> tuple[dict[str, Any], np.ndarray, str]:
+        """A launch's metadata as stored, its buffer's bytes (one dimension) and its JSON,
+        checked before anything of it is written."""
         if self._archive is None:
             raise ValueError(f"session file {self.path} is already closed; start a new session")
         check_required_meta(meta)
@@ -129,13 +158,7 @@ class SessionWriter:
             if not layout.aggregate:  # an aggregate launch's statistics fill its buffer: kept whole
                 meta[STORED_KEY], meta["num_ctas"] = TRIMMED, array.size // layout.cta_bytes
                 array = trim_buffer(array, layout)
-        text = self._meta_json(meta)  # before anything is written
-        entry = launch_member(len(self._entries))
-        self._member(entry, npy_parts(np.ascontiguousarray(array).reshape(-1)))
-        self._member(launch_meta_member(entry), [text.encode()])
-        self._entries.append({"entry": entry, "meta": cast(LaunchMeta, meta)})
-        if flush:
-            self._flush()
+        return meta, np.ascontiguousarray(array).reshape(-1), self._meta_json(meta)
 
     def _meta_json(self, meta: Mapping[str, Any]) -> str:
         """A launch's metadata as JSON, its kernel metadata (``profile``) last and encoded once

@@ -40,6 +40,7 @@ _LOCAL = struct.Struct("<IHHHHHIIIHH")
 # A local header with its zip64 extra field (id, size, then the sizes), up to the name between them
 _LOCAL_ZIP64_EXTRA = struct.Struct("<HHQQ")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
+_CENTRAL_EXTRA = struct.Struct("<HHQQQ")  # a central entry's ZIP64 field: id, size, the sizes, the offset
 _ZIP64_END = struct.Struct("<IQHHIIQQQQ")
 _ZIP64_LOCATOR = struct.Struct("<IIQI")
 _END = struct.Struct("<IHHHHIIH")
@@ -152,46 +153,58 @@ class StoredZipWriter:
         queued behind the writes before it), the member's data is queued first and its checksum
         computed while the file writes it; the CRC then goes into the local header by a patch.
         Anywhere else the checksum comes first."""
+        self.add_many([(name, parts)])
+
+    def add_many(self, members: Sequence[tuple[str, Sequence[bytes | memoryview]]]) -> None:
+        """Members as ``add`` writes them, one after another, in as few writes as their sizes
+        allow: the small ones' headers and parts go to the file together (a drain batch's
+        launches, two members each, in one write rather than two a launch)."""
         if self._closed:
             raise ValueError("the archive is closed")
-        encoded = name.encode("utf-8")
-        if encoded in self._names:
-            raise ValueError(f"the archive already holds a member named {name!r}")
-        views = [memoryview(part).cast("B") for part in parts]
-        size = sum(view.nbytes for view in views)
-        patch = self._patch
-        overlapped = patch is not None and size >= PARALLEL_FROM
-        crc = 0 if overlapped else self._crc(views)
         dos_time, dos_date = _dos_time(time.time())
         offset = self._file.tell()
-        header = (
-            _LOCAL.pack(
-                0x04034B50,
-                ZIP64_VERSION,
-                0x800,
-                0,
-                dos_time,
-                dos_date,
-                crc,
-                _MAX32,
-                _MAX32,
-                len(encoded),
-                _LOCAL_ZIP64_EXTRA.size,
-            )
+        together: list[bytes | memoryview] = []  # small members not yet written
+        for name, parts in members:
+            encoded = name.encode("utf-8")
+            if encoded in self._names:
+                self._write_together(together)
+                raise ValueError(f"the archive already holds a member named {name!r}")
+            views = [memoryview(part).cast("B") for part in parts]
+            size = sum(view.nbytes for view in views)
+            patch = self._patch if size >= PARALLEL_FROM else None
+            crc = 0 if patch is not None else self._crc(views)
+            header = self._local_header(encoded, crc, size, dos_time, dos_date)
+            if size < SMALL_MEMBER:  # written with the others: each write costs the file a call
+                together.append(header)
+                together.extend(views)
+            else:
+                self._write_together(together)
+                self._file.write(header)
+                for view in views:
+                    self._file.write(view)
+                if patch is not None:  # the checksum while the file writes the data
+                    crc = self._crc(views)
+                    patch(offset + _CRC_AT, struct.pack("<I", crc))
+            self._members.append(_Member(encoded, offset, size, crc, dos_time, dos_date))
+            self._names.add(encoded)
+            offset += len(header) + size
+        self._write_together(together)
+
+    def _write_together(self, pieces: list[bytes | memoryview]) -> None:
+        """Write ``pieces`` as one (copied: the caller may reuse them once written), then forget them."""
+        if pieces:
+            self._file.write(b"".join(pieces))
+            pieces.clear()
+
+    @staticmethod
+    def _local_header(encoded: bytes, crc: int, size: int, dos_time: int, dos_date: int) -> bytes:
+        """A member's local header, with its sizes in its ZIP64 field."""
+        fields = (0x04034B50, ZIP64_VERSION, 0x800, 0, dos_time, dos_date, crc, _MAX32, _MAX32)
+        return (
+            _LOCAL.pack(*fields, len(encoded), _LOCAL_ZIP64_EXTRA.size)
             + encoded
             + _LOCAL_ZIP64_EXTRA.pack(0x0001, 16, size, size)
         )
-        if size < SMALL_MEMBER:  # one write: each costs the file a call
-            self._file.write(b"".join([header, *views]))
-        else:
-            self._file.write(header)
-            for view in views:
-                self._file.write(view)
-        if patch is not None and overlapped:
-            crc = self._crc(views)
-            patch(offset + _CRC_AT, struct.pack("<I", crc))
-        self._members.append(_Member(encoded, offset, size, crc, dos_time, dos_date))
-        self._names.add(encoded)
 
     def _crc(self, views: list[memoryview]) -> int:
         crc, done = 0, 0
@@ -219,22 +232,16 @@ class StoredZipWriter:
         if self._pool is not None:
             self._pool.shutdown()
         start = self._file.tell()
+        # Every member's entry has the same fields but its own; one pack of each a member.
+        fixed = (0x02014B50, ZIP64_VERSION | (3 << 8), ZIP64_VERSION, 0x800, 0)
+        after_sizes = (_CENTRAL_EXTRA.size, 0, 0, 0, 0o100644 << 16, _MAX32)
         directory = []
-        for member in self._members:
-            extra = struct.pack("<HHQQQ", 0x0001, 24, member.size, member.size, member.offset)
-            fields = (
-                (
-                    0x02014B50,
-                    ZIP64_VERSION | (3 << 8),
-                    ZIP64_VERSION,
-                    0x800,
-                    0,
-                    member.dos_time,
-                    member.dos_date,
-                ),
-                (member.crc, _MAX32, _MAX32, len(member.name), len(extra), 0, 0, 0, 0o100644 << 16, _MAX32),
+        for name, offset, size, crc, dos_time, dos_date in self._members:
+            directory.append(
+                _CENTRAL.pack(*fixed, dos_time, dos_date, crc, _MAX32, _MAX32, len(name), *after_sizes)
+                + name
+                + _CENTRAL_EXTRA.pack(0x0001, 24, size, size, offset)
             )
-            directory.append(_CENTRAL.pack(*fields[0], *fields[1]) + member.name + extra)
         central = b"".join(directory)
         end64 = start + len(central)
         count = len(self._members)

@@ -82,3 +82,46 @@ def test_a_large_member_checksummed_while_written_reads_back(tmp_path):
     with zipfile.ZipFile(tmp_path / "o.zip") as archive:
         assert archive.testzip() is None
         assert archive.read("big.npy") == b"header" + data.tobytes()
+
+
+@pytest.mark.parametrize("overlapped", [False, True])
+def test_members_written_together_are_the_bytes_written_one_by_one(tmp_path, monkeypatch, overlapped):
+    """``add_many`` (a drain batch's members in one call) writes what ``add`` writes member by
+    member: small members gathered, a large one alone with its checksum overlapped."""
+    from proton_ik.runtime import stored_zip
+    from proton_ik.runtime.session_writer import OverlappedFile
+
+    monkeypatch.setattr(stored_zip.time, "time", lambda: 1_700_000_000.0)
+    rng = np.random.default_rng(7)
+    sizes = [0, 5, stored_zip.SMALL_MEMBER - 1, stored_zip.SMALL_MEMBER, 3, stored_zip.PARALLEL_FROM + 11, 9]
+    members = [
+        (f"launches/{n:06d}.npy", [b"header", memoryview(rng.integers(0, 256, size, dtype=np.uint8))])
+        for n, size in enumerate(sizes)
+    ]
+
+    def written(path, write):
+        file = OverlappedFile(path) if overlapped else open(path, "wb")  # noqa: SIM115
+        writer = StoredZipWriter(file, workers=3)
+        write(writer)
+        places = writer.written()
+        writer.close()
+        file.close()
+        return path.read_bytes(), places
+
+    one_by_one = written(tmp_path / "a.zip", lambda w: [w.add(name, parts) for name, parts in members])
+    together = written(tmp_path / "b.zip", lambda w: w.add_many(members))
+    assert together == one_by_one
+    with zipfile.ZipFile(tmp_path / "b.zip") as archive:
+        assert archive.testzip() is None
+
+
+def test_a_name_twice_in_one_call_keeps_the_members_before_it(tmp_path):
+    path = tmp_path / "a.zip"
+    with open(path, "wb") as file:
+        writer = StoredZipWriter(file)
+        with pytest.raises(ValueError, match="already holds"):
+            writer.add_many([("a", [b"1"]), ("b", [b"2"]), ("a", [b"3"])])
+        writer.close()
+    with zipfile.ZipFile(path) as archive:
+        assert archive.testzip() is None
+        assert [(name, archive.read(name)) for name in archive.namelist()] == [("a", b"1"), ("b", b"2")]
