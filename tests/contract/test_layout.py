@@ -86,3 +86,8 @@ def test_a_tag_reads_back_as_it_was_made_from_an_int_or_an_array(name_id, is_end
         assert np.all(tags.tag_index(value) == index)
         assert np.all(tags.tag_without_pair(value) == tags.make_tag(name_id, is_end, kind, index=index))
     assert tags.tag_without_pair(array).dtype == np.uint32
+
+
+def test_record_kinds_are_numbered_from_zero_without_gaps():
+    """The viewer tells a kind it does not know by its code's range (``tables.pipeline``)."""
+    assert sorted(int(kind) for kind in tags.RecordKind) == list(range(len(tags.RecordKind)))

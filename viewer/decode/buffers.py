@@ -288,11 +288,18 @@ def _decode_ctas(
     )
 
 
+def _valid(ctas: CtaTable) -> np.ndarray | slice:
+    """What picks the valid CTAs' rows: where every CTA is (the common case), a view of all of
+    them rather than a copy (of the unit headers, a launch's largest table of them)."""
+    return slice(None) if ctas.valid.all() else ctas.valid
+
+
 def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable) -> UnitTable:
-    headers = unit_headers[ctas.valid].reshape(-1)
-    valid_ctas = ctas.cta[ctas.valid]  # a valid header's CTA id is its slot's (``_decode_ctas``)
+    valid = _valid(ctas)
+    headers = unit_headers[valid].reshape(-1)
+    valid_ctas = ctas.cta[valid]  # a valid header's CTA id is its slot's (``_decode_ctas``)
     cta = np.repeat(valid_ctas, layout.units)
-    launch = np.repeat(ctas.launch[ctas.valid], layout.units)
+    launch = np.repeat(ctas.launch[valid], layout.units)
     entries = headers["entries"].astype(np.int64)
     count = records_written(entries, headers["tally"].astype(np.int64))
     finished = headers["end_magic"] == MAGIC
@@ -302,9 +309,9 @@ def _decode_units(unit_headers: np.ndarray, layout: BufferLayout, ctas: CtaTable
     return UnitTable(
         launch=launch,
         cta=cta,
-        smid=np.repeat(ctas.smid[ctas.valid], layout.units),
-        cluster=np.repeat(ctas.cluster[ctas.valid], layout.units),
-        cluster_rank=np.repeat(ctas.cluster_rank[ctas.valid], layout.units),
+        smid=np.repeat(ctas.smid[valid], layout.units),
+        cluster=np.repeat(ctas.cluster[valid], layout.units),
+        cluster_rank=np.repeat(ctas.cluster_rank[valid], layout.units),
         unit=np.tile(layout.sampling.unit_of_slot(np.arange(layout.units)), len(valid_ctas)),
         start_clock=headers["start_clock"].astype(np.int64),
         start_time=headers["start_time"].astype(np.int64),
@@ -356,7 +363,7 @@ def _kept_slots(
     slot_unit = np.repeat(np.arange(len(units), dtype=np.int64), units.kept_entries)
     first = np.cumsum(units.kept_entries) - units.kept_entries
     written = (units.entries - units.kept_entries - first)[slot_unit] + np.arange(len(slot_unit))
-    unit_slot0 = slots.slot0[ctas.valid].reshape(-1)  # each decoded unit's slot 0
+    unit_slot0 = slots.slot0[_valid(ctas)].reshape(-1)  # each decoded unit's slot 0
     words = slots.slots.view(np.uint32).reshape(-1, layout.slot_bytes // 4)
     return slot_unit, words[unit_slot0[slot_unit] + (written & (layout.capacity - 1))]
 

@@ -357,7 +357,8 @@ class Pipeline:
         scoped = records.kind == RecordKind.SCOPE
         unknown = scoped & group.scopes.unknown(records.scope)
         unknown_count = np.bincount(piece[unknown], minlength=n)
-        other = np.bincount(piece[~np.isin(records.kind, list(RecordKind))], minlength=n)
+        # RecordKind's codes are 0 to n - 1 (tests/contract holds it): a range, not a set lookup
+        other = np.bincount(piece[(records.kind < 0) | (records.kind >= len(RecordKind))], minlength=n)
         counts = launch_counts(group, np.bincount(piece, minlength=n))
         grids = first_grid(group)
         for i, launch in enumerate(group.index.tolist()):
