@@ -206,6 +206,29 @@ def test_compressed_and_plain_traces_hold_the_same_packets(tmp_path, busy_launch
     assert not any(p.HasField("compressed_packets") for p in plain)
 
 
+@pytest.mark.parametrize("hidden", [(), ("deflate",), ("deflate", "zlib_ng")])
+def test_each_deflate_the_sink_may_use_writes_what_zlib_inflates(
+    tmp_path, busy_launch, pftrace_packets, monkeypatch, hidden
+):
+    """libdeflate where installed, else zlib-ng, else zlib: each trace holds the plain one's packets."""
+    import sys
+    import zlib
+
+    from proton_ik.viewer.perfetto import sink
+
+    for name in hidden:
+        monkeypatch.setitem(sys.modules, name, None)  # its import raises ImportError
+    compress, level = sink._deflate()
+    assert (compress is zlib.compress) == (len(hidden) == 2)
+    monkeypatch.setattr(sink, "COMPRESS", compress)
+    monkeypatch.setattr(sink, "COMPRESS_LEVEL", level)
+    trace = Trace.from_captures({"name": "t"}, [busy_launch()])
+    args = (trace.events, trace.units, trace.launches)
+    packed = pftrace_packets(write_perfetto(tmp_path / "packed.pftrace", *args))
+    plain = pftrace_packets(write_perfetto(tmp_path / "plain.pftrace", *args, compress=False))
+    assert [p.SerializeToString() for p in packed] == [p.SerializeToString() for p in plain]
+
+
 def framed(data: bytes) -> list[bytes]:
     """The bytes of each ``Trace.packet`` field of a trace, in order."""
     packets, at = [], 0
