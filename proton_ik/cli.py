@@ -7,8 +7,12 @@ code, and an output that would replace the input or an existing file without ``-
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +57,18 @@ def _read_trace(path: Path, kind: str, for_writing: bool = False) -> TraceFile:
     return readback.read_trace(path, kind, for_writing)
 
 
+@contextlib.contextmanager
+def _written_aside(output: Path) -> Iterator[Path]:
+    """A path beside ``output`` to write instead, moved onto it once whole: a command that fails
+    halfway leaves no output (nor a file that the next try would refuse without --force)."""
+    aside = output.with_name(f".{output.stem}.{os.getpid()}.partial{output.suffix}")
+    try:
+        yield aside
+        os.replace(aside, output)
+    finally:
+        aside.unlink(missing_ok=True)
+
+
 def _show(args: argparse.Namespace) -> int:
     paths = [Path(file) for file in args.files]
     csv = Path(args.csv) if args.csv else None
@@ -80,7 +96,8 @@ def _show(args: argparse.Namespace) -> int:
         print("== side by side: mean per scope, and the slowest session")
         print(terminal_safe(ranks.side_by_side_text(summaries)))
     if csv:
-        _scopes_csv(shown, csv)
+        with _written_aside(csv) as aside:
+            _scopes_csv(shown, aside)
         print(terminal_safe(f"wrote {csv}"))
     return 0
 
@@ -105,12 +122,11 @@ def _merge(args: argparse.Namespace) -> int:
         sessions = sessions_of(args.files)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    if any(output.exists() and output.resolve() == path.resolve() for path in sessions):
-        raise UsageError(f"{output} is one of the inputs; writing there would destroy it. Pass another -o")
-    if output.exists() and not args.force:
-        raise UsageError(f"{output} exists; pass --force to replace it, or another -o")
+    _sessions_only(sessions, "merge reads session files (.pik), or folders of them")
+    _check_output(output, sessions, args.force, "-o")
     if args.torch_trace is None:
-        merge_sessions(sessions, output, timeline=args.timeline)
+        with _written_aside(output) as aside:
+            merge_sessions(sessions, aside, timeline=args.timeline)
         print(terminal_safe(f"{output}: {len(sessions)} sessions, a root track each"))
         return 0
     from proton_ik.viewer.torch_profiler import TorchTraceError, merge_torch_trace, read_kineto
@@ -119,7 +135,8 @@ def _merge(args: argparse.Namespace) -> int:
         torch_trace = read_kineto(args.torch_trace)
     except TorchTraceError as error:
         raise UsageError(str(error)) from None
-    _, alignments = merge_torch_trace(sessions, torch_trace, output, timeline=args.timeline)
+    with _written_aside(output) as aside:
+        _, alignments = merge_torch_trace(sessions, torch_trace, aside, timeline=args.timeline)
     said = f"{len(sessions)} session{'s' if len(sessions) > 1 else ''}"
     print(terminal_safe(f"{output}: {said} and {torch_trace.path.name} on one time axis"))
     for path, alignment in zip(sessions, alignments, strict=True):
@@ -137,17 +154,16 @@ def _convert(args: argparse.Namespace) -> int:
     kind = _kind(source)
     if (refused := _not_ours(source, kind)) is not None:
         raise refused
-    if kind == "session":
-        # Streamed: the session's tables are never built, so any session converts in bounded memory.
-        viewer.render_session(source, {OUTPUTS[args.to]: output}, timeline=args.timeline)
-    else:
-        # A trace is read whole (into typed columns, in memory proportional to the file) before
-        # anything is written, so a file it cannot read leaves no output behind.
-        trace = _read_trace(source, kind, for_writing=True)
-        if args.to == "perfetto":
-            trace.write_perfetto(output, timeline=args.timeline)
+    with _written_aside(output) as aside:
+        if kind == "session":
+            # Streamed: the session's tables are never built, so any session converts in bounded memory.
+            viewer.render_session(source, {OUTPUTS[args.to]: aside}, timeline=args.timeline)
         else:
-            trace.write_chrome(output, timeline=args.timeline)
+            trace = _read_trace(source, kind, for_writing=True)
+            if args.to == "perfetto":
+                trace.write_perfetto(aside, timeline=args.timeline)
+            else:
+                trace.write_chrome(aside, timeline=args.timeline)
     print(terminal_safe(f"wrote {output}"))
     return 0
 
@@ -171,7 +187,8 @@ def _diff(args: argparse.Namespace) -> int:
     frame = diff_sessions(sessions[0], sessions[1], options)
     print(terminal_safe(format_diff(frame)))
     if csv:
-        frame.to_csv(csv, index=False)
+        with _written_aside(csv) as aside:
+            frame.to_csv(aside, index=False)
         print(terminal_safe(f"wrote {csv}"))
     return 0
 
@@ -200,11 +217,12 @@ def _report(args: argparse.Namespace) -> int:
     source = Path(args.file)
     output = Path(args.output) if args.output else source.with_suffix(".html")
     inputs = [source, *([Path(args.diff)] if args.diff else [])]
-    _check_output(output, inputs, args.force, "-o")
     _sessions_only(
         inputs, "report reads session files (.pik): pass the .pik file the trace was rendered from"
     )
-    write_report(source, output, diff_with=inputs[1] if args.diff else None)
+    _check_output(output, inputs, args.force, "-o")
+    with _written_aside(output) as aside:
+        write_report(source, aside, diff_with=inputs[1] if args.diff else None)
     print(terminal_safe(f"wrote {output}"))
     return 0
 
@@ -317,7 +335,8 @@ def _add_diff(commands: Any) -> None:
         "--min-change",
         type=float,
         default=DiffOptions.min_change,
-        help="a significant change smaller than this fraction of A's median is negligible (e.g. 0.01)",
+        help="a significant change smaller than this fraction of A's median is negligible (e.g. 0.01; "
+        "default: %(default)s, none)",
     )
     diff.add_argument("--kernel", help="compare this kernel only")
     diff.add_argument("--ignore-lines", action="store_true", help="pair scopes by kernel and name alone")
@@ -341,8 +360,23 @@ def _add_report(commands: Any) -> None:
 
 def _add_demo(commands: Any) -> None:
     demo = commands.add_parser("demo", help="profile a bundled kernel (or render a bundled capture)")
-    demo.add_argument("--out-dir", default=".", help="where to write the trace (default: here)")
+    demo.add_argument(
+        "--out-dir",
+        default=".",
+        help="where to write the session, its trace and its Chrome JSON (default: here)",
+    )
     demo.set_defaults(run=_demo)
+
+
+def _warning_for(command: str):
+    """Warnings as the command's own lines on stderr, not Python's (a source file and line of
+    proton_ik's, and the line of code that warned)."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = str(message).removeprefix("proton_ik: ")
+        print(terminal_safe(f"proton-ik {command}: warning: {text}"), file=file or sys.stderr)
+
+    return show
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         add(commands)
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _warning_for(args.command)
+            return args.run(args)
     except UsageError as error:
         print(terminal_safe(f"proton-ik {args.command}: {error}"), file=sys.stderr)
         return BAD_USAGE

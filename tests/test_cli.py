@@ -538,3 +538,43 @@ def test_diff_names_scopes_right_whatever_their_lines(tmp_path, capsys, line):
     assert written["scope"].tolist() == ["load", "compute", "store"]
     assert written["line_a"].tolist() == written["line_b"].tolist() == [line, line + 1, line + 2]
     assert (written["count_a"] == 64).all()
+
+
+def test_a_convert_that_fails_halfway_leaves_no_output_and_the_retry_needs_no_force(
+    tmp_path, capsys, monkeypatch
+):
+    session = tmp_path / "add.pik"
+    session.write_bytes((DATA / "add.pik").read_bytes())
+    render = viewer.render_session
+
+    def fails_halfway(source, outputs, **options):
+        for path in outputs.values():
+            Path(path).write_bytes(b"half a trace")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(viewer, "render_session", fails_halfway)
+    assert main(["convert", str(session), "--to", "perfetto"]) == 1
+    assert_one_line_error(capsys.readouterr().err, "convert", "No space left")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["add.pik"]  # nothing written, nothing aside
+    monkeypatch.setattr(viewer, "render_session", render)
+    assert main(["convert", str(session), "--to", "perfetto"]) == 0
+    assert read_packets(tmp_path / "add.pftrace")
+
+
+def test_report_of_a_file_that_is_no_session_says_so_before_anything_about_its_output(tmp_path, capsys):
+    page = tmp_path / "run.html"
+    page.write_text("<html></html>")
+    assert main(["report", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert "not a proton_ik file" in err and "would destroy" not in err, err
+
+
+def test_a_warning_is_a_line_of_the_commands_own(tmp_path, capsys):
+    data = (DATA / "torch_profiler.pik").read_bytes()
+    cut = tmp_path / "cut.pik"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    main(["show", str(cut)])
+    err = capsys.readouterr().err
+    warned = [line for line in err.splitlines() if "never closed" in line]
+    assert warned and all(line.startswith("proton-ik show: warning: ") for line in warned), err
+    assert ".py:" not in err, err

@@ -114,3 +114,26 @@ def test_a_jobs_trace_is_not_read_back_as_one_session_and_says_what_to_do(tmp_pa
     assert main(["convert", str(job), "--to", "chrome"]) == 1
     said = capsys.readouterr().err
     assert "holds 2 sessions" in said and "each session's .pik" in said
+
+
+def test_a_session_named_twice_is_refused_not_drawn_as_two_ranks(tmp_path, capsys, as_rank):
+    rank0 = as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank0.pik", 0)
+    as_rank(DATA / "add.pik", tmp_path / "job" / "a.rank1.pik", 1)
+    output = tmp_path / "job.pftrace"
+    for named in ([rank0, rank0], [tmp_path / "job", rank0]):
+        assert main(["merge", *map(str, named), "-o", str(output)]) == 2
+        assert "named twice" in capsys.readouterr().err
+        with pytest.raises(ValueError, match="name each session once"):
+            proton_ik.merge([str(path) for path in named], output)
+    assert not output.exists()
+
+
+def test_a_file_that_is_no_session_is_named_for_what_it_is(tmp_path, capsys, as_rank):
+    rank0 = as_rank(DATA / "add.pik", tmp_path / "r0.pik", 0)
+    trace = proton_ik.merge([str(rank0)], tmp_path / "r0.pftrace")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a session")
+    for other, said in ((trace, "Perfetto"), (notes, "not")):
+        assert main(["merge", str(rank0), str(other), "-o", str(tmp_path / "x.pftrace")]) == 1
+        err = capsys.readouterr().err
+        assert said.lower() in err.lower() and "truncated" not in err, err

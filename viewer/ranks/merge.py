@@ -35,8 +35,18 @@ def sessions_of(paths: str | Path | Sequence[str | Path]) -> list[Path]:
     files in them."""
     named = [paths] if isinstance(paths, (str, Path)) else list(paths)
     found: list[Path] = []
+    # Each session's file, resolved, and the path it was first found by: a session merged twice
+    # would draw as two ranks.
+    seen: dict[Path, Path] = {}
     for given in map(Path, named):
-        found += sorted(given.glob("*.pik")) if given.is_dir() else [given]
+        for path in sorted(given.glob("*.pik")) if given.is_dir() else [given]:
+            first = seen.setdefault(path.resolve(), path)
+            if first is not path:
+                raise ValueError(
+                    f"{path} is named twice (also as {first}, through {', '.join(map(str, named))}): "
+                    "name each session once"
+                )
+            found.append(path)
     if not found:
         raise ValueError(f"no session file in {', '.join(map(str, named))}: name .pik files or their folder")
     if len(found) > MAX_MERGED:
