@@ -70,7 +70,7 @@ def _written_aside(output: Path) -> Iterator[Path]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    paths = [Path(file) for file in args.files]
+    paths = _files_of(args.files)
     csv = Path(args.csv) if args.csv else None
     if csv:
         _check_output(csv, paths, args.force, "--csv")
@@ -100,6 +100,20 @@ def _show(args: argparse.Namespace) -> int:
             _scopes_csv(shown, aside)
         print(terminal_safe(f"wrote {csv}"))
     return 0
+
+
+def _files_of(named: list[str]) -> list[Path]:
+    """The files named, a folder standing for the session files (.pik) in it (a job's ranks)."""
+    found: list[Path] = []
+    for path in map(Path, named):
+        if path.is_dir():
+            sessions = sorted(path.glob("*.pik"))
+            if not sessions:
+                raise UsageError(f"{path} is a folder with no session file (.pik) in it")
+            found += sessions
+        else:
+            found.append(path)
+    return found
 
 
 def _scopes_csv(shown: list[tuple[Path, Any]], csv: Path) -> None:
@@ -279,7 +293,8 @@ def _add_show(commands: Any) -> None:
         "files",
         nargs="+",
         metavar="file",
-        help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say",
+        help="session (.pik), Perfetto (.pftrace) or Chrome (.json) files: the ranks of a job, say "
+        "(a folder stands for the .pik files in it)",
     )
     show.add_argument(
         "--csv", help="also write every file's per-scope table to this CSV file (a column path first)"

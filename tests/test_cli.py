@@ -578,3 +578,17 @@ def test_a_warning_is_a_line_of_the_commands_own(tmp_path, capsys):
     warned = [line for line in err.splitlines() if "never closed" in line]
     assert warned and all(line.startswith("proton-ik show: warning: ") for line in warned), err
     assert ".py:" not in err, err
+
+
+def test_show_of_a_folder_shows_the_sessions_in_it(tmp_path, capsys):
+    job = tmp_path / "job"
+    job.mkdir()
+    for name in ("a.rank0.pik", "a.rank1.pik"):
+        (job / name).write_bytes((DATA / "add.pik").read_bytes())
+    assert main(["show", str(job)]) == 0
+    out = capsys.readouterr().out
+    assert f"== {job / 'a.rank0.pik'}" in out and f"== {job / 'a.rank1.pik'}" in out
+    assert "side by side" in out
+    (tmp_path / "empty").mkdir()
+    assert main(["show", str(tmp_path / "empty")]) == 2
+    assert "no session file" in capsys.readouterr().err
