@@ -195,9 +195,7 @@ def in_track_order(markers: Unsorted, n_tracks: int) -> Ordered:
     rank = np.empty(n_tracks, dtype=np.int64)
     rank[np.argsort(first_ts, kind="stable")] = np.arange(n_tracks)
     occupant_rank = np.empty(len(occupant_track), dtype=np.int64)
-    occupant_rank[np.lexsort((np.arange(len(occupant_track)), rank[occupant_track]))] = np.arange(
-        len(occupant_track)
-    )
+    occupant_rank[np.argsort(rank[occupant_track], kind="stable")] = np.arange(len(occupant_track))
     sort = _argsort_keys(
         occupant_rank[markers.marker_occupant], markers.order, max(markers.last_order + 2, markers.points)
     )
@@ -206,8 +204,9 @@ def in_track_order(markers: Unsorted, n_tracks: int) -> Ordered:
     new_track[1:] = track[1:] != track[:-1]
     # A timestamp never goes back within a track: that would be a negative delta.
     ts = _running_max(markers.ts[sort], new_track)
-    delta = np.diff(ts, prepend=0)
-    delta[new_track] = 0
+    delta = np.empty_like(ts)
+    np.subtract(ts[1:], ts[:-1], out=delta[1:])
+    delta[new_track] = 0  # the first marker too
     return Ordered(
         track, new_track, ts, delta, markers.slice_of[sort], markers.count[sort], markers.counted[sort]
     )
@@ -217,9 +216,20 @@ def _argsort_keys(major: np.ndarray, minor: np.ndarray, minor_range: int) -> np.
     """The order that sorts rows by (major, minor), both non-negative with unique pairs."""
     if len(major) == 0:
         return np.zeros(0, np.int64)
-    if (int(major.max()) + 1) * minor_range < 1 << 63:
-        # The keys are unique, so any sort gives this order; numpy's default is vectorized where the
-        # CPU allows (AVX-512: 5x faster than its merge sort on 2M keys in any order).
+    key_range = (int(major.max()) + 1) * minor_range
+    row_bits = (len(major) - 1).bit_length()
+    if key_range << row_bits < 1 << 63:
+        # The pairs are unique, so any sort gives this order; numpy's default is vectorized where
+        # the CPU allows (AVX-512: 5x faster than its merge sort on 2M keys in any order). With the
+        # row in the low bits, sorting the keys themselves gives it, twice as fast as argsort.
+        key = major * minor_range
+        key += minor
+        key <<= row_bits
+        key |= np.arange(len(major))
+        key.sort()
+        key &= (1 << row_bits) - 1
+        return key
+    if key_range < 1 << 63:  # no room for the row
         return np.argsort(major * minor_range + minor)
     return np.lexsort((minor, major))
 

@@ -74,34 +74,50 @@ def steps(group: np.ndarray, begin: np.ndarray, end: np.ndarray) -> Steps:
     if n == 0:
         empty = np.zeros(0, np.int64)
         return Steps(empty, empty, empty, empty, empty)
-    keys = np.concatenate([group, group])
-    times = np.concatenate([begin, end])
-    delta = np.concatenate([np.ones(n, np.int64), np.full(n, -1, np.int64)])
-    order = _by_group_time_end_first(keys, times, delta)
-    keys, times = keys[order], times[order]
+    # Rows: the ends, then the begins. Sorted by group, time and row, a time's ends come first.
+    order, keys, times = _by_group_time(np.concatenate([group, group]), np.concatenate([end, begin]))
     # Each group's begins and ends cancel out, so one running sum restarts at 0 at every group.
-    count = np.cumsum(delta[order])
+    delta = (order >= n).view(np.int8) * np.int8(2) - np.int8(1)  # +1 at a begin, -1 at an end
+    count = np.cumsum(delta, dtype=np.int64)
     last = np.ones(len(keys), dtype=bool)  # one point per group and time: its count after all changes
     last[:-1] = (keys[1:] != keys[:-1]) | (times[1:] != times[:-1])
-    settled = count[last][np.cumsum(np.concatenate([[True], last[:-1]])) - 1]  # per sorted row
+    lasts = np.flatnonzero(last)
+    keys, times, count = keys[lasts], times[lasts], count[lasts]
     at = np.empty(2 * n, dtype=np.int64)
-    at[order] = settled
-    keys, times, count = keys[last], times[last], count[last]
+    at[order] = np.repeat(count, np.diff(lasts, prepend=-1))  # each row's group and time's count
     changed = np.ones(len(keys), dtype=bool)
     changed[1:] = (keys[1:] != keys[:-1]) | (count[1:] != count[:-1])
-    return Steps(keys[changed], times[changed], count[changed], at[:n], at[n:])
+    return Steps(keys[changed], times[changed], count[changed], at[n:], at[:n])
 
 
-def _by_group_time_end_first(keys: np.ndarray, times: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """The order by group, then time, then ends before begins: one sort of a combined key where
-    it fits 63 bits."""
+def _by_group_time(keys: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The order by group, then time, then row; and the groups and times in that order. One sort
+    of a combined key where group, time and row fit 63 bits."""
     low = int(times.min())
     span = int(times.max()) - low + 1
-    if (int(keys.max()) + 1) * span * 2 < 1 << 63:
-        # Ties (a group's begins, or ends, at one time) may come in any order: the counts after
-        # each time are the same. numpy's default sort is vectorized where the CPU allows.
-        return np.argsort((keys * span + (times - low)) * 2 + (delta > 0))
-    return np.lexsort((delta, times, keys))
+    key_range = (int(keys.max()) + 1) * span
+    row_bits = (len(keys) - 1).bit_length()
+    if key_range << row_bits < 1 << 63:
+        # The row in the low bits makes the keys unique, so a plain sort of the keys (numpy's
+        # default is vectorized where the CPU allows; sorting values is twice as fast as argsort)
+        # gives the order, and the groups and times come back from the sorted keys without
+        # gathers. Built in place: on a fresh array every page costs a fault.
+        key = times - low
+        key += keys * span
+        key <<= row_bits
+        key |= np.arange(len(keys))
+        key.sort()
+        order = key & ((1 << row_bits) - 1)
+        key >>= row_bits
+        group = key // span
+        key -= group * span
+        key += low
+        return order, group, key
+    if key_range < 1 << 63:  # no room for the row: a stable sort keeps ties in row order
+        order = np.argsort(keys * span + (times - low), kind="stable")
+    else:
+        order = np.lexsort((times, keys))  # stable: ties in row order
+    return order, keys[order], times[order]
 
 
 def most_at_once(group: np.ndarray, begin: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
