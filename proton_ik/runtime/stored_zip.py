@@ -35,6 +35,7 @@ __all__ = ["StoredZipWriter", "crc32", "crc32_combine"]
 PIECE_BYTES = 1 << 20  # a thread's share of a checksum
 PARALLEL_FROM = 4 << 20  # smaller members are checksummed on the calling thread
 SMALL_MEMBER = 16 << 10  # a member this small is written with its header, in one piece
+TOGETHER_BYTES = 4 << 20  # small members gathered into one write, up to about this much
 ZIP64_VERSION = 45
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 # A local header with its zip64 extra field (id, size, then the sizes), up to the name between them
@@ -164,31 +165,38 @@ class StoredZipWriter:
         dos_time, dos_date = _dos_time(time.time())
         offset = self._file.tell()
         together: list[bytes | memoryview] = []  # small members not yet written
-        for name, parts in members:
-            encoded = name.encode("utf-8")
-            if encoded in self._names:
-                self._write_together(together)
-                raise ValueError(f"the archive already holds a member named {name!r}")
-            views = [memoryview(part).cast("B") for part in parts]
-            size = sum(view.nbytes for view in views)
-            patch = self._patch if size >= PARALLEL_FROM else None
-            crc = 0 if patch is not None else self._crc(views)
-            header = self._local_header(encoded, crc, size, dos_time, dos_date)
-            if size < SMALL_MEMBER:  # written with the others: each write costs the file a call
-                together.append(header)
-                together.extend(views)
-            else:
-                self._write_together(together)
-                self._file.write(header)
-                for view in views:
-                    self._file.write(view)
-                if patch is not None:  # the checksum while the file writes the data
-                    crc = self._crc(views)
-                    patch(offset + _CRC_AT, struct.pack("<I", crc))
-            self._members.append(_Member(encoded, offset, size, crc, dos_time, dos_date))
-            self._names.add(encoded)
-            offset += len(header) + size
-        self._write_together(together)
+        gathered = 0
+        try:  # every member listed below is written, also when a later one fails
+            for name, parts in members:
+                encoded = name.encode("utf-8")
+                if encoded in self._names:
+                    raise ValueError(f"the archive already holds a member named {name!r}")
+                views = [memoryview(part).cast("B") for part in parts]
+                size = sum(view.nbytes for view in views)
+                patch = self._patch if size >= PARALLEL_FROM else None
+                crc = 0 if patch is not None else self._crc(views)
+                header = self._local_header(encoded, crc, size, dos_time, dos_date)
+                if size < SMALL_MEMBER:  # written with the others: each write costs the file a call
+                    together.append(header)
+                    together.extend(views)
+                    gathered += len(header) + size
+                    if gathered >= TOGETHER_BYTES:
+                        self._write_together(together)
+                        gathered = 0
+                else:
+                    self._write_together(together)
+                    gathered = 0
+                    self._file.write(header)
+                    for view in views:
+                        self._file.write(view)
+                    if patch is not None:  # the checksum while the file writes the data
+                        crc = self._crc(views)
+                        patch(offset + _CRC_AT, struct.pack("<I", crc))
+                self._members.append(_Member(encoded, offset, size, crc, dos_time, dos_date))
+                self._names.add(encoded)
+                offset += len(header) + size
+        finally:
+            self._write_together(together)
 
     def _write_together(self, pieces: list[bytes | memoryview]) -> None:
         """Write ``pieces`` as one (copied: the caller may reuse them once written), then forget them."""

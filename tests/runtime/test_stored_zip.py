@@ -84,14 +84,20 @@ def test_a_large_member_checksummed_while_written_reads_back(tmp_path):
         assert archive.read("big.npy") == b"header" + data.tobytes()
 
 
+@pytest.mark.parametrize("together_bytes", [None, 40])
 @pytest.mark.parametrize("overlapped", [False, True])
-def test_members_written_together_are_the_bytes_written_one_by_one(tmp_path, monkeypatch, overlapped):
+def test_members_written_together_are_the_bytes_written_one_by_one(
+    tmp_path, monkeypatch, overlapped, together_bytes
+):
     """``add_many`` (a drain batch's members in one call) writes what ``add`` writes member by
-    member: small members gathered, a large one alone with its checksum overlapped."""
+    member: small members gathered (into writes of ``TOGETHER_BYTES`` or so), a large one alone
+    with its checksum overlapped."""
     from proton_ik.runtime import stored_zip
     from proton_ik.runtime.session_writer import OverlappedFile
 
     monkeypatch.setattr(stored_zip.time, "time", lambda: 1_700_000_000.0)
+    if together_bytes is not None:
+        monkeypatch.setattr(stored_zip, "TOGETHER_BYTES", together_bytes)
     rng = np.random.default_rng(7)
     sizes = [0, 5, stored_zip.SMALL_MEMBER - 1, stored_zip.SMALL_MEMBER, 3, stored_zip.PARALLEL_FROM + 11, 9]
     members = [
@@ -115,12 +121,14 @@ def test_members_written_together_are_the_bytes_written_one_by_one(tmp_path, mon
         assert archive.testzip() is None
 
 
-def test_a_name_twice_in_one_call_keeps_the_members_before_it(tmp_path):
+@pytest.mark.parametrize(("bad", "error"), [(("a", [b"3"]), ValueError), (("c", [5]), TypeError)])
+def test_a_member_refused_in_one_call_keeps_the_members_before_it(tmp_path, bad, error):
+    """A name twice, or a part that is no buffer: the members before it are written and listed."""
     path = tmp_path / "a.zip"
     with open(path, "wb") as file:
         writer = StoredZipWriter(file)
-        with pytest.raises(ValueError, match="already holds"):
-            writer.add_many([("a", [b"1"]), ("b", [b"2"]), ("a", [b"3"])])
+        with pytest.raises(error):
+            writer.add_many([("a", [b"1"]), ("b", [b"2"]), bad])
         writer.close()
     with zipfile.ZipFile(path) as archive:
         assert archive.testzip() is None
