@@ -235,8 +235,8 @@ def _in_launch_order(
     and CUPTI's correlation ids both count launch calls in the order made: where the chosen
     kernels, handed to the chosen launches in that order, still each hold their launch, that is
     the matching kept."""
-    if chosen.empty or (kernels["correlation"] < 0).any():
-        return chosen
+    if chosen.empty or (kernels.loc[chosen["cupti"].to_numpy(), "correlation"] < 0).any():
+        return chosen  # no order to follow
     allowed = set(
         zip(*(candidates.loc[_inside(candidates, voted), ["launch", "cupti"]].T.to_numpy()), strict=True)
     )
