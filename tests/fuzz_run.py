@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fuzz.malformed import COMMANDS, MUTATIONS, malformed, run, seeds
+from fuzz.malformed import COMMANDS, MUTATIONS, malformed, run, said_one_error, seeds
 
 ALLOWANCE = 128 << 20  # bytes: the decoder's fixed working set, beside 50x the input
 RATIO = 50
@@ -47,10 +47,9 @@ def _worker(jobs: mp.Queue, results: mp.Queue) -> None:
         began = time.perf_counter()
         try:
             code, errors = run(command, Path(path), scratch)
-            one_line = errors.count("\n") == 1 and errors.startswith(f"proton-ik {command}: ")
             if code == 0:
                 outcome = "read"
-            elif code == 1 and one_line and path in errors:
+            elif code == 1 and said_one_error(command, Path(path), errors):
                 outcome = "refused"
             else:
                 outcome = f"traceback:exit {code}: {errors[-500:]}"

@@ -348,3 +348,18 @@ def malformed(kind: str, seeds: dict[str, bytes], rng: random.Random) -> tuple[s
         return suffix, mutate(seeds["add-plain.pftrace"], rng)
     names = [name for name in seeds if name.endswith(suffix) and not name.endswith("plain.pftrace")]
     return suffix, mutate(seeds[rng.choice(names)], rng)
+
+
+def said_one_error(command: str, path: Path, errors: str) -> bool:
+    """Whether ``errors`` (stderr of a refused command) is its warnings' lines, then one line of
+    its own that names ``path``."""
+    warned = f"proton-ik {command}: warning: "
+    lines = errors.splitlines()
+    return (
+        errors.endswith("\n")
+        and all(line.startswith(warned) for line in lines[:-1])
+        and lines[-1].startswith(f"proton-ik {command}: ")
+        and not lines[-1].startswith(warned)
+        and str(path) in lines[-1]
+        and len(lines[-1]) < 2000
+    )
