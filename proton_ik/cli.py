@@ -104,15 +104,9 @@ def _show(args: argparse.Namespace) -> int:
 
 def _files_of(named: list[str]) -> list[Path]:
     """The files named, a folder standing for the session files (.pik) in it (a job's ranks)."""
-    found: list[Path] = []
-    for path in map(Path, named):
-        if path.is_dir():
-            sessions = sorted(path.glob("*.pik"))
-            if not sessions:
-                raise UsageError(f"{path} is a folder with no session file (.pik) in it")
-            found += sessions
-        else:
-            found.append(path)
+    found = ranks.files_named(named)
+    if not found:
+        raise UsageError(f"{', '.join(named)}: a folder with no session file (.pik) in it")
     return found
 
 

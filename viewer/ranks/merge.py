@@ -27,26 +27,35 @@ from proton_ik.viewer.ranks.scopes import label_of
 from proton_ik.viewer.render import render_session
 from proton_ik.viewer.session_file import read_session
 
-__all__ = ["merge_sessions", "sessions_of"]
+__all__ = ["files_named", "merge_sessions", "sessions_of"]
+
+
+def files_named(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The files named (one path, or several): files as given, folders for the session files
+    (``.pik``) in them, in name order."""
+    named = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    return [
+        path
+        for given in map(Path, named)
+        for path in (sorted(given.glob("*.pik")) if given.is_dir() else [given])
+    ]
 
 
 def sessions_of(paths: str | Path | Sequence[str | Path]) -> list[Path]:
-    """The session files named (one path, or several): files as given, folders for the ``.pik``
-    files in them."""
+    """The session files named (``files_named``), each once."""
     named = [paths] if isinstance(paths, (str, Path)) else list(paths)
     found: list[Path] = []
     # Each session's file, resolved, and the path it was first found by: a session merged twice
     # would draw as two ranks.
     seen: dict[Path, Path] = {}
-    for given in map(Path, named):
-        for path in sorted(given.glob("*.pik")) if given.is_dir() else [given]:
-            first = seen.setdefault(path.resolve(), path)
-            if first is not path:
-                raise ValueError(
-                    f"{path} is named twice (also as {first}, through {', '.join(map(str, named))}): "
-                    "name each session once"
-                )
-            found.append(path)
+    for path in files_named(named):
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise ValueError(
+                f"{path} is named twice (also as {first}, through {', '.join(map(str, named))}): "
+                "name each session once"
+            )
+        found.append(path)
     if not found:
         raise ValueError(f"no session file in {', '.join(map(str, named))}: name .pik files or their folder")
     if len(found) > MAX_MERGED:
